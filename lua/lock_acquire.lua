@@ -1,0 +1,21 @@
+-- Reentrant lock: acquire or re-enter.
+--
+-- KEYS[1]  the lock hash (the user's lock name)
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner field, "<client-uuid>:<id>"
+--
+-- Reply: nil when the owner now holds the lock (first hold or re-entry);
+--        otherwise the lock's PTTL in milliseconds, which bounds the caller's sleep
+--        before its next attempt.
+
+local lock, lease, owner = KEYS[1], ARGV[1], ARGV[2]
+
+-- Free, or already ours: count one more hold and restart the lease.
+if redis.call('exists', lock) == 0 or redis.call('hexists', lock, owner) == 1 then
+    redis.call('hincrby', lock, owner, 1)
+    redis.call('pexpire', lock, lease)
+    return nil
+end
+
+-- Held by someone else.
+return redis.call('pttl', lock)

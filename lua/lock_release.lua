@@ -1,0 +1,29 @@
+-- Reentrant lock: release one hold.
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the unlock channel, redisson_lock__channel:{name}
+-- ARGV[1]  the unlock message ("0")
+-- ARGV[2]  lease in milliseconds, restarted when holds remain
+-- ARGV[3]  owner field
+-- ARGV[4]  the publish command: "publish" or "spublish"
+--
+-- Reply: nil when the owner holds no hold (never held, expired, or someone else's);
+--        0 when holds remain; 1 when this was the last hold and the lock is free.
+
+local lock, channel = KEYS[1], KEYS[2]
+local message, lease, owner, publish = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+
+if redis.call('hexists', lock, owner) == 0 then
+    return nil
+end
+
+local remaining = redis.call('hincrby', lock, owner, -1)
+if remaining > 0 then
+    redis.call('pexpire', lock, lease)
+    return 0
+end
+
+-- Last hold gone: free the lock and wake one waiter.
+redis.call('del', lock)
+redis.call(publish, channel, message)
+return 1

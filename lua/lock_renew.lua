@@ -1,0 +1,21 @@
+-- Watchdog: extend many holds in one call.
+--
+-- KEYS[i]    lock hash i
+-- ARGV[1]    the lease to restart, in milliseconds
+-- ARGV[i+1]  the owner field whose hold on KEYS[i] is renewed
+--
+-- Reply: an array with one entry per key: 1 when the owner still held it and the
+--        lease was restarted, 0 when the hold is gone (expired, released elsewhere,
+--        force-unlocked) and must no longer be renewed.
+
+local lease = ARGV[1]
+local renewed = {}
+for i, lock in ipairs(KEYS) do
+    if redis.call('hexists', lock, ARGV[i + 1]) == 1 then
+        redis.call('pexpire', lock, lease)
+        renewed[i] = 1
+    else
+        renewed[i] = 0
+    end
+end
+return renewed

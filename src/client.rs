@@ -1,0 +1,124 @@
+//! The cloneable client handle.
+
+use std::sync::Arc;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::keys::validate_name;
+use crate::lock::RLock;
+use crate::pubsub::{PubSub, PushHandler};
+use crate::watchdog::Watchdog;
+
+/// A connection to Redis and the lock machinery around it: a cheap, cloneable handle.
+///
+/// One client owns one multiplexed connection (commands and unlock messages, as
+/// RESP3 pushes), one renewal task and one subscriber, whatever the number of locks
+/// and waiting tasks. It has its own random UUID, the first half of every owner
+/// field it writes, so two clients (even in one process) are two owners, as two
+/// Redisson instances are.
+///
+/// Dropping the last handle stops the watchdog: holds taken without a lease then
+/// expire within `lock_watchdog_timeout`.
+///
+/// ```no_run
+/// use redisson_locks::{Client, Config};
+///
+/// # async fn demo() -> Result<(), redisson_locks::Error> {
+/// let client = Client::connect(Config::from_url("redis://127.0.0.1:6379")?).await?;
+/// let lock = client.get_lock("orders:42")?;
+/// let guard = lock.lock().await?;
+/// // ... the critical section ...
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Client {
+    inner: Arc<ClientInner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct ClientInner {
+    pub(crate) id: String,
+    pub(crate) config: Config,
+    pub(crate) conn: ConnectionManager,
+    pub(crate) pubsub: PubSub,
+    pub(crate) watchdog: Watchdog,
+}
+
+impl Client {
+    /// Validates `config`, connects, and starts the client's renewal and subscriber
+    /// tasks. Must be called inside a tokio runtime.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a bad configuration; [`Error::Redis`] when the server
+    /// cannot be reached within `connect_timeout` or refuses the credentials.
+    pub async fn connect(config: Config) -> Result<Client> {
+        config.validate()?;
+        let info = config.connection_info()?;
+        let redis_client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
+        let pushes = PushHandler::new();
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(Some(config.timeout))
+            .set_number_of_retries(config.retry_attempts as usize)
+            .set_max_delay(config.retry_interval)
+            .set_push_sender(pushes.sender());
+        let connect = ConnectionManager::new_with_config(redis_client, manager_config);
+        let conn = match tokio::time::timeout(config.connect_timeout, connect).await {
+            Ok(conn) => conn?,
+            Err(_) => {
+                return Err(Error::Redis(redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "could not connect within connect_timeout",
+                    config.address.clone(),
+                ))))
+            }
+        };
+        let pubsub = pushes.start(conn.clone());
+        let watchdog = Watchdog::start(conn.clone(), config.lock_watchdog_timeout);
+        Ok(Client {
+            inner: Arc::new(ClientInner {
+                id: uuid::Uuid::new_v4().to_string(),
+                config,
+                conn,
+                pubsub,
+                watchdog,
+            }),
+        })
+    }
+
+    /// This client's id: a random UUID v4, the first half of its owner fields.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The configuration this client was made with.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// A reentrant lock (Redisson's `RLock`) named `name`. No I/O happens here.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty name or one longer than
+    /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN).
+    pub fn get_lock(&self, name: impl Into<String>) -> Result<RLock> {
+        let name = name.into();
+        validate_name(&name)?;
+        Ok(RLock::new(self.inner.clone(), name))
+    }
+
+    /// How many pub/sub channels this client is subscribed to right now: one per
+    /// lock with waiting tasks, however many tasks wait.
+    pub fn subscribed_channels(&self) -> usize {
+        self.inner.pubsub.channel_count()
+    }
+
+    /// How many holds the watchdog is renewing right now.
+    pub fn renewed_holds(&self) -> usize {
+        self.inner.watchdog.active_holds()
+    }
+}

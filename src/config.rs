@@ -1,0 +1,327 @@
+//! Client configuration: from code, from a URL, or from Redisson-style JSON.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// The longest lease or wait accepted: ten years.
+///
+/// Leases and waits travel to Redis as milliseconds and are added to clock readings
+/// there (in Lua's doubles for the fair lock); anything longer is a bug or a
+/// sentinel such as `Duration::MAX`, and is refused with
+/// [`Error::InvalidArgument`] rather than overflowing on the server.
+pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// How to reach Redis and how the locks behave.
+///
+/// Field defaults are Redisson's. Build one with [`Config::new`],
+/// [`Config::from_url`] or [`Config::from_json`], then adjust the public fields.
+///
+/// ```
+/// use std::time::Duration;
+/// use redisson_locks::Config;
+///
+/// let mut config = Config::from_url("redis://:secret@127.0.0.1:6380/2")?;
+/// config.lock_watchdog_timeout = Duration::from_secs(10);
+/// assert_eq!(config.database, 2);
+/// assert_eq!(config.password.as_deref(), Some("secret"));
+/// # Ok::<(), redisson_locks::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Config {
+    /// Server address, `redis://host:port` (or `rediss://` where the `redis` crate was
+    /// built with TLS). Default `redis://127.0.0.1:6379`.
+    pub address: String,
+    /// ACL user name. Default none (the `default` user).
+    pub username: Option<String>,
+    /// Password. Default none.
+    pub password: Option<String>,
+    /// Database number. Default 0.
+    pub database: i64,
+    /// How long one connection attempt may take (Redisson `connectTimeout`).
+    /// Default 10 s. [`Client::connect`](crate::Client::connect) fails after this long
+    /// when the server cannot be reached.
+    pub connect_timeout: Duration,
+    /// How long a command may wait for its reply (Redisson `timeout`). Default 3 s.
+    pub timeout: Duration,
+    /// How many times a broken connection is re-dialled before a command fails, and
+    /// how many transient failures in a row a waiting lock call rides out
+    /// (Redisson `retryAttempts`). Default 3.
+    pub retry_attempts: u32,
+    /// The longest pause between two re-dials or retries (Redisson `retryInterval`).
+    /// Default 1.5 s.
+    pub retry_interval: Duration,
+    /// The lease of a lock taken without an explicit lease; the watchdog renews it
+    /// every third of this while it is held (Redisson `lockWatchdogTimeout`).
+    /// Default 30 s.
+    pub lock_watchdog_timeout: Duration,
+    /// How long a fair-lock waiter may stay silent before the queue skips it
+    /// (Redisson `fairLockWaitTimeout`). Default 300 s.
+    pub fair_lock_wait_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            address: "redis://127.0.0.1:6379".to_owned(),
+            username: None,
+            password: None,
+            database: 0,
+            connect_timeout: Duration::from_millis(10_000),
+            timeout: Duration::from_millis(3_000),
+            retry_attempts: 3,
+            retry_interval: Duration::from_millis(1_500),
+            lock_watchdog_timeout: Duration::from_millis(30_000),
+            fair_lock_wait_timeout: Duration::from_millis(300_000),
+        }
+    }
+}
+
+impl Config {
+    /// A configuration for the server at `address`, every other field at its default.
+    /// The address is checked when the client connects.
+    pub fn new(address: impl Into<String>) -> Self {
+        Config {
+            address: address.into(),
+            ..Config::default()
+        }
+    }
+
+    /// Parses a `redis://[user[:password]@]host[:port][/db]` (or `rediss://`) URL.
+    ///
+    /// User, password and database in the URL fill the matching fields.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the URL is malformed.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let info = parse_address(url)?;
+        let settings = info.redis_settings();
+        Ok(Config {
+            address: url.to_owned(),
+            username: settings.username().map(str::to_owned),
+            password: settings.password().map(str::to_owned),
+            database: settings.db(),
+            ..Config::default()
+        })
+    }
+
+    /// Parses Redisson's JSON configuration layout.
+    ///
+    /// Read are `singleServerConfig.{address, username, password, database,
+    /// connectTimeout, timeout, retryAttempts, retryInterval}`, `lockWatchdogTimeout`
+    /// and `fairLockWaitTimeout` (times in milliseconds). Other fields are ignored, so a
+    /// Java service's file can be shared; missing ones keep their defaults.
+    ///
+    /// ```
+    /// let config = redisson_locks::Config::from_json(r#"{
+    ///     "singleServerConfig": { "address": "redis://10.0.0.5:6379", "database": 1 },
+    ///     "lockWatchdogTimeout": 10000,
+    ///     "codec": "ignored"
+    /// }"#)?;
+    /// assert_eq!(config.database, 1);
+    /// assert_eq!(config.lock_watchdog_timeout.as_millis(), 10_000);
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the text is not JSON, a field has the wrong type, or a
+    /// value is out of range.
+    pub fn from_json(json: &str) -> Result<Self> {
+        let file: RedissonJson = serde_json::from_str(json)
+            .map_err(|e| Error::Config(format!("redisson JSON config: {e}")))?;
+        let mut config = Config::default();
+        if let Some(server) = file.single_server_config {
+            if let Some(address) = server.address {
+                config.address = address;
+            }
+            config.username = server.username.or(config.username);
+            config.password = server.password.or(config.password);
+            if let Some(db) = server.database {
+                config.database = db;
+            }
+            set_millis(&mut config.connect_timeout, server.connect_timeout);
+            set_millis(&mut config.timeout, server.timeout);
+            set_millis(&mut config.retry_interval, server.retry_interval);
+            if let Some(attempts) = server.retry_attempts {
+                config.retry_attempts = attempts;
+            }
+        }
+        set_millis(&mut config.lock_watchdog_timeout, file.lock_watchdog_timeout);
+        set_millis(&mut config.fair_lock_wait_timeout, file.fair_lock_wait_timeout);
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every field; [`Client::connect`](crate::Client::connect) calls this.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the first bad field.
+    pub fn validate(&self) -> Result<()> {
+        parse_address(&self.address)?;
+        if self.database < 0 {
+            return Err(Error::Config("database must not be negative".into()));
+        }
+        for (field, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("timeout", self.timeout),
+            ("retry_interval", self.retry_interval),
+            ("lock_watchdog_timeout", self.lock_watchdog_timeout),
+            ("fair_lock_wait_timeout", self.fair_lock_wait_timeout),
+        ] {
+            if value.is_zero() || value > MAX_DURATION {
+                return Err(Error::Config(format!(
+                    "{field} must be between 1 ms and {} s, got {value:?}",
+                    MAX_DURATION.as_secs()
+                )));
+            }
+        }
+        if self.lock_watchdog_timeout < Duration::from_millis(30) {
+            return Err(Error::Config(
+                "lock_watchdog_timeout must be at least 30 ms (renewal runs every third of it)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The `redis` crate's connection info for this configuration, speaking RESP3 so
+    /// that unlock messages arrive as pushes on the command connection.
+    pub(crate) fn connection_info(&self) -> Result<redis::ConnectionInfo> {
+        let info = parse_address(&self.address)?;
+        let mut settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(redis::ProtocolVersion::RESP3)
+            .set_db(self.database);
+        if let Some(user) = &self.username {
+            settings = settings.set_username(user);
+        }
+        if let Some(password) = &self.password {
+            settings = settings.set_password(password);
+        }
+        Ok(info.set_redis_settings(settings))
+    }
+}
+
+fn parse_address(address: &str) -> Result<redis::ConnectionInfo> {
+    use redis::IntoConnectionInfo;
+    if !(address.starts_with("redis://") || address.starts_with("rediss://")) {
+        return Err(Error::Config(format!(
+            "address '{address}' must start with redis:// or rediss://"
+        )));
+    }
+    address
+        .into_connection_info()
+        .map_err(|e| Error::Config(format!("address '{address}': {e}")))
+}
+
+fn set_millis(field: &mut Duration, millis: Option<u64>) {
+    if let Some(ms) = millis {
+        *field = Duration::from_millis(ms);
+    }
+}
+
+/// The part of Redisson's JSON config this crate reads.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RedissonJson {
+    single_server_config: Option<SingleServerJson>,
+    lock_watchdog_timeout: Option<u64>,
+    fair_lock_wait_timeout: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SingleServerJson {
+    address: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
+    database: Option<i64>,
+    connect_timeout: Option<u64>,
+    timeout: Option<u64>,
+    retry_attempts: Option<u32>,
+    retry_interval: Option<u64>,
+}
+
+/// Converts a lease or wait to whole milliseconds, rounding up so that a positive
+/// sub-millisecond duration never becomes 0 (which would delete the key at once).
+pub(crate) fn duration_to_millis(what: &str, value: Duration) -> Result<u64> {
+    if value.is_zero() {
+        return Err(Error::invalid(format!("{what} must be positive")));
+    }
+    if value > MAX_DURATION {
+        return Err(Error::invalid(format!(
+            "{what} of {value:?} exceeds the maximum of {} s",
+            MAX_DURATION.as_secs()
+        )));
+    }
+    let millis = value.as_millis() + u128::from(!value.subsec_nanos().is_multiple_of(1_000_000));
+    u64::try_from(millis).map_err(|_| Error::invalid(format!("{what} overflows milliseconds")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_redissons() {
+        let c = Config::default();
+        assert_eq!(c.lock_watchdog_timeout, Duration::from_secs(30));
+        assert_eq!(c.timeout, Duration::from_secs(3));
+        assert_eq!(c.retry_attempts, 3);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn url_fills_credentials_and_database() {
+        let c = Config::from_url("redis://alice:pw@localhost:7000/3").unwrap();
+        assert_eq!(c.username.as_deref(), Some("alice"));
+        assert_eq!(c.password.as_deref(), Some("pw"));
+        assert_eq!(c.database, 3);
+    }
+
+    #[test]
+    fn bad_urls_are_config_errors() {
+        assert!(Config::from_url("http://x").unwrap_err().is_config());
+        assert!(Config::from_url("redis://").unwrap_err().is_config());
+    }
+
+    #[test]
+    fn json_reads_redisson_layout_and_ignores_unknown_fields() {
+        let c = Config::from_json(
+            r#"{"singleServerConfig":{"address":"redis://h:1","password":"p","timeout":500,
+                "idleConnectionTimeout":1},"lockWatchdogTimeout":1000,"threads":16}"#,
+        )
+        .unwrap();
+        assert_eq!(c.address, "redis://h:1");
+        assert_eq!(c.password.as_deref(), Some("p"));
+        assert_eq!(c.timeout, Duration::from_millis(500));
+        assert_eq!(c.lock_watchdog_timeout, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn json_bad_values_are_config_errors() {
+        for bad in [
+            "not json",
+            r#"{"lockWatchdogTimeout":"soon"}"#,
+            r#"{"lockWatchdogTimeout":0}"#,
+            r#"{"lockWatchdogTimeout":-5}"#,
+            r#"{"singleServerConfig":{"address":"127.0.0.1:6379"}}"#,
+            r#"{"singleServerConfig":{"database":-1}}"#,
+        ] {
+            assert!(Config::from_json(bad).unwrap_err().is_config(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations_round_up_and_reject_absurd_values() {
+        assert_eq!(duration_to_millis("lease", Duration::from_micros(1)).unwrap(), 1);
+        assert_eq!(duration_to_millis("lease", Duration::from_millis(5)).unwrap(), 5);
+        assert!(duration_to_millis("lease", Duration::ZERO).is_err());
+        assert!(duration_to_millis("lease", Duration::MAX).is_err());
+        assert!(duration_to_millis("lease", MAX_DURATION).is_ok());
+    }
+}

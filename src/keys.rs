@@ -1,0 +1,86 @@
+//! The only place that builds Redis key and channel names.
+//!
+//! The layout is Redisson's (see `DESIGN.md`, "Key schema"): the lock key is the
+//! user's name untouched, and every auxiliary key or channel wraps the name in a hash
+//! tag `{name}` so that all keys of one lock share one cluster slot. A name that
+//! already contains `{` is taken to carry its own tag and is used as is.
+
+use crate::error::{Error, Result};
+
+/// The longest lock name accepted, in bytes.
+///
+/// Redis itself would take far longer keys, but every operation sends the name (and
+/// names derived from it) several times; a name this long is almost surely a bug,
+/// and refusing it before any I/O keeps such a bug from reaching the server.
+pub const MAX_NAME_LEN: usize = 8 * 1024;
+
+/// `prefixed(P, N)` = `P:{N}`, or `P:N` when `N` carries its own hash tag.
+pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// `suffixed(N, S)` = `{N}:S`, or `N:S` when `N` carries its own hash tag.
+#[allow(dead_code)] // used by the read-write lock's hold keys
+pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
+/// The pub/sub channel on which a reentrant lock's unlock is announced.
+pub(crate) fn lock_channel(name: &str) -> String {
+    prefixed("redisson_lock__channel", name)
+}
+
+/// Checks a lock name before any I/O.
+pub(crate) fn validate_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::invalid("lock name must not be empty"));
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(Error::invalid(format!(
+            "lock name is {} bytes long; the maximum is {MAX_NAME_LEN}",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_names_get_a_hash_tag() {
+        assert_eq!(lock_channel("orders"), "redisson_lock__channel:{orders}");
+        assert_eq!(suffixed("orders", "x"), "{orders}:x");
+        assert_eq!(
+            prefixed("redisson_lock_queue", "orders"),
+            "redisson_lock_queue:{orders}"
+        );
+    }
+
+    #[test]
+    fn names_with_their_own_tag_are_kept() {
+        assert_eq!(
+            lock_channel("{order}:a"),
+            "redisson_lock__channel:{order}:a"
+        );
+        assert_eq!(suffixed("{order}:a", "x"), "{order}:a:x");
+    }
+
+    #[test]
+    fn names_are_validated() {
+        assert!(validate_name("").unwrap_err().is_invalid_argument());
+        assert!(validate_name(&"x".repeat(MAX_NAME_LEN + 1))
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(validate_name(&"x".repeat(MAX_NAME_LEN)).is_ok());
+    }
+}

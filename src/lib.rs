@@ -1,0 +1,23 @@
+//! Redisson-compatible distributed locks over Redis, for tokio.
+//!
+//! See the README for the tour, `DESIGN.md` for the decisions and `PORTING.md` for
+//! the map from Java's `RLock` to this crate.
+#![forbid(unsafe_code)]
+
+mod client;
+mod config;
+mod error;
+mod keys;
+mod lock;
+mod owner;
+mod pubsub;
+mod scripts;
+mod wait;
+mod watchdog;
+
+pub use client::Client;
+pub use config::{Config, MAX_DURATION};
+pub use error::{Error, Result};
+pub use keys::MAX_NAME_LEN;
+pub use lock::{LockGuard, RLock, RemainingTtl};
+pub use owner::current_id;

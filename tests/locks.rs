@@ -1,0 +1,14 @@
+//! The integration suite: every scenario against a real `redis-server` that the
+//! test starts itself (see `support`).
+
+#[path = "support/mod.rs"]
+mod support;
+
+mod locks {
+    mod cancellation;
+    mod errors;
+    mod interop;
+    mod pubsub;
+    mod reentrant;
+    mod watchdog;
+}
