@@ -149,8 +149,14 @@ impl Config {
                 config.retry_attempts = attempts;
             }
         }
-        set_millis(&mut config.lock_watchdog_timeout, file.lock_watchdog_timeout);
-        set_millis(&mut config.fair_lock_wait_timeout, file.fair_lock_wait_timeout);
+        set_millis(
+            &mut config.lock_watchdog_timeout,
+            file.lock_watchdog_timeout,
+        );
+        set_millis(
+            &mut config.fair_lock_wait_timeout,
+            file.fair_lock_wait_timeout,
+        );
         config.validate()?;
         Ok(config)
     }
@@ -318,8 +324,14 @@ mod tests {
 
     #[test]
     fn durations_round_up_and_reject_absurd_values() {
-        assert_eq!(duration_to_millis("lease", Duration::from_micros(1)).unwrap(), 1);
-        assert_eq!(duration_to_millis("lease", Duration::from_millis(5)).unwrap(), 5);
+        assert_eq!(
+            duration_to_millis("lease", Duration::from_micros(1)).unwrap(),
+            1
+        );
+        assert_eq!(
+            duration_to_millis("lease", Duration::from_millis(5)).unwrap(),
+            5
+        );
         assert!(duration_to_millis("lease", Duration::ZERO).is_err());
         assert!(duration_to_millis("lease", Duration::MAX).is_err());
         assert!(duration_to_millis("lease", MAX_DURATION).is_ok());

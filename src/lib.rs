@@ -1,7 +1,4 @@
-//! Redisson-compatible distributed locks over Redis, for tokio.
-//!
-//! See the README for the tour, `DESIGN.md` for the decisions and `PORTING.md` for
-//! the map from Java's `RLock` to this crate.
+#![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
 mod client;

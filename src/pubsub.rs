@@ -99,7 +99,10 @@ impl Channels {
                     "pub/sub connection lost",
                 )));
                 for entry in self.table().values() {
-                    entry.channel.status.send_replace(Status::Failed(lost.clone()));
+                    entry
+                        .channel
+                        .status
+                        .send_replace(Status::Failed(lost.clone()));
                     entry.channel.wakeups.notify_waiters();
                 }
             }
@@ -188,8 +191,7 @@ async fn run_subscriber(
                     let epoch = channels.connection_epoch.load(Ordering::SeqCst);
                     let names: Vec<&str> = group.iter().map(|c| c.name.as_str()).collect();
                     let result = conn.subscribe(&names).await;
-                    let same_connection =
-                        channels.connection_epoch.load(Ordering::SeqCst) == epoch;
+                    let same_connection = channels.connection_epoch.load(Ordering::SeqCst) == epoch;
                     let status = match result {
                         Ok(()) if same_connection => Status::Ready,
                         Ok(()) => Status::Failed(Error::Redis(redis::RedisError::from((

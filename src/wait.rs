@@ -112,11 +112,7 @@ pub(crate) async fn acquire(
     let (lease_ms, registration) = match lease {
         Lease::Watchdog => (
             duration_to_millis("watchdog timeout", client.config.lock_watchdog_timeout)?,
-            Some(
-                client
-                    .watchdog
-                    .register(acquirer.name(), acquirer.owner()),
-            ),
+            Some(client.watchdog.register(acquirer.name(), acquirer.owner())),
         ),
         Lease::Fixed(lease) => (duration_to_millis("lease", lease)?, None),
     };

@@ -169,7 +169,11 @@ impl Watchdog {
     /// Stops renewing every hold on `name`, whoever owns it (force unlock).
     pub(crate) fn forget_lock(&self, name: &str) {
         let mut holds = self.registry.holds();
-        let keys: Vec<HoldKey> = holds.keys().filter(|(lock, _)| lock == name).cloned().collect();
+        let keys: Vec<HoldKey> = holds
+            .keys()
+            .filter(|(lock, _)| lock == name)
+            .cloned()
+            .collect();
         for key in keys {
             Registry::mark_lost(&mut holds, &key);
         }

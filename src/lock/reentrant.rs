@@ -290,7 +290,9 @@ impl Acquirer for ReentrantOps {
         mut conn: ConnectionManager,
         lease_ms: u64,
     ) -> BoxFuture<Result<Option<BusyTtl>>> {
-        Box::pin(async move { scripts::lock_acquire(&mut conn, &self.name, lease_ms, &self.owner).await })
+        Box::pin(async move {
+            scripts::lock_acquire(&mut conn, &self.name, lease_ms, &self.owner).await
+        })
     }
 
     fn release(

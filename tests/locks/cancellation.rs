@@ -50,12 +50,18 @@ async fn a_thousand_abandoned_lock_calls_leave_nothing_behind() {
     let _ = acquired;
 
     assert!(
-        eventually(Duration::from_secs(5), || async { server.keys().await.is_empty() }).await,
+        eventually(Duration::from_secs(5), || async {
+            server.keys().await.is_empty()
+        })
+        .await,
         "a hold was left behind: {:?}",
         server.keys().await
     );
     assert!(
-        eventually(Duration::from_secs(5), || async { server.channels().await.is_empty() }).await,
+        eventually(Duration::from_secs(5), || async {
+            server.channels().await.is_empty()
+        })
+        .await,
         "a subscription was left behind: {:?}",
         server.channels().await
     );
@@ -88,14 +94,21 @@ async fn an_aborted_waiting_task_leaves_nothing_behind() {
         assert!(w.await.unwrap_err().is_cancelled());
     }
     assert!(
-        eventually(Duration::from_secs(5), || async { server.channels().await.is_empty() }).await
+        eventually(Duration::from_secs(5), || async {
+            server.channels().await.is_empty()
+        })
+        .await
     );
     assert_eq!(b.subscribed_channels(), 0);
     assert_eq!(b.renewed_holds(), 0);
     held.unlock().await.unwrap();
-    let again = within(Duration::from_secs(5), "lock after aborts", b.get_lock("aborted").unwrap().lock())
-        .await
-        .unwrap();
+    let again = within(
+        Duration::from_secs(5),
+        "lock after aborts",
+        b.get_lock("aborted").unwrap().lock(),
+    )
+    .await
+    .unwrap();
     again.unlock().await.unwrap();
     assert!(server.keys().await.is_empty());
 }

@@ -11,8 +11,14 @@ use crate::support::{within, RedisServer};
 async fn bad_names_are_refused_before_any_io() {
     let server = RedisServer::start();
     let client = server.client().await;
-    assert!(matches!(client.get_lock(""), Err(Error::InvalidArgument(_))));
-    assert!(client.get_lock("x".repeat(MAX_NAME_LEN + 1)).unwrap_err().is_invalid_argument());
+    assert!(matches!(
+        client.get_lock(""),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(client
+        .get_lock("x".repeat(MAX_NAME_LEN + 1))
+        .unwrap_err()
+        .is_invalid_argument());
     assert!(server.keys().await.is_empty());
 }
 
@@ -24,24 +30,39 @@ async fn zero_and_absurd_durations_are_refused() {
     server.reset_stats().await;
     let zero = lock.lock_with_lease(Duration::ZERO).await.unwrap_err();
     assert!(zero.is_invalid_argument(), "{zero}");
-    assert!(lock.lock_with_lease(Duration::MAX).await.unwrap_err().is_invalid_argument());
+    assert!(lock
+        .lock_with_lease(Duration::MAX)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
     assert!(lock
         .lock_with_lease(MAX_DURATION + Duration::from_millis(1))
         .await
         .unwrap_err()
         .is_invalid_argument());
-    assert!(lock.try_lock_wait(Duration::MAX).await.unwrap_err().is_invalid_argument());
+    assert!(lock
+        .try_lock_wait(Duration::MAX)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
     assert!(lock
         .try_lock_with_lease(Duration::from_secs(1), Duration::ZERO)
         .await
         .unwrap_err()
         .is_invalid_argument());
-    assert_eq!(server.command_calls("evalsha").await, 0, "bad input reached the server");
+    assert_eq!(
+        server.command_calls("evalsha").await,
+        0,
+        "bad input reached the server"
+    );
     assert_eq!(client.renewed_holds(), 0);
     assert!(server.keys().await.is_empty());
 
     // A sub-millisecond lease rounds up instead of deleting the key at once.
-    let g = lock.lock_with_lease(Duration::from_micros(500)).await.unwrap();
+    let g = lock
+        .lock_with_lease(Duration::from_micros(500))
+        .await
+        .unwrap();
     drop(g);
 }
 
@@ -53,7 +74,12 @@ async fn unlock_by_a_non_owner_fails_and_leaves_the_owner_alone() {
     let guard = owner.get_lock("mine").unwrap().lock().await.unwrap();
     let before: i64 = server.admin().await.pttl("mine").await.unwrap();
 
-    let err = stranger.get_lock("mine").unwrap().unlock().await.unwrap_err();
+    let err = stranger
+        .get_lock("mine")
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap_err();
     match &err {
         Error::NotHeld { name, owner: field } => {
             assert_eq!(name, "mine");
@@ -70,10 +96,16 @@ async fn unlock_by_a_non_owner_fails_and_leaves_the_owner_alone() {
     assert!(err.is_not_held());
 
     let mut admin = server.admin().await;
-    let count: i64 = admin.hget("mine", format!("{}:{}", owner.id(), guard.owner_id())).await.unwrap();
+    let count: i64 = admin
+        .hget("mine", format!("{}:{}", owner.id(), guard.owner_id()))
+        .await
+        .unwrap();
     assert_eq!(count, 1);
     let after: i64 = admin.pttl("mine").await.unwrap();
-    assert!(after <= before && after > before - 5_000, "TTL changed: {before} -> {after}");
+    assert!(
+        after <= before && after > before - 5_000,
+        "TTL changed: {before} -> {after}"
+    );
     guard.unlock().await.unwrap();
     assert!(server.keys().await.is_empty());
 }
@@ -85,7 +117,9 @@ async fn a_key_of_another_type_is_a_wrong_type_error() {
     let mut admin = server.admin().await;
     let _: () = admin.set("occupied", "a string").await.unwrap();
     let lock = client.get_lock("occupied").unwrap();
-    let err = within(Duration::from_secs(5), "lock on a string key", lock.lock()).await.unwrap_err();
+    let err = within(Duration::from_secs(5), "lock on a string key", lock.lock())
+        .await
+        .unwrap_err();
     assert!(err.is_wrong_type(), "{err:?}");
     assert!(lock.hold_count().await.unwrap_err().is_wrong_type());
     assert!(lock.try_lock().await.unwrap_err().is_wrong_type());
@@ -100,9 +134,14 @@ async fn a_wrong_password_is_a_redis_error_not_a_hang() {
     let server = RedisServer::start_with(&["--requirepass", "right"]);
     let mut config = server.config();
     config.password = Some("wrong".into());
-    let err = within(Duration::from_secs(10), "connect", Client::connect(config)).await.unwrap_err();
+    let err = within(Duration::from_secs(10), "connect", Client::connect(config))
+        .await
+        .unwrap_err();
     assert!(err.is_redis(), "{err:?}");
-    assert!(!err.is_transient(), "authentication failure treated as transient: {err:?}");
+    assert!(
+        !err.is_transient(),
+        "authentication failure treated as transient: {err:?}"
+    );
 
     let mut config = server.config();
     config.password = Some("right".into());
@@ -114,13 +153,23 @@ async fn a_wrong_password_is_a_redis_error_not_a_hang() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_server_fails_within_the_connect_timeout() {
     // A port nothing listens on: bound, then released.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut config = Config::new(format!("redis://127.0.0.1:{port}"));
     config.connect_timeout = Duration::from_secs(1);
     let started = std::time::Instant::now();
-    let err = within(Duration::from_secs(10), "connect", Client::connect(config)).await.unwrap_err();
+    let err = within(Duration::from_secs(10), "connect", Client::connect(config))
+        .await
+        .unwrap_err();
     assert!(err.is_redis(), "{err:?}");
-    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,7 +182,9 @@ async fn a_server_that_dies_under_a_waiter_yields_an_error_not_a_hang() {
     let waiting = tokio::spawn(async move { lock.lock().await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     server.kill();
-    let result = within(Duration::from_secs(60), "waiter on a dead server", waiting).await.unwrap();
+    let result = within(Duration::from_secs(60), "waiter on a dead server", waiting)
+        .await
+        .unwrap();
     let err = result.unwrap_err();
     assert!(err.is_redis() && err.is_transient(), "{err:?}");
     assert_eq!(client.subscribed_channels(), 0);

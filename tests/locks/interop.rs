@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use tokio_stream::StreamExt;
 use redis::AsyncCommands;
+use tokio_stream::StreamExt;
 
 use crate::support::{eventually, within, RedisServer};
 
@@ -79,7 +79,9 @@ async fn our_waiter_wakes_on_a_java_unlock() {
     );
     let released = tokio::time::Instant::now();
     assert_eq!(java.release("interop").await, Some(1));
-    let guard = within(Duration::from_secs(10), "waiter", waiting).await.unwrap();
+    let guard = within(Duration::from_secs(10), "waiter", waiting)
+        .await
+        .unwrap();
     // Java's lease is 30 s: a prompt wake-up came from its unlock message.
     assert!(released.elapsed() < Duration::from_secs(2));
     guard.unlock().await.unwrap();
@@ -116,7 +118,10 @@ async fn a_java_waiter_sees_our_layout_and_our_unlock_message() {
         .get_async_pubsub()
         .await
         .unwrap();
-    pubsub.subscribe("redisson_lock__channel:{interop}").await.unwrap();
+    pubsub
+        .subscribe("redisson_lock__channel:{interop}")
+        .await
+        .unwrap();
 
     nested.unlock().await.unwrap(); // still held: no message
     guard.unlock().await.unwrap();
@@ -125,7 +130,11 @@ async fn a_java_waiter_sees_our_layout_and_our_unlock_message() {
     })
     .await;
     assert_eq!(message.get_payload::<String>().unwrap(), "0");
-    assert_eq!(java.try_acquire("interop").await, None, "Java acquires after our unlock");
+    assert_eq!(
+        java.try_acquire("interop").await,
+        None,
+        "Java acquires after our unlock"
+    );
     // And now we wait on Java's hold.
     assert!(lock.try_lock().await.unwrap().is_none());
     assert_eq!(java.release("interop").await, Some(1));

@@ -22,16 +22,26 @@ async fn a_blocked_waiter_sends_a_handful_of_attempts_and_wakes_promptly() {
     });
     tokio::time::sleep(Duration::from_secs(3)).await;
     let attempts = server.command_calls("evalsha").await;
-    assert!(attempts <= 4, "{attempts} acquire attempts while blocked 3 s");
+    assert!(
+        attempts <= 4,
+        "{attempts} acquire attempts while blocked 3 s"
+    );
     assert_eq!(server.subscribers(CHANNEL).await, 1);
 
     let released = tokio::time::Instant::now();
     guard.unlock().await.unwrap();
-    let (acquired, theirs) = within(Duration::from_secs(10), "waiter", waiting).await.unwrap();
+    let (acquired, theirs) = within(Duration::from_secs(10), "waiter", waiting)
+        .await
+        .unwrap();
     // The lease is 30 s: waking within a second means the message woke it.
     assert!(acquired - released < Duration::from_secs(1));
     theirs.unlock().await.unwrap();
-    assert!(eventually(Duration::from_secs(2), || async { server.subscribers(CHANNEL).await == 0 }).await);
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            server.subscribers(CHANNEL).await == 0
+        })
+        .await
+    );
     assert!(server.keys().await.is_empty());
 }
 
@@ -52,11 +62,24 @@ async fn many_waiters_share_one_subscription_and_leave_none() {
             g.unlock().await.unwrap();
         }));
     }
-    assert!(eventually(Duration::from_secs(5), || async { server.subscribers(CHANNEL).await == 1 }).await);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.subscribers(CHANNEL).await == 1
+        })
+        .await
+    );
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(server.subscribers(CHANNEL).await, 1, "one subscription for 50 waiters");
+    assert_eq!(
+        server.subscribers(CHANNEL).await,
+        1,
+        "one subscription for 50 waiters"
+    );
     assert_eq!(waiter.subscribed_channels(), 1);
-    assert_eq!(server.lock_client_connections().await, baseline_connections, "waiters opened connections");
+    assert_eq!(
+        server.lock_client_connections().await,
+        baseline_connections,
+        "waiters opened connections"
+    );
 
     guard.unlock().await.unwrap();
     within(Duration::from_secs(30), "50 waiters", async {
@@ -65,7 +88,12 @@ async fn many_waiters_share_one_subscription_and_leave_none() {
         }
     })
     .await;
-    assert!(eventually(Duration::from_secs(2), || async { server.subscribers(CHANNEL).await == 0 }).await);
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            server.subscribers(CHANNEL).await == 0
+        })
+        .await
+    );
     assert_eq!(waiter.subscribed_channels(), 0);
     assert!(server.keys().await.is_empty());
 }
@@ -78,19 +106,32 @@ async fn waiters_resubscribe_after_their_connection_is_killed() {
     let guard = holder.get_lock("shared").unwrap().lock().await.unwrap();
     let lock = waiter.get_lock("shared").unwrap();
     let waiting = tokio::spawn(async move { lock.lock().await.unwrap() });
-    assert!(eventually(Duration::from_secs(5), || async { server.subscribers(CHANNEL).await == 1 }).await);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.subscribers(CHANNEL).await == 1
+        })
+        .await
+    );
 
     server.kill_clients().await;
     // The waiter notices, reconnects and subscribes again (long before the 30 s TTL).
     assert!(
-        eventually(Duration::from_secs(5), || async { server.subscribers(CHANNEL).await == 1 }).await,
+        eventually(Duration::from_secs(5), || async {
+            server.subscribers(CHANNEL).await == 1
+        })
+        .await,
         "waiter did not resubscribe"
     );
     // The holder's connection was killed too; its unlock reconnects.
     let released = tokio::time::Instant::now();
     guard.unlock().await.unwrap();
-    let theirs = within(Duration::from_secs(10), "waiter after reconnect", waiting).await.unwrap();
-    assert!(released.elapsed() < Duration::from_secs(5), "waiter slept out its TTL");
+    let theirs = within(Duration::from_secs(10), "waiter after reconnect", waiting)
+        .await
+        .unwrap();
+    assert!(
+        released.elapsed() < Duration::from_secs(5),
+        "waiter slept out its TTL"
+    );
     theirs.unlock().await.unwrap();
     assert!(server.keys().await.is_empty());
 }

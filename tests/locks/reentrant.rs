@@ -108,7 +108,10 @@ async fn an_expired_lease_lets_another_owner_in_and_fails_the_late_unlock() {
     })
     .await;
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(800), "got in after {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(800),
+        "got in after {waited:?}"
+    );
     assert!(guard.is_lease_lost());
 
     let err = guard.unlock().await.unwrap_err();
@@ -200,7 +203,10 @@ async fn force_unlock_frees_any_owner_and_reports_loss_to_local_holders() {
     assert!(by_admin.force_unlock().await.unwrap());
     assert!(!by_admin.force_unlock().await.unwrap());
     assert!(!lock.is_locked().await.unwrap());
-    assert_eq!(by_admin.remain_time_to_live().await.unwrap(), RemainingTtl::NotLocked);
+    assert_eq!(
+        by_admin.remain_time_to_live().await.unwrap(),
+        RemainingTtl::NotLocked
+    );
     // The holder's client force-unlocking its own lock marks its guards lost.
     let g = lock.lock().await.unwrap();
     assert!(lock.force_unlock().await.unwrap());
@@ -218,9 +224,13 @@ async fn try_lock_wait_gives_up_after_the_wait() {
     let held = a.get_lock("busy").unwrap().lock().await.unwrap();
     let lock = b.get_lock("busy").unwrap();
     let started = tokio::time::Instant::now();
-    let got = within(T, "try_lock_wait", lock.try_lock_wait(Duration::from_millis(300)))
-        .await
-        .unwrap();
+    let got = within(
+        T,
+        "try_lock_wait",
+        lock.try_lock_wait(Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
     assert!(got.is_none());
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert!(lock.try_lock().await.unwrap().is_none());

@@ -12,7 +12,9 @@ const WATCHDOG: Duration = Duration::from_secs(1);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_outlives_its_lease_while_held_and_is_not_renewed_after() {
     let server = RedisServer::start();
-    let client = server.client_with(|c| c.lock_watchdog_timeout = WATCHDOG).await;
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = WATCHDOG)
+        .await;
     let contender = server.client().await;
     let lock = client.get_lock("renewed").unwrap();
     let theirs = contender.get_lock("renewed").unwrap();
@@ -36,14 +38,20 @@ async fn a_hold_outlives_its_lease_while_held_and_is_not_renewed_after() {
     // After the unlock nothing renews: no script runs at all for two leases.
     server.reset_stats().await;
     tokio::time::sleep(WATCHDOG * 2).await;
-    assert_eq!(server.command_calls("evalsha").await, 0, "a renewal ran after unlock");
+    assert_eq!(
+        server.command_calls("evalsha").await,
+        0,
+        "a renewal ran after unlock"
+    );
     assert!(server.keys().await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_client_stops_renewing_and_the_lock_frees() {
     let server = RedisServer::start();
-    let client = server.client_with(|c| c.lock_watchdog_timeout = WATCHDOG).await;
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = WATCHDOG)
+        .await;
     let lock = client.get_lock("orphan").unwrap();
     // Detached: the hold is not released by a guard drop, only the client goes.
     lock.lock().await.unwrap().detach();
@@ -53,11 +61,19 @@ async fn a_dropped_client_stops_renewing_and_the_lock_frees() {
     let other = server.client().await;
     let theirs = other.get_lock("orphan").unwrap();
     let started = tokio::time::Instant::now();
-    let guard = within(Duration::from_secs(10), "lock after owner's client dropped", theirs.lock())
-        .await
-        .unwrap();
+    let guard = within(
+        Duration::from_secs(10),
+        "lock after owner's client dropped",
+        theirs.lock(),
+    )
+    .await
+    .unwrap();
     // Bounded by the lease (1 s) plus scheduling margin.
-    assert!(started.elapsed() < WATCHDOG * 3, "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < WATCHDOG * 3,
+        "took {:?}",
+        started.elapsed()
+    );
     guard.unlock().await.unwrap();
     assert!(server.keys().await.is_empty());
 }
@@ -65,7 +81,9 @@ async fn a_dropped_client_stops_renewing_and_the_lock_frees() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_found_gone_is_reported_to_its_holder() {
     let server = RedisServer::start();
-    let client = server.client_with(|c| c.lock_watchdog_timeout = WATCHDOG).await;
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = WATCHDOG)
+        .await;
     let lock = client.get_lock("vanishing").unwrap();
     let guard = lock.lock().await.unwrap();
     // Someone deletes the lock behind the holder's back.
@@ -74,7 +92,11 @@ async fn a_hold_found_gone_is_reported_to_its_holder() {
 
     within(Duration::from_secs(5), "loss reported", guard.lease_lost()).await;
     assert!(guard.is_lease_lost());
-    assert_eq!(client.renewed_holds(), 0, "a lost hold is no longer renewed");
+    assert_eq!(
+        client.renewed_holds(),
+        0,
+        "a lost hold is no longer renewed"
+    );
     let err = guard.unlock().await.unwrap_err();
     assert!(err.is_not_held());
     assert!(server.keys().await.is_empty());
@@ -83,10 +105,19 @@ async fn a_hold_found_gone_is_reported_to_its_holder() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_holds_are_renewed_in_batches() {
     let server = RedisServer::start();
-    let client = server.client_with(|c| c.lock_watchdog_timeout = Duration::from_millis(900)).await;
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = Duration::from_millis(900))
+        .await;
     let mut guards = Vec::new();
     for i in 0..250 {
-        guards.push(client.get_lock(format!("batch-{i}")).unwrap().lock().await.unwrap());
+        guards.push(
+            client
+                .get_lock(format!("batch-{i}"))
+                .unwrap()
+                .lock()
+                .await
+                .unwrap(),
+        );
     }
     assert_eq!(client.renewed_holds(), 250);
     server.reset_stats().await;
@@ -94,10 +125,22 @@ async fn many_holds_are_renewed_in_batches() {
     let calls = server.command_calls("evalsha").await;
     // Renewing one lock per call would be hundreds of calls; batched, each round
     // (every 300 ms, so at most four in the window) is three.
-    assert!((3..=12).contains(&calls), "{calls} renewal calls for 250 holds");
-    assert_eq!(server.keys().await.len(), 250, "every hold survived its lease");
+    assert!(
+        (3..=12).contains(&calls),
+        "{calls} renewal calls for 250 holds"
+    );
+    assert_eq!(
+        server.keys().await.len(),
+        250,
+        "every hold survived its lease"
+    );
     for guard in guards {
         guard.unlock().await.unwrap();
     }
-    assert!(eventually(Duration::from_secs(2), || async { server.keys().await.is_empty() }).await);
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            server.keys().await.is_empty()
+        })
+        .await
+    );
 }

@@ -10,7 +10,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-
 pub use redisson_locks::{Client, Config};
 
 /// A `redis-server` owned by one test.
@@ -103,7 +102,10 @@ impl RedisServer {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().map(|c| c.id()).expect("server not running")
+        self.child
+            .as_ref()
+            .map(|c| c.id())
+            .expect("server not running")
     }
 
     /// A client configuration for this server with short timeouts for tests.
@@ -286,7 +288,11 @@ where
 }
 
 /// Bounds a test step: a hang fails the test instead of stalling the suite.
-pub async fn within<T>(limit: Duration, what: &str, fut: impl std::future::Future<Output = T>) -> T {
+pub async fn within<T>(
+    limit: Duration,
+    what: &str,
+    fut: impl std::future::Future<Output = T>,
+) -> T {
     tokio::time::timeout(limit, fut)
         .await
         .unwrap_or_else(|_| panic!("{what} did not finish within {limit:?}"))
