@@ -3,7 +3,8 @@
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the unlock channel, redisson_lock__channel:{name}
 -- ARGV[1]  the unlock message ("0")
--- ARGV[2]  lease in milliseconds, restarted when holds remain
+-- ARGV[2]  lease in milliseconds: the remaining holds live at least this long
+--          (an inner short lease never shortens an outer hold)
 -- ARGV[3]  owner field
 -- ARGV[4]  the publish command: "publish" or "spublish"
 --
@@ -19,7 +20,9 @@ end
 
 local remaining = redis.call('hincrby', lock, owner, -1)
 if remaining > 0 then
-    redis.call('pexpire', lock, lease)
+    if redis.call('pttl', lock) < tonumber(lease) then
+        redis.call('pexpire', lock, lease)
+    end
     return 0
 end
 

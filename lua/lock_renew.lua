@@ -6,12 +6,13 @@
 --
 -- Reply: an array with one entry per key: 1 when the owner still held it and the
 --        lease was restarted, 0 when the hold is gone (expired, released elsewhere,
---        force-unlocked) and must no longer be renewed.
+--        force-unlocked, or the key now holds another type) and must no longer be
+--        renewed. One bad key never fails the batch.
 
 local lease = ARGV[1]
 local renewed = {}
 for i, lock in ipairs(KEYS) do
-    if redis.call('hexists', lock, ARGV[i + 1]) == 1 then
+    if redis.call('type', lock).ok == 'hash' and redis.call('hexists', lock, ARGV[i + 1]) == 1 then
         redis.call('pexpire', lock, lease)
         renewed[i] = 1
     else

@@ -7,7 +7,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::keys::validate_name;
-use crate::lock::RLock;
+use crate::lock::{Kind, RLock};
 use crate::pubsub::{PubSub, PushHandler};
 use crate::watchdog::Watchdog;
 
@@ -108,7 +108,18 @@ impl Client {
     pub fn get_lock(&self, name: impl Into<String>) -> Result<RLock> {
         let name = name.into();
         validate_name(&name)?;
-        Ok(RLock::new(self.inner.clone(), name))
+        Ok(RLock::new(self.inner.clone(), name, Kind::Reentrant))
+    }
+
+    /// A fair lock (Redisson's `getFairLock`) named `name`: an [`RLock`] that hands
+    /// the lock out strictly in the order waiters asked for it. No I/O happens here.
+    ///
+    /// # Errors
+    /// As [`get_lock`](Client::get_lock).
+    pub fn get_fair_lock(&self, name: impl Into<String>) -> Result<RLock> {
+        let name = name.into();
+        validate_name(&name)?;
+        Ok(RLock::new(self.inner.clone(), name, Kind::Fair))
     }
 
     /// How many pub/sub channels this client is subscribed to right now: one per

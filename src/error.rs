@@ -96,6 +96,28 @@ impl Error {
         }
     }
 
+    /// Did the server surely not run the command? True for a refused connection
+    /// and for the server's "not now" refusals (LOADING, TRYAGAIN, MASTERDOWN,
+    /// CLUSTERDOWN); false for a timeout or a connection cut mid-request, after
+    /// which the command may or may not have run.
+    pub(crate) fn is_surely_not_executed(&self) -> bool {
+        match self {
+            Error::Redis(e) => {
+                e.is_connection_refusal()
+                    || matches!(
+                        e.kind(),
+                        redis::ErrorKind::Server(
+                            redis::ServerErrorKind::BusyLoading
+                                | redis::ServerErrorKind::TryAgain
+                                | redis::ServerErrorKind::MasterDown
+                                | redis::ServerErrorKind::ClusterDown
+                        )
+                    )
+            }
+            _ => false,
+        }
+    }
+
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Error::InvalidArgument(message.into())
     }

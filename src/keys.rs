@@ -38,6 +38,21 @@ pub(crate) fn lock_channel(name: &str) -> String {
     prefixed("redisson_lock__channel", name)
 }
 
+/// The fair lock's waiting line: a LIST of owner fields in arrival order.
+pub(crate) fn fair_queue(name: &str) -> String {
+    prefixed("redisson_lock_queue", name)
+}
+
+/// The fair lock's waiter deadlines: a ZSET of owner field -> epoch-ms deadline.
+pub(crate) fn fair_timeouts(name: &str) -> String {
+    prefixed("redisson_lock_timeout", name)
+}
+
+/// The channel on which one fair-lock waiter (owner field `owner`) is woken.
+pub(crate) fn fair_waiter_channel(name: &str, owner: &str) -> String {
+    format!("{}:{owner}", lock_channel(name))
+}
+
 /// Checks a lock name before any I/O.
 pub(crate) fn validate_name(name: &str) -> Result<()> {
     if name.is_empty() {
@@ -63,6 +78,16 @@ mod tests {
         assert_eq!(
             prefixed("redisson_lock_queue", "orders"),
             "redisson_lock_queue:{orders}"
+        );
+    }
+
+    #[test]
+    fn fair_lock_keys_follow_redisson() {
+        assert_eq!(fair_queue("f"), "redisson_lock_queue:{f}");
+        assert_eq!(fair_timeouts("f"), "redisson_lock_timeout:{f}");
+        assert_eq!(
+            fair_waiter_channel("f", "u:1"),
+            "redisson_lock__channel:{f}:u:1"
         );
     }
 

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use redis::aio::ConnectionManager;
 use redis::{PushInfo, PushKind, Value};
@@ -46,6 +46,9 @@ struct Channel {
     name: String,
     wakeups: Notify,
     status: watch::Sender<Status>,
+    /// The latest SUBSCRIBE request for this channel; a reply to an older one
+    /// (overtaken by a reconnect) is ignored. Changed only under the table lock.
+    request: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -54,14 +57,14 @@ struct Entry {
     channel: Arc<Channel>,
 }
 
-/// The channel table. The push handler holds this (and not the command queue), so
-/// the connection does not keep the subscriber task alive through a cycle.
+/// The channel table, shared by the push handler, the subscriber task and the
+/// waiters. It reaches the command queue only through a weak handle, so the
+/// connection (which owns the push handler) does not keep the subscriber task, and
+/// through it the connection itself, alive.
 #[derive(Debug, Default)]
 struct Channels {
     table: Mutex<HashMap<String, Entry>>,
-    /// Bumped on every connection loss; a SUBSCRIBE confirmed across a bump may
-    /// have landed on the dead connection and is not trusted.
-    connection_epoch: AtomicU64,
+    commands: OnceLock<mpsc::WeakUnboundedSender<Command>>,
 }
 
 impl Channels {
@@ -69,6 +72,27 @@ impl Channels {
         // A panic while holding this lock cannot leave the table inconsistent (every
         // critical section is a few map operations), so poisoning is ignored.
         self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues a fresh SUBSCRIBE for `channel`, superseding any earlier request.
+    /// Call with the table locked, so requests and unsubscriptions keep their order.
+    fn request_subscribe(&self, _table: &HashMap<String, Entry>, channel: &Arc<Channel>) {
+        let request = channel.request.fetch_add(1, Ordering::SeqCst) + 1;
+        channel.status.send_replace(Status::Pending);
+        let sent = self
+            .commands
+            .get()
+            .and_then(mpsc::WeakUnboundedSender::upgrade)
+            .map(|commands| commands.send(Command::Subscribe(channel.clone(), request)));
+        if !matches!(sent, Some(Ok(()))) {
+            // The client is shutting down: nobody will subscribe.
+            channel
+                .status
+                .send_replace(Status::Failed(Error::unexpected(
+                    "subscribe",
+                    "the client was dropped",
+                )));
+        }
     }
 
     fn deliver(&self, info: PushInfo) {
@@ -93,16 +117,14 @@ impl Channels {
                 }
             }
             PushKind::Disconnection => {
-                self.connection_epoch.fetch_add(1, Ordering::SeqCst);
-                let lost = Error::Redis(redis::RedisError::from((
-                    redis::ErrorKind::Io,
-                    "pub/sub connection lost",
-                )));
-                for entry in self.table().values() {
-                    entry
-                        .channel
-                        .status
-                        .send_replace(Status::Failed(lost.clone()));
+                // Every subscription died with the connection: ask again (the
+                // requests go out on the new connection, and any reply still due
+                // from the old one is superseded), and wake every waiter so it
+                // retries as soon as its channel is back instead of sleeping out
+                // its TTL.
+                let table = self.table();
+                for entry in table.values() {
+                    self.request_subscribe(&table, &entry.channel);
                     entry.channel.wakeups.notify_waiters();
                 }
             }
@@ -120,11 +142,13 @@ fn as_text(value: &Value) -> Option<&str> {
 }
 
 enum Command {
-    Subscribe(Arc<Channel>),
+    /// Subscribe, as request number `.1` for that channel.
+    Subscribe(Arc<Channel>, u64),
     Unsubscribe(String),
 }
 
-/// The client's subscriber: hands out [`Subscription`]s.
+/// The client's subscriber: hands out [`Subscription`]s. Holding it (or a
+/// subscription) keeps the subscriber task running.
 #[derive(Debug, Clone)]
 pub(crate) struct PubSub {
     channels: Arc<Channels>,
@@ -134,7 +158,7 @@ pub(crate) struct PubSub {
 impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Command::Subscribe(c) => write!(f, "SUBSCRIBE {}", c.name),
+            Command::Subscribe(c, request) => write!(f, "SUBSCRIBE {} (#{request})", c.name),
             Command::Unsubscribe(n) => write!(f, "UNSUBSCRIBE {n}"),
         }
     }
@@ -161,6 +185,7 @@ impl PushHandler {
     /// Starts the task that sends SUBSCRIBE/UNSUBSCRIBE on `conn`.
     pub(crate) fn start(self, conn: ConnectionManager) -> PubSub {
         let (commands, queue) = mpsc::unbounded_channel();
+        let _ = self.0.commands.set(commands.downgrade());
         tokio::spawn(run_subscriber(self.0.clone(), conn, queue));
         PubSub {
             channels: self.0,
@@ -181,35 +206,24 @@ async fn run_subscriber(
         let mut commands = batch.drain(..).peekable();
         while let Some(first) = commands.next() {
             match first {
-                Command::Subscribe(channel) => {
-                    let mut group = vec![channel];
-                    while let Some(Command::Subscribe(_)) = commands.peek() {
-                        if let Some(Command::Subscribe(c)) = commands.next() {
-                            group.push(c);
+                Command::Subscribe(channel, request) => {
+                    let mut group = vec![(channel, request)];
+                    while let Some(Command::Subscribe(..)) = commands.peek() {
+                        if let Some(Command::Subscribe(c, r)) = commands.next() {
+                            group.push((c, r));
                         }
                     }
-                    let epoch = channels.connection_epoch.load(Ordering::SeqCst);
-                    let names: Vec<&str> = group.iter().map(|c| c.name.as_str()).collect();
-                    let result = conn.subscribe(&names).await;
-                    let same_connection = channels.connection_epoch.load(Ordering::SeqCst) == epoch;
-                    let status = match result {
-                        Ok(()) if same_connection => Status::Ready,
-                        Ok(()) => Status::Failed(Error::Redis(redis::RedisError::from((
-                            redis::ErrorKind::Io,
-                            "connection lost while subscribing",
-                        )))),
+                    let names: Vec<&str> = group.iter().map(|(c, _)| c.name.as_str()).collect();
+                    let status = match conn.subscribe(&names).await {
+                        Ok(()) => Status::Ready,
                         Err(e) => Status::Failed(Error::Redis(e)),
                     };
-                    for channel in group {
-                        channel.status.send_if_modified(|s| {
-                            // A later loss already marked it failed: keep that.
-                            if matches!(s, Status::Pending) {
-                                *s = status.clone();
-                                true
-                            } else {
-                                false
-                            }
-                        });
+                    let _table = channels.table();
+                    for (channel, request) in group {
+                        // A newer request (after a reconnect) decides instead.
+                        if channel.request.load(Ordering::SeqCst) == request {
+                            channel.status.send_replace(status.clone());
+                        }
                     }
                 }
                 Command::Unsubscribe(name) => {
@@ -232,24 +246,31 @@ impl PubSub {
     /// Joins `channel`'s waiters, subscribing it if this is the first.
     pub(crate) fn subscribe(&self, channel: &str) -> Subscription {
         let mut table = self.channels.table();
-        let entry = table.entry(channel.to_owned()).or_insert_with(|| {
-            let (status, _) = watch::channel(Status::Pending);
-            let channel = Arc::new(Channel {
-                name: channel.to_owned(),
-                wakeups: Notify::new(),
-                status,
-            });
-            // Ignored error: the subscriber task only ends with the client.
-            let _ = self.commands.send(Command::Subscribe(channel.clone()));
-            Entry {
-                waiters: 0,
-                channel,
-            }
+        if let Some(entry) = table.get_mut(channel) {
+            entry.waiters += 1;
+            return Subscription {
+                pubsub: self.clone(),
+                channel: entry.channel.clone(),
+            };
+        }
+        let (status, _) = watch::channel(Status::Pending);
+        let new = Arc::new(Channel {
+            name: channel.to_owned(),
+            wakeups: Notify::new(),
+            status,
+            request: AtomicU64::new(0),
         });
-        entry.waiters += 1;
+        self.channels.request_subscribe(&table, &new);
+        table.insert(
+            channel.to_owned(),
+            Entry {
+                waiters: 1,
+                channel: new.clone(),
+            },
+        );
         Subscription {
             pubsub: self.clone(),
-            channel: entry.channel.clone(),
+            channel: new,
         }
     }
 
@@ -277,15 +298,11 @@ impl Subscription {
     pub(crate) async fn ready(&self) -> Result<()> {
         {
             let table = self.pubsub.channels.table();
-            let failed = matches!(*self.channel.status.borrow(), Status::Failed(_));
-            if failed {
-                self.channel.status.send_replace(Status::Pending);
-                let _ = self
-                    .pubsub
-                    .commands
-                    .send(Command::Subscribe(self.channel.clone()));
+            if matches!(*self.channel.status.borrow(), Status::Failed(_)) {
+                self.pubsub
+                    .channels
+                    .request_subscribe(&table, &self.channel);
             }
-            drop(table);
         }
         let mut status = self.channel.status.subscribe();
         let settled = status

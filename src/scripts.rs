@@ -29,6 +29,52 @@ lua_script!(LOCK_RELEASE, "lock_release.lua");
 lua_script!(LOCK_FORCE_RELEASE, "lock_force_release.lua");
 lua_script!(LOCK_RENEW, "lock_renew.lua");
 
+/// Fair-lock scripts share the queue helpers in `fair_common.lua`.
+macro_rules! fair_script {
+    ($name:ident, $file:literal) => {
+        static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../lua/fair_common.lua"),
+                include_str!(concat!("../lua/", $file))
+            ))
+        });
+    };
+}
+
+fair_script!(FAIR_ACQUIRE, "fair_acquire.lua");
+fair_script!(FAIR_CANCEL, "fair_cancel.lua");
+fair_script!(FAIR_RELEASE, "fair_release.lua");
+fair_script!(FAIR_FORCE_RELEASE, "fair_force_release.lua");
+
+/// The keys of one fair lock.
+#[derive(Debug, Clone)]
+pub(crate) struct FairKeys {
+    pub(crate) lock: std::sync::Arc<str>,
+    pub(crate) queue: String,
+    pub(crate) timeouts: String,
+    /// Waiters' channels are this plus `:<owner>`.
+    pub(crate) channel_prefix: String,
+}
+
+impl FairKeys {
+    pub(crate) fn new(lock: std::sync::Arc<str>) -> Self {
+        FairKeys {
+            queue: crate::keys::fair_queue(&lock),
+            timeouts: crate::keys::fair_timeouts(&lock),
+            channel_prefix: crate::keys::lock_channel(&lock),
+            lock,
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch on this machine's clock: the fair lock's
+/// deadlines are absolute times, as Redisson's are.
+pub(crate) fn epoch_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// What a failed acquire attempt learned: the lock's PTTL in milliseconds
 /// (`-1` no expiry, `-2` gone), which bounds the next sleep.
 pub(crate) type BusyTtl = i64;
@@ -84,12 +130,7 @@ pub(crate) async fn lock_release(
         .invoke_async(conn)
         .await
         .map_err(|e| Error::from_redis(name, e))?;
-    match reply {
-        Value::Nil => Ok(Released::NotHeld),
-        Value::Int(0) => Ok(Released::StillHeld),
-        Value::Int(1) => Ok(Released::Freed),
-        other => Err(Error::unexpected("lock release", other)),
-    }
+    decode_release("lock release", reply)
 }
 
 /// Deletes the lock whoever holds it; `true` when there was one (a waiter is woken).
@@ -136,4 +177,113 @@ pub(crate) async fn lock_renew(
             other => Err(Error::unexpected("renew", other)),
         })
         .collect()
+}
+
+/// Fair acquire: `Ok(None)` when `owner` now holds the lock, `Ok(Some(ms))` how long
+/// to sleep before trying again. With `queue`, joins (or keeps) a place in line.
+pub(crate) async fn fair_acquire(
+    conn: &mut ConnectionManager,
+    keys: &FairKeys,
+    lease_ms: u64,
+    owner: &str,
+    wait_ms: u64,
+    queue: bool,
+) -> Result<Option<BusyTtl>> {
+    let reply: Value = FAIR_ACQUIRE
+        .key(&*keys.lock)
+        .key(&keys.queue)
+        .key(&keys.timeouts)
+        .arg(lease_ms)
+        .arg(owner)
+        .arg(wait_ms)
+        .arg(epoch_millis())
+        .arg(if queue { "1" } else { "0" })
+        .invoke_async(conn)
+        .await
+        .map_err(|e| Error::from_redis(&keys.lock, e))?;
+    match reply {
+        Value::Nil => Ok(None),
+        Value::Int(ttl) => Ok(Some(ttl)),
+        other => Err(Error::unexpected("fair lock acquire", other)),
+    }
+}
+
+/// Takes `owner` out of the fair lock's line; `true` when it was in it.
+pub(crate) async fn fair_cancel(
+    conn: &mut ConnectionManager,
+    keys: &FairKeys,
+    owner: &str,
+    wait_ms: u64,
+) -> Result<bool> {
+    let reply: Value = FAIR_CANCEL
+        .key(&*keys.lock)
+        .key(&keys.queue)
+        .key(&keys.timeouts)
+        .key(&keys.channel_prefix)
+        .arg(owner)
+        .arg(wait_ms)
+        .arg(UNLOCK_MESSAGE)
+        .arg(PUBLISH)
+        .invoke_async(conn)
+        .await
+        .map_err(|e| Error::from_redis(&keys.lock, e))?;
+    match reply {
+        Value::Int(n) => Ok(n == 1),
+        other => Err(Error::unexpected("fair lock cancel", other)),
+    }
+}
+
+/// Fair release of one hold by `owner`, waking the first in line when it frees
+/// the lock.
+pub(crate) async fn fair_release(
+    conn: &mut ConnectionManager,
+    keys: &FairKeys,
+    lease_ms: u64,
+    owner: &str,
+) -> Result<Released> {
+    let reply: Value = FAIR_RELEASE
+        .key(&*keys.lock)
+        .key(&keys.queue)
+        .key(&keys.timeouts)
+        .key(&keys.channel_prefix)
+        .arg(UNLOCK_MESSAGE)
+        .arg(lease_ms)
+        .arg(owner)
+        .arg(epoch_millis())
+        .arg(PUBLISH)
+        .invoke_async(conn)
+        .await
+        .map_err(|e| Error::from_redis(&keys.lock, e))?;
+    decode_release("fair lock release", reply)
+}
+
+/// Deletes the fair lock whoever holds it and wakes the first in line.
+pub(crate) async fn fair_force_release(
+    conn: &mut ConnectionManager,
+    keys: &FairKeys,
+) -> Result<bool> {
+    let reply: Value = FAIR_FORCE_RELEASE
+        .key(&*keys.lock)
+        .key(&keys.queue)
+        .key(&keys.timeouts)
+        .key(&keys.channel_prefix)
+        .arg(UNLOCK_MESSAGE)
+        .arg(epoch_millis())
+        .arg(PUBLISH)
+        .invoke_async(conn)
+        .await
+        .map_err(|e| Error::from_redis(&keys.lock, e))?;
+    match reply {
+        Value::Int(n) => Ok(n == 1),
+        other => Err(Error::unexpected("fair force unlock", other)),
+    }
+}
+
+fn decode_release(operation: &'static str, reply: Value) -> Result<Released> {
+    match reply {
+        Value::Nil => Ok(Released::NotHeld),
+        Value::Int(0) => Ok(Released::StillHeld),
+        Value::Int(1) => Ok(Released::Freed),
+        other => Err(Error::unexpected(operation, other)),
+    }
 }

@@ -4,14 +4,14 @@
 //! register renewal (watchdog holds) ─▶ attempt ─▶ acquired? ── yes ─▶ hold
 //!                                        │ no (ttl)
 //!                  subscribe to the kind's channel, then loop:
-//!                    wait for the subscription ─▶ arm wake-up ─▶ attempt
+//!                    arm wake-up ─▶ wait for the subscription ─▶ attempt
 //!                    ─▶ sleep until woken, at most min(ttl, time left) ─▶ loop
 //! ```
 //!
 //! Each attempt runs in a task of its own and hands its result back over a
-//! oneshot. If the caller's future was dropped meanwhile, the hand-back fails and
-//! that task gives the hold straight back, so a cancelled `lock()` never leaves a
-//! hold behind, even when its acquire had already run on the server.
+//! oneshot. If the caller's future is dropped before it has taken the result, the
+//! result is undone (a hold released, a queue place left), so a cancelled `lock()`
+//! never leaves anything behind, even when its script had already run on the server.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,10 +23,10 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::client::ClientInner;
-use crate::config::duration_to_millis;
+use crate::config::{duration_to_millis, MAX_DURATION};
 use crate::error::{Error, Result};
-use crate::scripts::BusyTtl;
-use crate::watchdog::{HoldState, Renewal};
+use crate::scripts::{BusyTtl, Released};
+use crate::watchdog::{HoldState, Registration, Renewal};
 
 /// A boxed future, as the lock kinds return from [`Acquirer`].
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -43,19 +43,34 @@ pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
     fn owner(&self) -> &str;
     /// The channel whose messages announce that trying again may succeed.
     fn channel(&self) -> &str;
-    /// One atomic attempt: `Ok(None)` acquired, `Ok(Some(ttl))` busy.
+    /// One atomic attempt: `Ok(None)` acquired, `Ok(Some(ttl))` busy. With
+    /// `queue`, a fair lock keeps (or takes) the caller's place in line.
     fn attempt(
         self: Arc<Self>,
         conn: ConnectionManager,
         lease_ms: u64,
+        queue: bool,
     ) -> BoxFuture<Result<Option<BusyTtl>>>;
     /// Releases one hold of this owner, restarting the lease of any that remain
-    /// with `lease_ms`.
+    /// with `lease_ms` (never shortening it).
     fn release(
         self: Arc<Self>,
         conn: ConnectionManager,
         lease_ms: u64,
-    ) -> BoxFuture<Result<crate::scripts::Released>>;
+    ) -> BoxFuture<Result<Released>>;
+    /// Does a busy attempt leave state behind (a queue place) that a waiter
+    /// giving up must remove with [`abandon`](Acquirer::abandon)?
+    fn queues(&self) -> bool {
+        false
+    }
+    /// Leaves the queue. Only called when [`queues`](Acquirer::queues) is true.
+    fn abandon(self: Arc<Self>, _conn: ConnectionManager) -> BoxFuture<Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+    /// The longest a waiter may sleep between attempts, whatever the TTL says.
+    fn max_sleep(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// How long a hold lasts.
@@ -70,7 +85,7 @@ pub(crate) enum Lease {
 /// How long to keep trying.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Wait {
-    /// One attempt.
+    /// One attempt; never queues.
     Once,
     /// Until this much time has passed.
     For(Duration),
@@ -84,7 +99,7 @@ pub(crate) struct Hold {
     /// The watchdog's renewal, for holds without an explicit lease.
     pub(crate) renewal: Option<Renewal>,
     /// For explicit leases: when the lease runs out at the latest (measured from
-    /// before the acquire was sent).
+    /// before the successful attempt was sent).
     pub(crate) lease_deadline: Option<Instant>,
     /// The lease in milliseconds, restarted on the holds that remain when this one
     /// is released.
@@ -98,99 +113,214 @@ impl Hold {
     }
 }
 
+/// Checks a wait time before any I/O.
+pub(crate) fn validate_wait(wait: Duration) -> Result<()> {
+    if wait > MAX_DURATION {
+        return Err(Error::invalid(format!(
+            "wait time of {wait:?} exceeds the maximum of {} s",
+            MAX_DURATION.as_secs()
+        )));
+    }
+    Ok(())
+}
+
 /// Acquires with `acquirer`, waiting as `wait` says. `Ok(None)`: not acquired in time.
 ///
 /// # Cancel safety
-/// Cancel safe at every await: the subscription, the watchdog registration and any
-/// hold a detached attempt obtained are all released when this future is dropped.
+/// Cancel safe at every await: the subscription, the watchdog registration, a queue
+/// place and any hold a detached attempt obtained are all given back when this
+/// future is dropped.
 pub(crate) async fn acquire(
     client: &Arc<ClientInner>,
     acquirer: &Arc<dyn Acquirer>,
     lease: Lease,
     wait: Wait,
 ) -> Result<Option<Hold>> {
-    let (lease_ms, registration) = match lease {
-        Lease::Watchdog => (
-            duration_to_millis("watchdog timeout", client.config.lock_watchdog_timeout)?,
-            Some(client.watchdog.register(acquirer.name(), acquirer.owner())),
-        ),
-        Lease::Fixed(lease) => (duration_to_millis("lease", lease)?, None),
+    let lease_ms = match lease {
+        Lease::Watchdog => {
+            duration_to_millis("watchdog timeout", client.config.lock_watchdog_timeout)?
+        }
+        Lease::Fixed(lease) => duration_to_millis("lease", lease)?,
+    };
+    // A zero wait is one try (Java's `tryLock(0, ...)`), and never queues.
+    let wait = match wait {
+        Wait::For(limit) if limit.is_zero() => Wait::Once,
+        other => other,
     };
     let deadline = match wait {
         Wait::Once | Wait::Forever => None,
         Wait::For(wait) => {
-            if wait > crate::config::MAX_DURATION {
-                return Err(Error::invalid(format!(
-                    "wait time of {wait:?} exceeds the maximum of {} s",
-                    crate::config::MAX_DURATION.as_secs()
-                )));
-            }
+            validate_wait(wait)?;
             Some(Instant::now() + wait)
         }
     };
-    let started = Instant::now();
-    let acquired = |registration: Option<crate::watchdog::Registration>| Hold {
-        renewal: registration.map(|r| r.activate()),
+    let registration = matches!(lease, Lease::Watchdog)
+        .then(|| client.watchdog.register(acquirer.name(), acquirer.owner()));
+    let acquired = |registration: Option<Registration>, sent: Instant| Hold {
+        renewal: registration.map(Registration::activate),
         lease_deadline: match lease {
-            Lease::Fixed(lease) => Some(started + lease),
+            Lease::Fixed(lease) => Some(sent + lease),
             Lease::Watchdog => None,
         },
         lease_ms,
     };
+    let queue = !matches!(wait, Wait::Once);
+    // A fair waiter may hold a place in line from its first attempt on: leave it
+    // on every way out but success (a dropped future leaves it from a task).
+    let mut place = QueuePlace::new(client, acquirer, queue);
 
-    // The uncontended path: one attempt, no subscription.
-    let mut failures = 0;
-    match attempt(client, acquirer, lease_ms).await {
-        Ok(None) => return Ok(Some(acquired(registration))),
-        Ok(Some(_busy)) => {}
-        Err(e) if e.is_transient() && !matches!(wait, Wait::Once) => failures += 1,
-        Err(e) => return Err(e),
+    // The uncontended path: one attempt, no subscription. However short the wait,
+    // this first attempt is made (bounded by the response timeout), as Redisson does.
+    let sent = Instant::now();
+    match attempt(client, acquirer, lease_ms, queue).await {
+        Ok(None) => {
+            place.keep();
+            return Ok(Some(acquired(registration, sent)));
+        }
+        Ok(Some(_busy)) if queue => {}
+        Ok(Some(_busy)) => return Ok(None),
+        Err(e) => {
+            place.leave().await;
+            return Err(e);
+        }
     }
-    if matches!(wait, Wait::Once) || deadline.is_some_and(|d| Instant::now() >= d) {
+    if deadline.is_some_and(|d| Instant::now() >= d) {
+        place.leave().await;
         return Ok(None);
     }
 
     let subscription = client.pubsub.subscribe(acquirer.channel());
+    let mut failures = 0;
     loop {
         // Armed before the attempt: an unlock published between the attempt's reply
         // and the sleep below still wakes this waiter.
         let mut woken = std::pin::pin!(subscription.notified());
         woken.as_mut().enable();
-        let result = match subscription.ready().await {
-            Ok(()) => attempt(client, acquirer, lease_ms).await,
-            Err(e) => Err(e),
+        let sent = Instant::now();
+        let step = async {
+            subscription.ready().await.map_err(Failure::Subscribe)?;
+            attempt(client, acquirer, lease_ms, true)
+                .await
+                .map_err(Failure::Attempt)
         };
-        let sleep = match result {
-            Ok(None) => return Ok(Some(acquired(registration))),
-            Ok(Some(ttl)) => {
-                failures = 0;
-                sleep_bound(ttl)
+        let sleep = match within(deadline, step).await {
+            None => break,
+            Some(Ok(None)) => {
+                place.keep();
+                return Ok(Some(acquired(registration, sent)));
             }
-            Err(e) if e.is_transient() && failures < client.config.retry_attempts => {
+            Some(Ok(Some(ttl))) => {
+                failures = 0;
+                sleep_bound(ttl, acquirer.max_sleep())
+            }
+            Some(Err(failure))
+                if failure.retryable() && failures < client.config.retry_attempts =>
+            {
                 failures += 1;
                 client.config.retry_interval
             }
-            Err(e) => return Err(e),
+            Some(Err(failure)) => {
+                place.leave().await;
+                return Err(failure.into_error());
+            }
         };
         let sleep = match deadline {
-            Some(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Ok(None);
-                }
-                sleep.min(left)
-            }
+            Some(deadline) => sleep.min(deadline.saturating_duration_since(Instant::now())),
             None => sleep,
         };
         // Woken or timed out, the next step is the same: try again.
         let _ = tokio::time::timeout(sleep, woken).await;
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+    }
+    place.leave().await;
+    Ok(None)
+}
+
+/// Runs `step`, giving up at `deadline` (if any): `None` when the deadline came first.
+async fn within<T>(deadline: Option<Instant>, step: impl Future<Output = T>) -> Option<T> {
+    match deadline {
+        Some(deadline) => tokio::time::timeout_at(deadline, step).await.ok(),
+        None => Some(step.await),
     }
 }
 
-fn sleep_bound(ttl: BusyTtl) -> Duration {
-    match u64::try_from(ttl) {
+/// What went wrong in one wait-loop step.
+enum Failure {
+    Subscribe(Error),
+    Attempt(Error),
+}
+
+impl Failure {
+    /// May the loop try again? A subscription can always be asked for again after
+    /// a transport failure. An acquire may be repeated only when it surely did not
+    /// run: after a timeout or a connection cut mid-request it may have, and a
+    /// repeat would count the hold twice.
+    fn retryable(&self) -> bool {
+        match self {
+            Failure::Subscribe(e) => e.is_transient(),
+            Failure::Attempt(e) => e.is_surely_not_executed(),
+        }
+    }
+
+    fn into_error(self) -> Error {
+        match self {
+            Failure::Subscribe(e) | Failure::Attempt(e) => e,
+        }
+    }
+}
+
+fn sleep_bound(ttl: BusyTtl, cap: Option<Duration>) -> Duration {
+    let bound = match u64::try_from(ttl) {
         Ok(ms) if ms > 0 => Duration::from_millis(ms),
         _ => NO_TTL_SLEEP,
+    };
+    cap.map_or(bound, |cap| bound.min(cap))
+}
+
+/// A fair waiter's place in line, left on every way out but success; dropped
+/// without [`keep`](QueuePlace::keep) or [`leave`](QueuePlace::leave) (the caller's
+/// future was dropped), it leaves from a spawned task.
+struct QueuePlace {
+    leave: Option<(Arc<dyn Acquirer>, ConnectionManager)>,
+}
+
+impl QueuePlace {
+    fn new(client: &ClientInner, acquirer: &Arc<dyn Acquirer>, queued: bool) -> Self {
+        QueuePlace {
+            leave: (queued && acquirer.queues()).then(|| (acquirer.clone(), client.conn.clone())),
+        }
+    }
+
+    /// Acquired: the place was consumed by the acquire itself.
+    fn keep(&mut self) {
+        self.leave = None;
+    }
+
+    /// Leaves the line now. A failure leaves the place to expire at its deadline,
+    /// when the queue skips it.
+    async fn leave(&mut self) {
+        if let Some((acquirer, conn)) = self.leave.take() {
+            let _ = acquirer.abandon(conn).await;
+        }
+    }
+}
+
+impl Drop for QueuePlace {
+    fn drop(&mut self) {
+        if let Some((acquirer, conn)) = self.leave.take() {
+            spawn_detached(async move {
+                let _ = acquirer.abandon(conn).await;
+            });
+        }
+    }
+}
+
+/// Spawns cleanup work on the current runtime, if there still is one.
+pub(crate) fn spawn_detached(work: impl Future<Output = ()> + Send + 'static) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(work);
     }
 }
 
@@ -199,22 +329,82 @@ async fn attempt(
     client: &Arc<ClientInner>,
     acquirer: &Arc<dyn Acquirer>,
     lease_ms: u64,
+    queue: bool,
 ) -> Result<Option<BusyTtl>> {
     let (reply, result) = oneshot::channel();
     let conn = client.conn.clone();
-    let acquirer = acquirer.clone();
+    let task_acquirer = acquirer.clone();
     tokio::spawn(async move {
-        let outcome = acquirer.clone().attempt(conn.clone(), lease_ms).await;
-        if let Err(Ok(None)) = reply.send(outcome) {
-            // Acquired for a caller that is gone: give it back. Failing that, the
-            // hold expires with its lease (it was never handed to the watchdog).
-            let _ = acquirer.release(conn, lease_ms).await;
+        let outcome = task_acquirer
+            .clone()
+            .attempt(conn.clone(), lease_ms, queue)
+            .await;
+        if let Err(unclaimed) = reply.send(outcome) {
+            undo(task_acquirer, conn, lease_ms, unclaimed).await;
         }
     });
-    result.await.map_err(|_| {
+    let mut pending = PendingAttempt {
+        result: Some(result),
+        acquirer: acquirer.clone(),
+        conn: client.conn.clone(),
+        lease_ms,
+    };
+    let outcome = match pending.result.as_mut() {
+        Some(result) => result.await,
+        None => return Err(Error::unexpected("lock attempt", "polled twice")),
+    };
+    pending.result = None;
+    outcome.map_err(|_| {
         Error::Redis(redis::RedisError::from((
             redis::ErrorKind::Client,
             "the runtime shut down during a lock attempt",
         )))
     })?
+}
+
+/// Undoes an attempt's outcome that nobody will receive: releases a hold it took,
+/// leaves a queue place it may have taken.
+async fn undo(
+    acquirer: Arc<dyn Acquirer>,
+    conn: ConnectionManager,
+    lease_ms: u64,
+    outcome: Result<Option<BusyTtl>>,
+) {
+    match outcome {
+        Ok(None) => {
+            // Failing this, the hold expires with its lease (the watchdog never
+            // renewed it).
+            let _ = acquirer.release(conn, lease_ms).await;
+        }
+        Ok(Some(_)) | Err(_) if acquirer.queues() => {
+            let _ = acquirer.abandon(conn).await;
+        }
+        _ => {}
+    }
+}
+
+/// The receiving end of an attempt. Dropped before the caller took the outcome
+/// (cancelled between the hand-back and the next poll), it takes the outcome
+/// itself and undoes it.
+struct PendingAttempt {
+    result: Option<oneshot::Receiver<Result<Option<BusyTtl>>>>,
+    acquirer: Arc<dyn Acquirer>,
+    conn: ConnectionManager,
+    lease_ms: u64,
+}
+
+impl Drop for PendingAttempt {
+    fn drop(&mut self) {
+        let Some(mut result) = self.result.take() else {
+            return;
+        };
+        // After close(), the sender either already sent (we take it here) or will
+        // fail to send (and undoes the outcome itself).
+        result.close();
+        if let Ok(outcome) = result.try_recv() {
+            let (acquirer, conn, lease_ms) =
+                (self.acquirer.clone(), self.conn.clone(), self.lease_ms);
+            spawn_detached(undo(acquirer, conn, lease_ms, outcome));
+        }
+    }
 }

@@ -55,16 +55,41 @@ impl HoldState {
 
 type HoldKey = (String, String);
 
-#[derive(Debug)]
+/// The holds one owner has on one lock, as this client knows them.
+#[derive(Debug, Default)]
 struct Entry {
-    /// Holds acquired and renewable.
-    active: u32,
     /// Acquires sent (or about to be) whose outcome is not known yet.
     pending: u32,
-    /// Bumped on every activation, so a "gone" verdict about an older hold does not
-    /// cancel a newer one of the same owner.
+    /// Holds acquired and renewed, in activation order.
+    holds: Vec<ActiveHold>,
+    next_generation: u64,
+}
+
+#[derive(Debug)]
+struct ActiveHold {
+    /// Activation order: a "gone" verdict covers the holds activated before the
+    /// renewal that found it, never a newer one.
     generation: u64,
     state: Arc<HoldState>,
+    /// Its guard was detached; only `RLock::unlock` ends it.
+    detached: bool,
+}
+
+impl Entry {
+    fn is_unused(&self) -> bool {
+        self.pending == 0 && self.holds.is_empty()
+    }
+
+    /// Marks lost, and forgets, every hold activated up to `generation`.
+    fn lose_up_to(&mut self, generation: u64) {
+        self.holds.retain(|hold| {
+            let lost = hold.generation <= generation;
+            if lost {
+                hold.state.mark_lost();
+            }
+            !lost
+        });
+    }
 }
 
 #[derive(Debug, Default)]
@@ -79,36 +104,15 @@ impl Registry {
         self.holds.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Applies `change` to the entry of `key` (only while it still carries `state`,
-    /// when one is given) and removes it once nothing is active or pending.
-    fn update(
-        &self,
-        key: &HoldKey,
-        state: Option<&Arc<HoldState>>,
-        change: impl FnOnce(&mut Entry),
-    ) {
+    /// Applies `change` to the entry of `key`, removing it once it is unused.
+    fn update<T>(&self, key: &HoldKey, change: impl FnOnce(&mut Entry) -> T) -> Option<T> {
         let mut holds = self.holds();
-        if let Some(entry) = holds.get_mut(key) {
-            if state.is_none_or(|s| Arc::ptr_eq(&entry.state, s)) {
-                change(entry);
-                if entry.active == 0 && entry.pending == 0 {
-                    holds.remove(key);
-                }
-            }
+        let entry = holds.get_mut(key)?;
+        let result = change(entry);
+        if entry.is_unused() {
+            holds.remove(key);
         }
-    }
-
-    /// The active holds of `key` are gone: tell their holders and stop renewing
-    /// them. Pending acquires of the same owner keep the entry, with a fresh state.
-    fn mark_lost(holds: &mut HashMap<HoldKey, Entry>, key: &HoldKey) {
-        if let Some(entry) = holds.get_mut(key) {
-            entry.state.mark_lost();
-            entry.state = Arc::default();
-            entry.active = 0;
-            if entry.pending == 0 {
-                holds.remove(key);
-            }
-        }
+        Some(result)
     }
 }
 
@@ -134,58 +138,47 @@ impl Watchdog {
     /// Registers a hold about to be acquired by `owner` on `name`.
     pub(crate) fn register(&self, name: &str, owner: &str) -> Registration {
         let key = (name.to_owned(), owner.to_owned());
-        let mut holds = self.registry.holds();
-        let entry = holds.entry(key.clone()).or_insert_with(|| Entry {
-            active: 0,
-            pending: 0,
-            generation: 0,
-            state: Arc::default(),
-        });
-        entry.pending += 1;
+        self.registry
+            .holds()
+            .entry(key.clone())
+            .or_default()
+            .pending += 1;
         Registration {
             registry: self.registry.clone(),
             key: Some(key),
         }
     }
 
-    /// Stops renewing one hold of `owner` on `name` (an unlock through the lock
-    /// handle rather than a guard). Returns whether one was registered.
-    pub(crate) fn release_one(&self, name: &str, owner: &str) -> bool {
+    /// Stops renewing the newest detached hold of `owner` on `name` (an unlock
+    /// through the lock handle rather than a guard). Holds still owned by a guard
+    /// are left alone. Returns whether one was renewed.
+    pub(crate) fn release_detached(&self, name: &str, owner: &str) -> bool {
         let key = (name.to_owned(), owner.to_owned());
-        let mut holds = self.registry.holds();
-        let Some(entry) = holds.get_mut(&key) else {
-            return false;
-        };
-        if entry.active == 0 {
-            return false;
-        }
-        entry.active -= 1;
-        if entry.active == 0 && entry.pending == 0 {
-            holds.remove(&key);
-        }
-        true
+        self.registry
+            .update(&key, |entry| {
+                let newest = entry.holds.iter().rposition(|hold| hold.detached);
+                newest.map(|index| entry.holds.remove(index)).is_some()
+            })
+            .unwrap_or(false)
     }
 
-    /// Stops renewing every hold on `name`, whoever owns it (force unlock).
+    /// Stops renewing every hold on `name`, whoever owns it (force unlock), and
+    /// reports them lost.
     pub(crate) fn forget_lock(&self, name: &str) {
-        let mut holds = self.registry.holds();
-        let keys: Vec<HoldKey> = holds
-            .keys()
-            .filter(|(lock, _)| lock == name)
-            .cloned()
-            .collect();
-        for key in keys {
-            Registry::mark_lost(&mut holds, &key);
-        }
+        self.registry.holds().retain(|(lock, _), entry| {
+            if lock == name {
+                entry.lose_up_to(u64::MAX);
+            }
+            !entry.is_unused()
+        });
     }
 
-    /// How many distinct holds are renewed (for tests and diagnostics).
-    #[allow(dead_code)]
+    /// How many (lock, owner) pairs have renewed holds right now.
     pub(crate) fn active_holds(&self) -> usize {
         self.registry
             .holds()
             .values()
-            .filter(|e| e.active > 0)
+            .filter(|e| !e.holds.is_empty())
             .count()
     }
 }
@@ -201,21 +194,22 @@ impl Registration {
     /// The acquire succeeded: renew this hold from now on.
     pub(crate) fn activate(mut self) -> Renewal {
         let key = self.key.take().unwrap_or_default();
+        let state = Arc::new(HoldState::default());
         let mut holds = self.registry.holds();
-        let entry = holds.entry(key.clone()).or_insert_with(|| Entry {
-            active: 0,
-            pending: 1,
-            generation: 0,
-            state: Arc::default(),
+        let entry = holds.entry(key.clone()).or_default();
+        entry.pending = entry.pending.saturating_sub(1);
+        let generation = entry.next_generation;
+        entry.next_generation += 1;
+        entry.holds.push(ActiveHold {
+            generation,
+            state: state.clone(),
+            detached: false,
         });
-        entry.pending -= 1;
-        entry.active += 1;
-        entry.generation += 1;
-        let state = entry.state.clone();
         drop(holds);
         Renewal {
             registry: self.registry.clone(),
             key,
+            generation,
             state: Some(state),
         }
     }
@@ -224,16 +218,19 @@ impl Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
-            self.registry.update(&key, None, |entry| entry.pending -= 1);
+            self.registry.update(&key, |entry| {
+                entry.pending = entry.pending.saturating_sub(1)
+            });
         }
     }
 }
 
-/// One renewed hold; dropping it (or [`Renewal::stop`]) stops renewing it.
+/// One renewed hold; dropping it stops renewing it.
 #[derive(Debug)]
 pub(crate) struct Renewal {
     registry: Arc<Registry>,
     key: HoldKey,
+    generation: u64,
     state: Option<Arc<HoldState>>,
 }
 
@@ -242,18 +239,31 @@ impl Renewal {
         self.state.as_ref()
     }
 
-    /// Keeps renewing after this handle is gone; the hold is then released through
-    /// [`Watchdog::release_one`].
+    /// Keeps renewing after this handle is gone, until
+    /// [`Watchdog::release_detached`] or a loss ends it.
     pub(crate) fn detach(mut self) {
-        self.state = None;
+        if self.state.take().is_some() {
+            let generation = self.generation;
+            self.registry.update(&self.key, |entry| {
+                for hold in entry
+                    .holds
+                    .iter_mut()
+                    .filter(|h| h.generation == generation)
+                {
+                    hold.detached = true;
+                }
+            });
+        }
     }
 }
 
 impl Drop for Renewal {
     fn drop(&mut self) {
-        if let Some(state) = self.state.take() {
-            self.registry
-                .update(&self.key, Some(&state), |entry| entry.active -= 1);
+        if self.state.take().is_some() {
+            let generation = self.generation;
+            self.registry.update(&self.key, |entry| {
+                entry.holds.retain(|hold| hold.generation != generation);
+            });
         }
     }
 }
@@ -278,32 +288,26 @@ async fn run_renewals(
 
 /// One renewal round over every active hold.
 async fn renew_all(registry: &Registry, conn: &mut ConnectionManager, lease_ms: u64) {
-    let due: Vec<(HoldKey, u64, Arc<HoldState>)> = registry
+    let due: Vec<(HoldKey, u64)> = registry
         .holds()
         .iter()
-        .filter(|(_, e)| e.active > 0)
-        .map(|(k, e)| (k.clone(), e.generation, e.state.clone()))
+        .filter_map(|(key, entry)| Some((key.clone(), entry.holds.last()?.generation)))
         .collect();
     for batch in due.chunks(RENEW_BATCH) {
         let holds: Vec<(&str, &str)> = batch
             .iter()
-            .map(|((name, owner), _, _)| (name.as_str(), owner.as_str()))
+            .map(|((name, owner), _)| (name.as_str(), owner.as_str()))
             .collect();
         // An error leaves every hold registered: the next tick tries again, well
         // within the lease (three ticks per lease).
         let Ok(renewed) = scripts::lock_renew(conn, &holds, lease_ms).await else {
             continue;
         };
-        for ((key, generation, state), still_held) in batch.iter().zip(renewed) {
-            if still_held {
-                continue;
-            }
-            let mut holds = registry.holds();
-            let unchanged = holds
-                .get(key)
-                .is_some_and(|e| Arc::ptr_eq(&e.state, state) && e.generation == *generation);
-            if unchanged {
-                Registry::mark_lost(&mut holds, key);
+        for ((key, newest), still_held) in batch.iter().zip(renewed) {
+            if !still_held {
+                // Gone on the server: every hold this round covered is lost. A
+                // hold activated since (a re-entry on a freed key) is not.
+                registry.update(key, |entry| entry.lose_up_to(*newest));
             }
         }
     }

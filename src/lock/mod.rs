@@ -1,10 +1,13 @@
 //! The lock kinds: thin adapters over the wait engine and the watchdog.
 
+mod fair;
 mod guard;
 mod reentrant;
+mod rlock;
 
 pub use guard::LockGuard;
-pub use reentrant::RLock;
+pub(crate) use rlock::Kind;
+pub use rlock::RLock;
 
 use std::time::Duration;
 

@@ -1,0 +1,79 @@
+-- Fair lock: acquire, re-enter, or wait in line. (fair_common.lua is prepended.)
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the queue LIST, redisson_lock_queue:{name}
+-- KEYS[3]  the deadline ZSET, redisson_lock_timeout:{name}
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner field
+-- ARGV[3]  wait in milliseconds: how long a silent waiter keeps its place
+-- ARGV[4]  now, epoch milliseconds (the caller's clock, as Redisson does)
+-- ARGV[5]  "1" to join the queue when the lock cannot be taken, "0" to try once
+--
+-- Reply: nil when the owner now holds the lock; otherwise how many milliseconds the
+--        caller may sleep before trying again (<= 0: no useful bound):
+--        the lock's PTTL for the first in line, the time until the waiter ahead
+--        would be considered gone for the others.
+
+local lock, queue, timeouts = KEYS[1], KEYS[2], KEYS[3]
+local lease, owner = ARGV[1], ARGV[2]
+local wait, now = tonumber(ARGV[3]), tonumber(ARGV[4])
+local may_queue = ARGV[5] == '1'
+
+evict_stale_heads(queue, timeouts, now, owner)
+
+-- Free, and nobody else is first in line: take it. Everyone behind moves up one
+-- place, so their deadlines shrink by one wait.
+if redis.call('exists', lock) == 0 then
+    local head = redis.call('lindex', queue, 0)
+    if head == false or head == owner then
+        if head == owner then
+            redis.call('lpop', queue)
+            redis.call('zrem', timeouts, owner)
+            for _, waiter in ipairs(redis.call('zrange', timeouts, 0, -1)) do
+                redis.call('zincrby', timeouts, -wait, waiter)
+            end
+        end
+        redis.call('hset', lock, owner, 1)
+        redis.call('pexpire', lock, lease)
+        return nil
+    end
+end
+
+-- Ours already: re-enter without queueing.
+if redis.call('hexists', lock, owner) == 1 then
+    redis.call('hincrby', lock, owner, 1)
+    redis.call('pexpire', lock, lease)
+    return nil
+end
+
+local pttl = redis.call('pttl', lock)
+
+-- Already in line: keep the place.
+if redis.call('zscore', timeouts, owner) ~= false then
+    local head = redis.call('lindex', queue, 0)
+    if head == owner then
+        return pttl
+    end
+    local ahead = tonumber(redis.call('zscore', timeouts, head))
+    if ahead == nil then
+        return pttl
+    end
+    return math.max(ahead - now, 1)
+end
+
+if not may_queue then
+    return pttl
+end
+
+-- Join the tail: expected to wait for the waiter ahead (or the holder), plus grace.
+local ttl = pttl
+local tail = redis.call('lindex', queue, -1)
+if tail ~= false then
+    local tail_deadline = tonumber(redis.call('zscore', timeouts, tail))
+    if tail_deadline ~= nil then
+        ttl = tail_deadline - now
+    end
+end
+redis.call('zadd', timeouts, now + ttl + wait, owner)
+redis.call('rpush', queue, owner)
+return ttl

@@ -1,0 +1,42 @@
+-- Fair lock: a waiter leaves the queue (gave up, or its call was cancelled).
+-- (fair_common.lua is prepended.)
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the queue LIST
+-- KEYS[3]  the deadline ZSET
+-- KEYS[4]  the channel prefix, redisson_lock__channel:{name}
+-- ARGV[1]  owner field
+-- ARGV[2]  the wait the owner joined with, in milliseconds
+-- ARGV[3]  the unlock message ("0")
+-- ARGV[4]  the publish command
+--
+-- Reply: 1 when the owner was in line and left it, 0 when it was not in line.
+
+local lock, queue, timeouts, channel_prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local owner, wait, message, publish = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+
+local waiters = redis.call('lrange', queue, 0, -1)
+local position = nil
+for i, waiter in ipairs(waiters) do
+    if waiter == owner then
+        position = i
+        break
+    end
+end
+if position == nil then
+    redis.call('zrem', timeouts, owner)
+    return 0
+end
+
+-- Everyone behind moves up one place.
+for i = position + 1, #waiters do
+    redis.call('zincrby', timeouts, -wait, waiters[i])
+end
+redis.call('lrem', queue, 1, owner)
+redis.call('zrem', timeouts, owner)
+
+-- The first in line left a free lock: the next one must not sleep on.
+if position == 1 and redis.call('exists', lock) == 0 then
+    wake_head(queue, channel_prefix, publish, message)
+end
+return 1

@@ -1,0 +1,32 @@
+-- Fair lock: helpers prepended to every fair_*.lua script before it is loaded
+-- (scripts.rs concatenates them), so the queue rules are written once.
+--
+-- The queue is a LIST of owner fields in arrival order plus a ZSET holding, for each
+-- waiter, the absolute epoch-ms deadline after which it is considered gone.
+
+-- Removes waiters at the head of the queue whose deadline is at or before `now`,
+-- stopping at the first live one. `keep` (the caller, evidently alive) is never
+-- removed, even when its deadline has passed.
+local function evict_stale_heads(queue, timeouts, now, keep)
+    while true do
+        local head = redis.call('lindex', queue, 0)
+        if head == false or head == keep then
+            return
+        end
+        local deadline = tonumber(redis.call('zscore', timeouts, head))
+        if deadline ~= nil and deadline > now then
+            return
+        end
+        redis.call('lpop', queue)
+        redis.call('zrem', timeouts, head)
+    end
+end
+
+-- Publishes `message` on the own channel of the waiter first in line, if any, so
+-- that it retries at once.
+local function wake_head(queue, channel_prefix, publish, message)
+    local head = redis.call('lindex', queue, 0)
+    if head ~= false then
+        redis.call(publish, channel_prefix .. ':' .. head, message)
+    end
+end

@@ -1,0 +1,41 @@
+-- Fair lock: release one hold and wake the first in line. (fair_common.lua is
+-- prepended.)
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the queue LIST
+-- KEYS[3]  the deadline ZSET
+-- KEYS[4]  the channel prefix, redisson_lock__channel:{name}
+-- ARGV[1]  the unlock message ("0")
+-- ARGV[2]  lease in milliseconds: the remaining holds live at least this long
+-- ARGV[3]  owner field
+-- ARGV[4]  now, epoch milliseconds
+-- ARGV[5]  the publish command
+--
+-- Reply: nil when the owner holds no hold; 0 when holds remain; 1 when the lock
+--        is free and the first in line was woken.
+
+local lock, queue, timeouts, channel_prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local message, lease, owner = ARGV[1], ARGV[2], ARGV[3]
+local now, publish = tonumber(ARGV[4]), ARGV[5]
+
+evict_stale_heads(queue, timeouts, now, nil)
+
+if redis.call('hexists', lock, owner) == 0 then
+    -- Not ours. If the lock is gone altogether (expired), make sure the first in
+    -- line is not left asleep.
+    if redis.call('exists', lock) == 0 then
+        wake_head(queue, channel_prefix, publish, message)
+    end
+    return nil
+end
+
+if redis.call('hincrby', lock, owner, -1) > 0 then
+    if redis.call('pttl', lock) < tonumber(lease) then
+        redis.call('pexpire', lock, lease)
+    end
+    return 0
+end
+
+redis.call('del', lock)
+wake_head(queue, channel_prefix, publish, message)
+return 1

@@ -1,0 +1,106 @@
+//! The fair lock's scripts: the lock goes to waiters strictly in arrival order.
+//!
+//! Waiters queue in a LIST with a deadline each in a ZSET (Redisson's layout); each
+//! waiter sleeps on its own channel and only the first in line is woken on unlock.
+//! A waiter that goes silent past its deadline is skipped, so a vanished process
+//! never blocks the line for longer than its wait; one that gives up or is
+//! cancelled leaves at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+
+use crate::config::duration_to_millis;
+use crate::error::Result;
+use crate::keys::fair_waiter_channel;
+use crate::scripts::{self, BusyTtl, FairKeys, Released};
+use crate::wait::{Acquirer, BoxFuture};
+
+/// The fair lock's scripts, bound to one name, owner and wait.
+#[derive(Debug)]
+pub(crate) struct FairOps {
+    keys: FairKeys,
+    owner: String,
+    channel: String,
+    /// How long this waiter keeps its place in line while silent.
+    grace: Duration,
+    /// The longest sleep between attempts, so a lost wake-up costs at most this.
+    max_sleep: Duration,
+}
+
+impl FairOps {
+    pub(crate) fn new(name: Arc<str>, owner: String, grace: Duration, max_sleep: Duration) -> Self {
+        FairOps {
+            channel: fair_waiter_channel(&name, &owner),
+            keys: FairKeys::new(name),
+            owner,
+            grace,
+            max_sleep,
+        }
+    }
+
+    fn grace_ms(&self) -> Result<u64> {
+        duration_to_millis("fair lock wait", self.grace)
+    }
+}
+
+impl Acquirer for FairOps {
+    fn name(&self) -> &str {
+        &self.keys.lock
+    }
+
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    fn attempt(
+        self: Arc<Self>,
+        mut conn: ConnectionManager,
+        lease_ms: u64,
+        queue: bool,
+    ) -> BoxFuture<Result<Option<BusyTtl>>> {
+        Box::pin(async move {
+            let grace_ms = self.grace_ms()?;
+            scripts::fair_acquire(
+                &mut conn,
+                &self.keys,
+                lease_ms,
+                &self.owner,
+                grace_ms,
+                queue,
+            )
+            .await
+        })
+    }
+
+    fn release(
+        self: Arc<Self>,
+        mut conn: ConnectionManager,
+        lease_ms: u64,
+    ) -> BoxFuture<Result<Released>> {
+        Box::pin(async move {
+            scripts::fair_release(&mut conn, &self.keys, lease_ms, &self.owner).await
+        })
+    }
+
+    fn queues(&self) -> bool {
+        true
+    }
+
+    fn abandon(self: Arc<Self>, mut conn: ConnectionManager) -> BoxFuture<Result<()>> {
+        Box::pin(async move {
+            let grace_ms = self.grace_ms()?;
+            scripts::fair_cancel(&mut conn, &self.keys, &self.owner, grace_ms).await?;
+            Ok(())
+        })
+    }
+
+    fn max_sleep(&self) -> Option<Duration> {
+        Some(self.max_sleep)
+    }
+}

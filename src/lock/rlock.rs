@@ -1,0 +1,302 @@
+//! `RLock`: the handle of the reentrant and the fair lock, which share the hash
+//! layout and every method; only their scripts differ.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+
+use super::fair::FairOps;
+use super::guard::{release, LockGuard};
+use super::reentrant::ReentrantOps;
+use super::RemainingTtl;
+use crate::client::ClientInner;
+use crate::config::duration_to_millis;
+use crate::error::{Error, Result};
+use crate::owner::{owner_field, OwnerId};
+use crate::scripts::{self, FairKeys};
+use crate::wait::{self, Acquirer, Lease, Wait};
+
+/// Which hand-out rule a lock follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Whoever asks first after a release (Redisson `getLock`).
+    Reentrant,
+    /// Strictly in arrival order (Redisson `getFairLock`).
+    Fair,
+}
+
+/// A reentrant distributed lock: Redisson's `RLock`, on the same keys.
+///
+/// [`Client::get_lock`](crate::Client::get_lock) hands out whoever asks first after
+/// a release; [`Client::get_fair_lock`](crate::Client::get_fair_lock) hands the lock
+/// out strictly in arrival order (Redisson's `RFairLock`, which is an `RLock` too).
+///
+/// The lock is a Redis hash named after the lock, with one field per owner
+/// (`<client-uuid>:<id>`) counting its holds. The same owner may acquire it again
+/// (the count grows) and the lock is free once every hold is released. By default
+/// the owner is the calling tokio task, looked up at each call, so nested critical
+/// sections inside one task re-enter, even through another handle for the same
+/// name; [`with_owner_id`](RLock::with_owner_id) names an explicit owner instead.
+///
+/// Waiting tasks sleep on the lock's unlock channel and never poll; each sleep is
+/// bounded by the lock's remaining lease, so a lost message costs at most one lease.
+///
+/// A handle is cheap to clone and does no I/O until a method is called.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+/// use std::time::Duration;
+///
+/// let lock = client.get_lock("inventory")?;
+/// let outer = lock.lock().await?; // renewed by the watchdog while held
+/// let inner = lock.lock().await?; // same task: re-enters
+/// assert_eq!(lock.hold_count().await?, 2);
+/// inner.unlock().await?;
+/// outer.unlock().await?;
+///
+/// if let Some(guard) = lock.try_lock_wait(Duration::from_secs(1)).await? {
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RLock {
+    client: Arc<ClientInner>,
+    name: Arc<str>,
+    kind: Kind,
+    owner: OwnerId,
+}
+
+impl RLock {
+    pub(crate) fn new(client: Arc<ClientInner>, name: String, kind: Kind) -> Self {
+        RLock {
+            client,
+            name: name.into(),
+            kind,
+            owner: OwnerId::Current,
+        }
+    }
+
+    /// The lock's name (Redisson `getName()`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Is this the fair lock (handed out in arrival order)?
+    pub fn is_fair(&self) -> bool {
+        self.kind == Kind::Fair
+    }
+
+    /// A handle for the same lock that acts for owner `id` instead of the calling
+    /// task: for work that is handed between tasks, or to act for a Java thread id.
+    pub fn with_owner_id(&self, id: u64) -> RLock {
+        RLock {
+            owner: OwnerId::Explicit(id),
+            ..self.clone()
+        }
+    }
+
+    /// Acquires the lock, waiting as long as it takes; the watchdog renews it while
+    /// held (Redisson `lock()`).
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when Redis fails more than `retry_attempts` times in a row;
+    /// [`Error::WrongType`] when the key holds something else.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future leaves no hold, no subscription and no
+    /// renewal behind, even if the acquire had already run on the server.
+    pub async fn lock(&self) -> Result<LockGuard> {
+        self.acquire(Lease::Watchdog, Wait::Forever)
+            .await?
+            .ok_or_else(|| Error::unexpected("lock", "gave up without a wait limit"))
+    }
+
+    /// Acquires the lock for `lease`, waiting as long as it takes; it is not renewed
+    /// (Redisson `lock(leaseTime, unit)`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero lease or one over
+    /// [`MAX_DURATION`](crate::MAX_DURATION); otherwise as [`lock`](RLock::lock).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](RLock::lock).
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        self.acquire(Lease::Fixed(lease), Wait::Forever)
+            .await?
+            .ok_or_else(|| Error::unexpected("lock", "gave up without a wait limit"))
+    }
+
+    /// Tries once, without waiting (Redisson `tryLock()`); `None` when another owner
+    /// holds the lock.
+    ///
+    /// # Errors
+    /// As [`lock`](RLock::lock).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](RLock::lock).
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(Lease::Watchdog, Wait::Once).await
+    }
+
+    /// Tries for up to `wait` (Redisson `tryLock(waitTime, unit)`); the watchdog
+    /// renews the hold. `None` when the wait ran out.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a wait over [`MAX_DURATION`](crate::MAX_DURATION);
+    /// otherwise as [`lock`](RLock::lock).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](RLock::lock).
+    pub async fn try_lock_wait(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        self.acquire(Lease::Watchdog, Wait::For(wait)).await
+    }
+
+    /// Tries for up to `wait`, and holds for `lease` without renewal (Redisson
+    /// `tryLock(waitTime, leaseTime, unit)`).
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](RLock::lock_with_lease) and
+    /// [`try_lock_wait`](RLock::try_lock_wait).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](RLock::lock).
+    pub async fn try_lock_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard>> {
+        self.acquire(Lease::Fixed(lease), Wait::For(wait)).await
+    }
+
+    /// Releases one hold of the calling owner (Redisson `unlock()`), for holds
+    /// whose guard was [`detach`](LockGuard::detach)ed. Prefer
+    /// [`LockGuard::unlock`].
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when the calling owner holds no hold
+    /// (Java's `IllegalMonitorStateException`).
+    pub async fn unlock(&self) -> Result<()> {
+        let ops = self.ops(self.owner.resolve(), Wait::Forever);
+        self.client
+            .watchdog
+            .release_detached(&self.name, ops.owner());
+        release(&self.client, &ops, self.watchdog_lease_ms()?).await
+    }
+
+    /// Releases the lock whoever holds it, however many holds (Redisson
+    /// `forceUnlock()`). `true` when it was held. Holders in this client see
+    /// [`LockGuard::is_lease_lost`]; holders elsewhere find out at their next
+    /// renewal or unlock.
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the command fails.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.client.watchdog.forget_lock(&self.name);
+        let mut conn = self.client.conn.clone();
+        match self.kind {
+            Kind::Reentrant => {
+                let channel = crate::keys::lock_channel(&self.name);
+                scripts::lock_force_release(&mut conn, &self.name, &channel).await
+            }
+            Kind::Fair => {
+                scripts::fair_force_release(&mut conn, &FairKeys::new(self.name.clone())).await
+            }
+        }
+    }
+
+    /// Is the lock held by anyone (Redisson `isLocked()`)?
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the command fails.
+    pub async fn is_locked(&self) -> Result<bool> {
+        let mut conn = self.client.conn.clone();
+        conn.exists(&*self.name)
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))
+    }
+
+    /// Does the calling owner hold it (Redisson `isHeldByCurrentThread()`)?
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the command fails; [`Error::WrongType`] when the key is
+    /// not a hash.
+    pub async fn is_held_by_current_task(&self) -> Result<bool> {
+        self.is_held_by(self.owner.resolve()).await
+    }
+
+    /// Does owner `id` of this client hold it (Redisson `isHeldByThread(id)`)?
+    ///
+    /// # Errors
+    /// As [`is_held_by_current_task`](RLock::is_held_by_current_task).
+    pub async fn is_held_by(&self, id: u64) -> Result<bool> {
+        let mut conn = self.client.conn.clone();
+        conn.hexists(&*self.name, owner_field(&self.client.id, id))
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))
+    }
+
+    /// How many holds the calling owner has (Redisson `getHoldCount()`); 0 when none.
+    ///
+    /// # Errors
+    /// As [`is_held_by_current_task`](RLock::is_held_by_current_task).
+    pub async fn hold_count(&self) -> Result<u64> {
+        let mut conn = self.client.conn.clone();
+        let field = owner_field(&self.client.id, self.owner.resolve());
+        let count: Option<u64> = conn
+            .hget(&*self.name, field)
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))?;
+        Ok(count.unwrap_or(0))
+    }
+
+    /// The lock's remaining time to live (Redisson `remainTimeToLive()`).
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the command fails.
+    pub async fn remain_time_to_live(&self) -> Result<RemainingTtl> {
+        let mut conn = self.client.conn.clone();
+        let pttl: i64 = conn
+            .pttl(&*self.name)
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))?;
+        Ok(RemainingTtl::from_pttl(pttl))
+    }
+
+    /// The scripts for one acquisition (or release) by owner `id`.
+    fn ops(&self, id: u64, wait: Wait) -> Arc<dyn Acquirer> {
+        let owner = owner_field(&self.client.id, id);
+        match self.kind {
+            Kind::Reentrant => Arc::new(ReentrantOps::new(self.name.clone(), owner)),
+            Kind::Fair => {
+                // How long this waiter keeps its place while silent: a timed try
+                // uses its wait, as Redisson does; otherwise the configured default.
+                let grace = match wait {
+                    Wait::For(wait) if !wait.is_zero() => wait,
+                    _ => self.client.config.fair_lock_wait_timeout,
+                };
+                Arc::new(FairOps::new(
+                    self.name.clone(),
+                    owner,
+                    grace,
+                    self.client.config.lock_watchdog_timeout,
+                ))
+            }
+        }
+    }
+
+    fn watchdog_lease_ms(&self) -> Result<u64> {
+        duration_to_millis("watchdog timeout", self.client.config.lock_watchdog_timeout)
+    }
+
+    async fn acquire(&self, lease: Lease, wait: Wait) -> Result<Option<LockGuard>> {
+        if let Lease::Fixed(lease) = lease {
+            duration_to_millis("lease", lease)?;
+        }
+        let owner_id = self.owner.resolve();
+        let ops = self.ops(owner_id, wait);
+        let hold = wait::acquire(&self.client, &ops, lease, wait).await?;
+        Ok(hold.map(|hold| LockGuard::new(self.client.clone(), ops, owner_id, hold)))
+    }
+}
