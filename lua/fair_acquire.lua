@@ -39,10 +39,12 @@ if redis.call('exists', lock) == 0 then
     end
 end
 
--- Ours already: re-enter without queueing.
+-- Ours already: re-enter without queueing; the lease is extended, never shortened.
 if redis.call('hexists', lock, owner) == 1 then
     redis.call('hincrby', lock, owner, 1)
-    redis.call('pexpire', lock, lease)
+    if redis.call('pttl', lock) < tonumber(lease) then
+        redis.call('pexpire', lock, lease)
+    end
     return nil
 end
 

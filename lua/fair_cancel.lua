@@ -9,11 +9,13 @@
 -- ARGV[2]  the wait the owner joined with, in milliseconds
 -- ARGV[3]  the unlock message ("0")
 -- ARGV[4]  the publish command
+-- ARGV[5]  now, epoch milliseconds
 --
 -- Reply: 1 when the owner was in line and left it, 0 when it was not in line.
 
 local lock, queue, timeouts, channel_prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, wait, message, publish = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local now = tonumber(ARGV[5])
 
 local waiters = redis.call('lrange', queue, 0, -1)
 local position = nil
@@ -37,6 +39,6 @@ redis.call('zrem', timeouts, owner)
 
 -- The first in line left a free lock: the next one must not sleep on.
 if position == 1 and redis.call('exists', lock) == 0 then
-    wake_head(queue, channel_prefix, publish, message)
+    hand_to_head(queue, timeouts, channel_prefix, publish, message, now, wait)
 end
 return 1

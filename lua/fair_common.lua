@@ -22,11 +22,18 @@ local function evict_stale_heads(queue, timeouts, now, keep)
     end
 end
 
--- Publishes `message` on the own channel of the waiter first in line, if any, so
--- that it retries at once.
-local function wake_head(queue, channel_prefix, publish, message)
+-- The lock just became free: the waiter first in line, if any, now has `wait` ms
+-- to take it (its deadline is brought forward to now + wait if it was later), and
+-- is woken by `message` on its own channel so that it takes it at once. A head
+-- that vanished thus blocks the line for at most `wait` from here.
+local function hand_to_head(queue, timeouts, channel_prefix, publish, message, now, wait)
     local head = redis.call('lindex', queue, 0)
-    if head ~= false then
-        redis.call(publish, channel_prefix .. ':' .. head, message)
+    if head == false then
+        return
     end
+    local deadline = tonumber(redis.call('zscore', timeouts, head))
+    if deadline == nil or deadline > now + wait then
+        redis.call('zadd', timeouts, now + wait, head)
+    end
+    redis.call(publish, channel_prefix .. ':' .. head, message)
 end

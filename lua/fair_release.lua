@@ -10,13 +10,14 @@
 -- ARGV[3]  owner field
 -- ARGV[4]  now, epoch milliseconds
 -- ARGV[5]  the publish command
+-- ARGV[6]  the wait the next in line gets to take the lock, in milliseconds
 --
 -- Reply: nil when the owner holds no hold; 0 when holds remain; 1 when the lock
 --        is free and the first in line was woken.
 
 local lock, queue, timeouts, channel_prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local message, lease, owner = ARGV[1], ARGV[2], ARGV[3]
-local now, publish = tonumber(ARGV[4]), ARGV[5]
+local now, publish, wait = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 
 evict_stale_heads(queue, timeouts, now, nil)
 
@@ -24,7 +25,7 @@ if redis.call('hexists', lock, owner) == 0 then
     -- Not ours. If the lock is gone altogether (expired), make sure the first in
     -- line is not left asleep.
     if redis.call('exists', lock) == 0 then
-        wake_head(queue, channel_prefix, publish, message)
+        hand_to_head(queue, timeouts, channel_prefix, publish, message, now, wait)
     end
     return nil
 end
@@ -37,5 +38,5 @@ if redis.call('hincrby', lock, owner, -1) > 0 then
 end
 
 redis.call('del', lock)
-wake_head(queue, channel_prefix, publish, message)
+hand_to_head(queue, timeouts, channel_prefix, publish, message, now, wait)
 return 1

@@ -10,10 +10,20 @@
 
 local lock, lease, owner = KEYS[1], ARGV[1], ARGV[2]
 
--- Free, or already ours: count one more hold and restart the lease.
-if redis.call('exists', lock) == 0 or redis.call('hexists', lock, owner) == 1 then
+-- Free: the first hold, with exactly this lease.
+if redis.call('exists', lock) == 0 then
     redis.call('hincrby', lock, owner, 1)
     redis.call('pexpire', lock, lease)
+    return nil
+end
+
+-- Already ours: one more hold. The lease is extended to this one, never shortened,
+-- so a short inner lease cannot cut an outer hold.
+if redis.call('hexists', lock, owner) == 1 then
+    redis.call('hincrby', lock, owner, 1)
+    if redis.call('pttl', lock) < tonumber(lease) then
+        redis.call('pexpire', lock, lease)
+    end
     return nil
 end
 

@@ -224,6 +224,7 @@ pub(crate) async fn fair_cancel(
         .arg(wait_ms)
         .arg(UNLOCK_MESSAGE)
         .arg(PUBLISH)
+        .arg(epoch_millis())
         .invoke_async(conn)
         .await
         .map_err(|e| Error::from_redis(&keys.lock, e))?;
@@ -233,13 +234,14 @@ pub(crate) async fn fair_cancel(
     }
 }
 
-/// Fair release of one hold by `owner`, waking the first in line when it frees
-/// the lock.
+/// Fair release of one hold by `owner`; when it frees the lock, the first in line
+/// is woken and given `wait_ms` to take it.
 pub(crate) async fn fair_release(
     conn: &mut ConnectionManager,
     keys: &FairKeys,
     lease_ms: u64,
     owner: &str,
+    wait_ms: u64,
 ) -> Result<Released> {
     let reply: Value = FAIR_RELEASE
         .key(&*keys.lock)
@@ -251,16 +253,19 @@ pub(crate) async fn fair_release(
         .arg(owner)
         .arg(epoch_millis())
         .arg(PUBLISH)
+        .arg(wait_ms)
         .invoke_async(conn)
         .await
         .map_err(|e| Error::from_redis(&keys.lock, e))?;
     decode_release("fair lock release", reply)
 }
 
-/// Deletes the fair lock whoever holds it and wakes the first in line.
+/// Deletes the fair lock whoever holds it; the first in line is woken and given
+/// `wait_ms` to take it.
 pub(crate) async fn fair_force_release(
     conn: &mut ConnectionManager,
     keys: &FairKeys,
+    wait_ms: u64,
 ) -> Result<bool> {
     let reply: Value = FAIR_FORCE_RELEASE
         .key(&*keys.lock)
@@ -270,6 +275,7 @@ pub(crate) async fn fair_force_release(
         .arg(UNLOCK_MESSAGE)
         .arg(epoch_millis())
         .arg(PUBLISH)
+        .arg(wait_ms)
         .invoke_async(conn)
         .await
         .map_err(|e| Error::from_redis(&keys.lock, e))?;

@@ -7,6 +7,7 @@ mod support;
 mod locks {
     mod cancellation;
     mod errors;
+    mod fair;
     mod interop;
     mod pubsub;
     mod reentrant;

@@ -25,18 +25,32 @@ pub(crate) struct FairOps {
     channel: String,
     /// How long this waiter keeps its place in line while silent.
     grace: Duration,
+    /// How long the next in line gets to take the lock when this owner frees it
+    /// (the configured fair-lock wait).
+    handoff: Duration,
     /// The longest sleep between attempts, so a lost wake-up costs at most this.
     max_sleep: Duration,
 }
 
 impl FairOps {
-    pub(crate) fn new(name: Arc<str>, owner: String, grace: Duration, max_sleep: Duration) -> Self {
+    /// `grace`: this waiter's wait; `handoff`: the configured fair-lock wait;
+    /// `lease_bound`: the watchdog timeout, the longest a hold lasts unrenewed.
+    pub(crate) fn new(
+        name: Arc<str>,
+        owner: String,
+        grace: Duration,
+        handoff: Duration,
+        lease_bound: Duration,
+    ) -> Self {
         FairOps {
             channel: fair_waiter_channel(&name, &owner),
             keys: FairKeys::new(name),
             owner,
             grace,
-            max_sleep,
+            handoff,
+            // A waiter wakes at least once per grace period to see whether the one
+            // ahead went silent, and once per lease in case a wake-up was lost.
+            max_sleep: grace.min(lease_bound),
         }
     }
 
@@ -84,7 +98,8 @@ impl Acquirer for FairOps {
         lease_ms: u64,
     ) -> BoxFuture<Result<Released>> {
         Box::pin(async move {
-            scripts::fair_release(&mut conn, &self.keys, lease_ms, &self.owner).await
+            let handoff_ms = duration_to_millis("fair lock wait", self.handoff)?;
+            scripts::fair_release(&mut conn, &self.keys, lease_ms, &self.owner, handoff_ms).await
         })
     }
 

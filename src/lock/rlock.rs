@@ -201,7 +201,12 @@ impl RLock {
                 scripts::lock_force_release(&mut conn, &self.name, &channel).await
             }
             Kind::Fair => {
-                scripts::fair_force_release(&mut conn, &FairKeys::new(self.name.clone())).await
+                let handoff = duration_to_millis(
+                    "fair lock wait",
+                    self.client.config.fair_lock_wait_timeout,
+                )?;
+                scripts::fair_force_release(&mut conn, &FairKeys::new(self.name.clone()), handoff)
+                    .await
             }
         }
     }
@@ -280,6 +285,7 @@ impl RLock {
                     self.name.clone(),
                     owner,
                     grace,
+                    self.client.config.fair_lock_wait_timeout,
                     self.client.config.lock_watchdog_timeout,
                 ))
             }

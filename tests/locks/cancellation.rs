@@ -112,3 +112,54 @@ async fn an_aborted_waiting_task_leaves_nothing_behind() {
     again.unlock().await.unwrap();
     assert!(server.keys().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_fair_lock_calls_leave_no_queue_entries() {
+    let server = RedisServer::start();
+    let holder_client = server.client().await;
+    let client = server.client().await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn = tokio::spawn({
+        let lock = holder_client.get_fair_lock("fair-contested").unwrap();
+        let stop = stop.clone();
+        async move {
+            while !stop.load(Ordering::Relaxed) {
+                let g = lock.lock().await.unwrap();
+                tokio::time::sleep(Duration::from_micros(300)).await;
+                g.unlock().await.unwrap();
+            }
+        }
+    });
+    // Spawned, so that each call is its own owner (its own place in line).
+    let mut abandoned = 0;
+    within(Duration::from_secs(120), "300 cancelled fair attempts", async {
+        for i in 0..300u64 {
+            let lock = client.get_fair_lock("fair-contested").unwrap();
+            let limit = Duration::from_micros((i * 7919) % 1500);
+            let outcome = tokio::spawn(async move {
+                match tokio::time::timeout(limit, lock.lock()).await {
+                    Ok(guard) => {
+                        guard.unwrap().unlock().await.unwrap();
+                        false
+                    }
+                    Err(_) => true,
+                }
+            })
+            .await
+            .unwrap();
+            abandoned += usize::from(outcome);
+        }
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    churn.await.unwrap();
+    assert!(abandoned > 30, "only {abandoned} attempts were cut short");
+    assert!(
+        eventually(Duration::from_secs(5), || async { server.keys().await.is_empty() }).await,
+        "left behind: {:?}",
+        server.keys().await
+    );
+    assert!(eventually(Duration::from_secs(5), || async { server.channels().await.is_empty() }).await);
+    assert_eq!(client.subscribed_channels(), 0);
+    assert_eq!(client.renewed_holds(), 0);
+}

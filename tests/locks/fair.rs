@@ -1,0 +1,455 @@
+//! The fair lock: strict first-come-first-served, vanished and departing waiters.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redisson_locks::Client;
+
+use crate::support::{eventually, within, RedisServer};
+
+async fn queue_len(server: &RedisServer, name: &str) -> usize {
+    let mut admin = server.admin().await;
+    admin
+        .llen(format!("redisson_lock_queue:{{{name}}}"))
+        .await
+        .unwrap()
+}
+
+async fn queue(server: &RedisServer, name: &str) -> Vec<String> {
+    let mut admin = server.admin().await;
+    admin
+        .lrange(format!("redisson_lock_queue:{{{name}}}"), 0, -1)
+        .await
+        .unwrap()
+}
+
+async fn timeouts_len(server: &RedisServer, name: &str) -> usize {
+    let mut admin = server.admin().await;
+    admin
+        .zcard(format!("redisson_lock_timeout:{{{name}}}"))
+        .await
+        .unwrap()
+}
+
+/// Starts a waiter that records its number in `order` when it acquires, and waits
+/// until it has joined the queue.
+async fn join_in_turn(
+    server: &RedisServer,
+    client: &Client,
+    name: &str,
+    number: usize,
+    order: &Arc<Mutex<Vec<usize>>>,
+) -> tokio::task::JoinHandle<()> {
+    let lock = client.get_fair_lock(name).unwrap();
+    let order = order.clone();
+    let before = queue_len(server, name).await;
+    let task = tokio::spawn(async move {
+        let guard = lock.lock().await.unwrap();
+        order.lock().unwrap().push(number);
+        guard.unlock().await.unwrap();
+    });
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            queue_len(server, name).await == before + 1
+        })
+        .await,
+        "waiter {number} did not join the queue"
+    );
+    task
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_waiters_are_served_in_the_order_they_joined() {
+    let server = RedisServer::start();
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(server.client().await);
+    }
+    let holder = clients[0].get_fair_lock("fifo").unwrap();
+    let held = holder.lock().await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        tasks.push(join_in_turn(&server, &clients[i % 4], "fifo", i, &order).await);
+    }
+    held.unlock().await.unwrap();
+    within(Duration::from_secs(120), "200 fair waiters", async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    })
+    .await;
+    let order = order.lock().unwrap().clone();
+    assert_eq!(order, (0..200).collect::<Vec<_>>(), "served out of order");
+    assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_tasks_each_get_every_round_without_overlap() {
+    let server = RedisServer::start();
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(server.client().await);
+    }
+    let inside = Arc::new(AtomicI64::new(0));
+    let overlaps = Arc::new(AtomicI64::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let lock = clients[i % 4].get_fair_lock("busy-fair").unwrap();
+        let (inside, overlaps) = (inside.clone(), overlaps.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut rounds = 0;
+            for _ in 0..20 {
+                let guard = lock.lock().await.unwrap();
+                if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_micros(200)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                guard.unlock().await.unwrap();
+                rounds += 1;
+            }
+            rounds
+        }));
+    }
+    let rounds = within(Duration::from_secs(240), "64 x 20 fair rounds", async {
+        let mut rounds = Vec::new();
+        for t in tasks {
+            rounds.push(t.await.unwrap());
+        }
+        rounds
+    })
+    .await;
+    assert!(rounds.iter().all(|r| *r == 20));
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    assert_eq!(queue_len(&server, "busy-fair").await, 0);
+    assert_eq!(timeouts_len(&server, "busy-fair").await, 0);
+    assert!(server.keys().await.is_empty());
+}
+
+/// A Redisson-style peer: hand-written commands following the wire contract.
+const JAVA_FAIR_ENQUEUE: &str = r"
+local ttl = redis.call('pttl', KEYS[1])
+local tail = redis.call('lindex', KEYS[2], -1)
+if tail then ttl = tonumber(redis.call('zscore', KEYS[3], tail)) - tonumber(ARGV[3]) end
+redis.call('zadd', KEYS[3], tonumber(ARGV[3]) + ttl + tonumber(ARGV[2]), ARGV[1])
+redis.call('rpush', KEYS[2], ARGV[1])
+return ttl";
+
+const JAVA_FAIR_TAKE: &str = r"
+if redis.call('exists', KEYS[1]) == 0 and redis.call('lindex', KEYS[2], 0) == ARGV[1] then
+  redis.call('lpop', KEYS[2]); redis.call('zrem', KEYS[3], ARGV[1])
+  for _, w in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+    redis.call('zincrby', KEYS[3], -tonumber(ARGV[2]), w)
+  end
+  redis.call('hset', KEYS[1], ARGV[1], 1); redis.call('pexpire', KEYS[1], 30000)
+  return 1
+end
+return 0";
+
+const JAVA_UNLOCK: &str = r"
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return nil end
+redis.call('del', KEYS[1])
+local head = redis.call('lindex', KEYS[2], 0)
+if head then redis.call('publish', KEYS[3] .. ':' .. head, '0') end
+return 1";
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+async fn java_enqueue(server: &RedisServer, name: &str, owner: &str, wait_ms: u64) {
+    let mut admin = server.admin().await;
+    let _: i64 = redis::Script::new(JAVA_FAIR_ENQUEUE)
+        .key(name)
+        .key(format!("redisson_lock_queue:{{{name}}}"))
+        .key(format!("redisson_lock_timeout:{{{name}}}"))
+        .arg(owner)
+        .arg(wait_ms)
+        .arg(now_ms())
+        .invoke_async(&mut admin)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vanished_head_is_skipped_after_its_wait_and_the_rest_keep_order() {
+    let server = RedisServer::start();
+    let wait = Duration::from_secs(2);
+    let client = server
+        .client_with(|c| c.fair_lock_wait_timeout = wait)
+        .await;
+    let holder = client.get_fair_lock("dead-head").unwrap();
+    let held = holder.lock().await.unwrap();
+    // A waiter whose process died while first in line: it joined, and will never
+    // try again or leave.
+    java_enqueue(
+        &server,
+        "dead-head",
+        "dead0000-0000-4000-8000-000000000000:1",
+        2_000,
+    )
+    .await;
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        tasks.push(join_in_turn(&server, &client, "dead-head", i, &order).await);
+    }
+    held.unlock().await.unwrap();
+    let released = tokio::time::Instant::now();
+    within(
+        Duration::from_secs(20),
+        "waiters behind a dead head",
+        async {
+            for t in tasks {
+                t.await.unwrap();
+            }
+        },
+    )
+    .await;
+    // Once the lock is free, the dead head has its wait to take it; the next waiter
+    // checks at least once per wait. So the line moves on within about two waits,
+    // long before the dead waiter's original deadline (the holder's 30 s lease plus
+    // its wait) and in order.
+    assert!(released.elapsed() < wait * 3, "took {:?}", released.elapsed());
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
+    assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_head_blocks_for_at_most_its_wait() {
+    let server = RedisServer::start();
+    let wait = Duration::from_secs(1);
+    let client = server
+        .client_with(|c| c.fair_lock_wait_timeout = wait)
+        .await;
+    // The lock is free; a dead waiter is first in line with a short deadline.
+    java_enqueue(
+        &server,
+        "dead-head-2",
+        "dead0000-0000-4000-8000-000000000000:7",
+        1_000,
+    )
+    .await;
+    let lock = client.get_fair_lock("dead-head-2").unwrap();
+    let started = tokio::time::Instant::now();
+    let guard = within(
+        Duration::from_secs(10),
+        "lock behind a dead head",
+        lock.lock(),
+    )
+    .await
+    .unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(500),
+        "jumped the line after {waited:?}"
+    );
+    assert!(waited < wait * 3, "took {waited:?}");
+    guard.unlock().await.unwrap();
+    assert!(server.keys().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_that_give_up_or_are_cancelled_leave_the_line() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let held = client
+        .get_fair_lock("leavers")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let first = join_in_turn(&server, &client, "leavers", 1, &order).await;
+
+    // One gives up after its wait.
+    let impatient = client.get_fair_lock("leavers").unwrap();
+    let gave_up =
+        tokio::spawn(async move { impatient.try_lock_wait(Duration::from_millis(300)).await });
+    // One is cancelled mid-wait.
+    let cancelled_lock = client.get_fair_lock("leavers").unwrap();
+    let cancelled = tokio::spawn(async move { cancelled_lock.lock().await });
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            queue_len(&server, "leavers").await == 3
+        })
+        .await
+    );
+    let last = join_in_turn(&server, &client, "leavers", 2, &order).await;
+
+    assert!(within(Duration::from_secs(5), "give up", gave_up)
+        .await
+        .unwrap()
+        .unwrap()
+        .is_none());
+    cancelled.abort();
+    assert!(cancelled.await.unwrap_err().is_cancelled());
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            queue_len(&server, "leavers").await == 2
+        })
+        .await,
+        "queue: {:?}",
+        queue(&server, "leavers").await
+    );
+    assert_eq!(timeouts_len(&server, "leavers").await, 2);
+
+    held.unlock().await.unwrap();
+    within(Duration::from_secs(20), "remaining waiters", async {
+        first.await.unwrap();
+        last.await.unwrap();
+    })
+    .await;
+    assert_eq!(*order.lock().unwrap(), vec![1, 2]);
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            server.channels().await.is_empty()
+        })
+        .await
+    );
+    assert!(server.keys().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_once_never_joins_the_line_and_reentry_never_queues() {
+    let server = RedisServer::start();
+    let a = server.client().await;
+    let b = server.client().await;
+    let lock = a.get_fair_lock("no-queue").unwrap();
+    let g1 = lock.lock().await.unwrap();
+    let g2 = lock.lock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    assert_eq!(queue_len(&server, "no-queue").await, 0);
+    let theirs = b.get_fair_lock("no-queue").unwrap();
+    assert!(theirs.try_lock().await.unwrap().is_none());
+    assert!(theirs
+        .try_lock_wait(Duration::ZERO)
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(queue_len(&server, "no-queue").await, 0);
+    assert_eq!(timeouts_len(&server, "no-queue").await, 0);
+    g2.unlock().await.unwrap();
+    g1.unlock().await.unwrap();
+    assert!(theirs.unlock().await.unwrap_err().is_not_held());
+    assert!(server.keys().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redisson_waiter_queued_between_ours_is_served_in_its_turn() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let held = client.get_fair_lock("mixed").unwrap().lock().await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let first = join_in_turn(&server, &client, "mixed", 1, &order).await;
+    let java_owner = "7a1c0f3e-2b4d-4c6e-8f10-123456789abc:55";
+    java_enqueue(&server, "mixed", java_owner, 300_000).await;
+    // The Java waiter listens on its own channel, as Redisson's fair lock does.
+    let mut java_sub = redis::Client::open(server.url())
+        .unwrap()
+        .get_async_pubsub()
+        .await
+        .unwrap();
+    java_sub
+        .subscribe(format!("redisson_lock__channel:{{mixed}}:{java_owner}"))
+        .await
+        .unwrap();
+    let last = join_in_turn(&server, &client, "mixed", 3, &order).await;
+    assert_eq!(
+        queue(&server, "mixed").await.get(1).map(String::as_str),
+        Some(java_owner)
+    );
+
+    held.unlock().await.unwrap();
+    within(Duration::from_secs(10), "our first waiter", first)
+        .await
+        .unwrap();
+    // Our first waiter's release woke the Java waiter on its own channel.
+    use tokio_stream::StreamExt;
+    let message = within(Duration::from_secs(5), "java wake-up", async {
+        java_sub.on_message().next().await.unwrap()
+    })
+    .await;
+    assert_eq!(message.get_payload::<String>().unwrap(), "0");
+    let mut admin = server.admin().await;
+    let took: i64 = redis::Script::new(JAVA_FAIR_TAKE)
+        .key("mixed")
+        .key("redisson_lock_queue:{mixed}")
+        .key("redisson_lock_timeout:{mixed}")
+        .arg(java_owner)
+        .arg(300_000)
+        .invoke_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(took, 1, "the Java waiter was not first in line");
+    assert_eq!(
+        order.lock().unwrap().len(),
+        1,
+        "our last waiter jumped the Java one"
+    );
+    // The Java client unlocks: our last waiter is woken on its channel.
+    let _: Option<i64> = redis::Script::new(JAVA_UNLOCK)
+        .key("mixed")
+        .key("redisson_lock_queue:{mixed}")
+        .key("redisson_lock__channel:{mixed}")
+        .arg(java_owner)
+        .invoke_async(&mut admin)
+        .await
+        .unwrap();
+    within(Duration::from_secs(10), "our last waiter", last)
+        .await
+        .unwrap();
+    assert_eq!(*order.lock().unwrap(), vec![1, 3]);
+    assert!(server.keys().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_lease_expiry_watchdog_and_force_unlock() {
+    let server = RedisServer::start();
+    let a = server
+        .client_with(|c| c.lock_watchdog_timeout = Duration::from_secs(1))
+        .await;
+    let b = server.client().await;
+    let lock = a.get_fair_lock("fair-lease").unwrap();
+    // Explicit lease: expires, the other client gets in, the late unlock fails.
+    let guard = lock
+        .lock_with_lease(Duration::from_millis(500))
+        .await
+        .unwrap();
+    let theirs = within(
+        Duration::from_secs(10),
+        "after lease",
+        b.get_fair_lock("fair-lease").unwrap().lock(),
+    )
+    .await
+    .unwrap();
+    assert!(guard.unlock().await.unwrap_err().is_not_held());
+    theirs.unlock().await.unwrap();
+    // Watchdog: held across three leases.
+    let guard = lock.lock().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(lock.is_locked().await.unwrap());
+    assert!(!guard.is_lease_lost());
+    // Force unlock frees it and wakes the first in line.
+    let other = b.get_fair_lock("fair-lease").unwrap();
+    let waiting = tokio::spawn(async move { other.lock().await.unwrap() });
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            queue_len(&server, "fair-lease").await == 1
+        })
+        .await
+    );
+    assert!(lock.force_unlock().await.unwrap());
+    assert!(guard.is_lease_lost());
+    let theirs = within(Duration::from_secs(5), "after force unlock", waiting)
+        .await
+        .unwrap();
+    theirs.unlock().await.unwrap();
+    assert!(server.keys().await.is_empty());
+}
