@@ -132,34 +132,46 @@ async fn abandoned_fair_lock_calls_leave_no_queue_entries() {
     });
     // Spawned, so that each call is its own owner (its own place in line).
     let mut abandoned = 0;
-    within(Duration::from_secs(120), "300 cancelled fair attempts", async {
-        for i in 0..300u64 {
-            let lock = client.get_fair_lock("fair-contested").unwrap();
-            let limit = Duration::from_micros((i * 7919) % 1500);
-            let outcome = tokio::spawn(async move {
-                match tokio::time::timeout(limit, lock.lock()).await {
-                    Ok(guard) => {
-                        guard.unwrap().unlock().await.unwrap();
-                        false
+    within(
+        Duration::from_secs(120),
+        "300 cancelled fair attempts",
+        async {
+            for i in 0..300u64 {
+                let lock = client.get_fair_lock("fair-contested").unwrap();
+                let limit = Duration::from_micros((i * 7919) % 1500);
+                let outcome = tokio::spawn(async move {
+                    match tokio::time::timeout(limit, lock.lock()).await {
+                        Ok(guard) => {
+                            guard.unwrap().unlock().await.unwrap();
+                            false
+                        }
+                        Err(_) => true,
                     }
-                    Err(_) => true,
-                }
-            })
-            .await
-            .unwrap();
-            abandoned += usize::from(outcome);
-        }
-    })
+                })
+                .await
+                .unwrap();
+                abandoned += usize::from(outcome);
+            }
+        },
+    )
     .await;
     stop.store(true, Ordering::Relaxed);
     churn.await.unwrap();
     assert!(abandoned > 30, "only {abandoned} attempts were cut short");
     assert!(
-        eventually(Duration::from_secs(5), || async { server.keys().await.is_empty() }).await,
+        eventually(Duration::from_secs(5), || async {
+            server.keys().await.is_empty()
+        })
+        .await,
         "left behind: {:?}",
         server.keys().await
     );
-    assert!(eventually(Duration::from_secs(5), || async { server.channels().await.is_empty() }).await);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.channels().await.is_empty()
+        })
+        .await
+    );
     assert_eq!(client.subscribed_channels(), 0);
     assert_eq!(client.renewed_holds(), 0);
 }

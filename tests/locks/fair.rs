@@ -216,7 +216,11 @@ async fn a_vanished_head_is_skipped_after_its_wait_and_the_rest_keep_order() {
     // checks at least once per wait. So the line moves on within about two waits,
     // long before the dead waiter's original deadline (the holder's 30 s lease plus
     // its wait) and in order.
-    assert!(released.elapsed() < wait * 3, "took {:?}", released.elapsed());
+    assert!(
+        released.elapsed() < wait * 3,
+        "took {:?}",
+        released.elapsed()
+    );
     assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
     assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
 }

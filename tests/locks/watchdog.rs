@@ -148,10 +148,15 @@ async fn many_holds_are_renewed_in_batches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlocking_a_detached_hold_leaves_a_guarded_hold_renewed() {
     let server = RedisServer::start();
-    let client = server.client_with(|c| c.lock_watchdog_timeout = WATCHDOG).await;
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = WATCHDOG)
+        .await;
     let lock = client.get_lock("mixed-holds").unwrap();
     let guarded = lock.lock().await.unwrap();
-    lock.lock_with_lease(Duration::from_secs(60)).await.unwrap().detach();
+    lock.lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap()
+        .detach();
     lock.unlock().await.unwrap(); // ends the detached hold only
     assert_eq!(client.renewed_holds(), 1);
     tokio::time::sleep(WATCHDOG * 3).await;
@@ -167,9 +172,17 @@ async fn an_inner_short_lease_does_not_shorten_the_outer_hold() {
     let client = server.client().await;
     let lock = client.get_lock("short-inner").unwrap();
     let outer = lock.lock().await.unwrap();
-    let inner = lock.lock_with_lease(Duration::from_millis(100)).await.unwrap();
+    let inner = lock
+        .lock_with_lease(Duration::from_millis(100))
+        .await
+        .unwrap();
     inner.unlock().await.unwrap();
-    let ttl = lock.remain_time_to_live().await.unwrap().as_duration().unwrap();
+    let ttl = lock
+        .remain_time_to_live()
+        .await
+        .unwrap()
+        .as_duration()
+        .unwrap();
     assert!(ttl > Duration::from_secs(20), "outer hold cut to {ttl:?}");
     outer.unlock().await.unwrap();
     assert!(server.keys().await.is_empty());
@@ -178,16 +191,28 @@ async fn an_inner_short_lease_does_not_shorten_the_outer_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_value_under_one_lock_does_not_stop_renewing_the_others() {
     let server = RedisServer::start();
-    let client = server.client_with(|c| c.lock_watchdog_timeout = WATCHDOG).await;
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = WATCHDOG)
+        .await;
     let spoiled = client.get_lock("spoiled").unwrap().lock().await.unwrap();
     let healthy = client.get_lock("healthy").unwrap().lock().await.unwrap();
     let mut admin = server.admin().await;
     let _: () = admin.del("spoiled").await.unwrap();
     let _: () = admin.set("spoiled", "not a lock").await.unwrap();
-    within(Duration::from_secs(5), "loss of the spoiled hold", spoiled.lease_lost()).await;
+    within(
+        Duration::from_secs(5),
+        "loss of the spoiled hold",
+        spoiled.lease_lost(),
+    )
+    .await;
     tokio::time::sleep(WATCHDOG * 2).await;
     assert!(!healthy.is_lease_lost());
-    assert!(client.get_lock("healthy").unwrap().is_locked().await.unwrap());
+    assert!(client
+        .get_lock("healthy")
+        .unwrap()
+        .is_locked()
+        .await
+        .unwrap());
     healthy.unlock().await.unwrap();
     assert!(spoiled.unlock().await.unwrap_err().is_wrong_type());
     let value: String = admin.get("spoiled").await.unwrap();
@@ -200,7 +225,12 @@ async fn an_explicit_lease_counts_from_the_acquisition_not_the_wait() {
     let server = RedisServer::start();
     let a = server.client().await;
     let b = server.client().await;
-    let held = a.get_lock("late-lease").unwrap().lock_with_lease(Duration::from_millis(800)).await.unwrap();
+    let held = a
+        .get_lock("late-lease")
+        .unwrap()
+        .lock_with_lease(Duration::from_millis(800))
+        .await
+        .unwrap();
     let lock = b.get_lock("late-lease").unwrap();
     let guard = lock
         .try_lock_with_lease(Duration::from_secs(5), Duration::from_millis(1500))
@@ -210,7 +240,12 @@ async fn an_explicit_lease_counts_from_the_acquisition_not_the_wait() {
     // Acquired after ~0.8 s of waiting; its own 1.5 s lease has just begun.
     assert!(!guard.is_lease_lost());
     drop(held);
-    let ttl = lock.remain_time_to_live().await.unwrap().as_duration().unwrap();
+    let ttl = lock
+        .remain_time_to_live()
+        .await
+        .unwrap()
+        .as_duration()
+        .unwrap();
     assert!(ttl > Duration::from_millis(1000));
     guard.unlock().await.unwrap();
     assert!(server.keys().await.is_empty());
