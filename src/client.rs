@@ -7,7 +7,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::keys::validate_name;
-use crate::lock::{Kind, RLock};
+use crate::lock::{Kind, RLock, RReadWriteLock};
 use crate::pubsub::{PubSub, PushHandler};
 use crate::watchdog::Watchdog;
 
@@ -120,6 +120,17 @@ impl Client {
         let name = name.into();
         validate_name(&name)?;
         Ok(RLock::new(self.inner.clone(), name, Kind::Fair))
+    }
+
+    /// A read-write lock (Redisson's `getReadWriteLock`) named `name`: shared
+    /// readers, one exclusive writer. No I/O happens here.
+    ///
+    /// # Errors
+    /// As [`get_lock`](Client::get_lock).
+    pub fn get_read_write_lock(&self, name: impl Into<String>) -> Result<RReadWriteLock> {
+        let name = name.into();
+        validate_name(&name)?;
+        Ok(RReadWriteLock::new(self.inner.clone(), name))
     }
 
     /// How many pub/sub channels this client is subscribed to right now: one per

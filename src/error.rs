@@ -31,6 +31,14 @@ pub enum Error {
         /// The lock name.
         name: String,
     },
+    /// The owner asked to wait, without a time limit, for the write lock of a
+    /// read-write lock while holding its read lock. Upgrading is not supported (as
+    /// in Redisson), so that wait could only end when the owner's own read hold
+    /// expired: it is refused instead. A timed try simply times out.
+    WouldDeadlock {
+        /// The lock name.
+        name: String,
+    },
     /// Redis could not be reached, the connection broke, a command timed out, or the
     /// server refused the command (authentication, ACL, ...).
     Redis(redis::RedisError),
@@ -62,6 +70,11 @@ impl Error {
     /// Does the lock key hold a value of another Redis type?
     pub fn is_wrong_type(&self) -> bool {
         matches!(self, Error::WrongType { .. })
+    }
+
+    /// Was a write lock refused because the owner holds the read lock?
+    pub fn is_would_deadlock(&self) -> bool {
+        matches!(self, Error::WouldDeadlock { .. })
     }
 
     /// Is this an error from Redis or the connection to it?
@@ -154,6 +167,11 @@ impl fmt::Display for Error {
             Error::WrongType { name } => write!(
                 f,
                 "key '{name}' holds a value of another type than this lock kind uses"
+            ),
+            Error::WouldDeadlock { name } => write!(
+                f,
+                "the write lock of '{name}' was requested without a time limit by an owner \
+                 holding its read lock; upgrading is not supported"
             ),
             Error::Redis(e) => write!(f, "redis error: {e}"),
             Error::UnexpectedReply { operation, reply } => {

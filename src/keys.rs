@@ -24,7 +24,7 @@ pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
 }
 
 /// `suffixed(N, S)` = `{N}:S`, or `N:S` when `N` carries its own hash tag.
-#[allow(dead_code)] // used by the read-write lock's hold keys
+#[cfg(test)]
 pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
     if name.contains('{') {
         format!("{name}:{suffix}")
@@ -51,6 +51,18 @@ pub(crate) fn fair_timeouts(name: &str) -> String {
 /// The channel on which one fair-lock waiter (owner field `owner`) is woken.
 pub(crate) fn fair_waiter_channel(name: &str, owner: &str) -> String {
     format!("{}:{owner}", lock_channel(name))
+}
+
+/// The pub/sub channel of a read-write lock, shared by its readers and writers.
+pub(crate) fn rwlock_channel(name: &str) -> String {
+    prefixed("redisson_rwlock", name)
+}
+
+/// The key of read hold `i` of owner field `owner` (kept in step with
+/// `read_hold_key` in `lua/rw_common.lua`, which builds it server-side).
+#[cfg(test)]
+pub(crate) fn read_hold_key(name: &str, owner: &str, i: u64) -> String {
+    format!("{}:rwlock_timeout:{i}", suffixed(name, owner))
 }
 
 /// Checks a lock name before any I/O.
@@ -88,6 +100,16 @@ mod tests {
         assert_eq!(
             fair_waiter_channel("f", "u:1"),
             "redisson_lock__channel:{f}:u:1"
+        );
+    }
+
+    #[test]
+    fn read_write_lock_names_follow_redisson() {
+        assert_eq!(rwlock_channel("rw"), "redisson_rwlock:{rw}");
+        assert_eq!(read_hold_key("rw", "u:1", 2), "{rw}:u:1:rwlock_timeout:2");
+        assert_eq!(
+            read_hold_key("{t}rw", "u:1", 1),
+            "{t}rw:u:1:rwlock_timeout:1"
         );
     }
 

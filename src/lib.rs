@@ -16,5 +16,5 @@ pub use client::Client;
 pub use config::{Config, MAX_DURATION};
 pub use error::{Error, Result};
 pub use keys::MAX_NAME_LEN;
-pub use lock::{LockGuard, RLock, RemainingTtl};
+pub use lock::{LockGuard, RLock, RReadWriteLock, RemainingTtl};
 pub use owner::current_id;

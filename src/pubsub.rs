@@ -26,7 +26,6 @@ use crate::error::{Error, Result};
 /// The payload a lock release publishes to wake one waiter.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 /// The payload a write release publishes to wake every waiter.
-#[allow(dead_code)] // published by the read-write lock
 pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
 
 /// Where a channel's subscription stands on the server.

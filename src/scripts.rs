@@ -11,7 +11,7 @@ use redis::aio::ConnectionManager;
 use redis::{Script, Value};
 
 use crate::error::{Error, Result};
-use crate::pubsub::UNLOCK_MESSAGE;
+use crate::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 
 /// The publish command the release scripts call. Plain pub/sub on a single server;
 /// sharded pub/sub (`spublish`) belongs to cluster mode.
@@ -45,6 +45,25 @@ fair_script!(FAIR_ACQUIRE, "fair_acquire.lua");
 fair_script!(FAIR_CANCEL, "fair_cancel.lua");
 fair_script!(FAIR_RELEASE, "fair_release.lua");
 fair_script!(FAIR_FORCE_RELEASE, "fair_force_release.lua");
+
+/// Read-write lock scripts share the helpers in `rw_common.lua`.
+macro_rules! rw_script {
+    ($name:ident, $file:literal) => {
+        static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../lua/rw_common.lua"),
+                include_str!(concat!("../lua/", $file))
+            ))
+        });
+    };
+}
+
+rw_script!(RW_READ_ACQUIRE, "rw_read_acquire.lua");
+rw_script!(RW_READ_RELEASE, "rw_read_release.lua");
+rw_script!(RW_READ_RENEW, "rw_read_renew.lua");
+rw_script!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua");
+rw_script!(RW_WRITE_RELEASE, "rw_write_release.lua");
+rw_script!(RW_FORCE_RELEASE, "rw_force_release.lua");
 
 /// The keys of one fair lock.
 #[derive(Debug, Clone)]
@@ -105,11 +124,7 @@ pub(crate) async fn lock_acquire(
         .invoke_async(conn)
         .await
         .map_err(|e| Error::from_redis(name, e))?;
-    match reply {
-        Value::Nil => Ok(None),
-        Value::Int(ttl) => Ok(Some(ttl)),
-        other => Err(Error::unexpected("lock acquire", other)),
-    }
+    decode_acquire("lock acquire", reply)
 }
 
 /// Reentrant release of one hold by `owner`, waking one waiter when it frees the lock.
@@ -160,7 +175,26 @@ pub(crate) async fn lock_renew(
     holds: &[(&str, &str)],
     lease_ms: u64,
 ) -> Result<Vec<bool>> {
-    let mut invocation = LOCK_RENEW.prepare_invoke();
+    renew_with(&LOCK_RENEW, conn, holds, lease_ms).await
+}
+
+/// [`lock_renew`] for readers of read-write locks: extends each owner's own read
+/// holds (never another reader's) and keeps the hash alive as long.
+pub(crate) async fn read_renew(
+    conn: &mut ConnectionManager,
+    holds: &[(&str, &str)],
+    lease_ms: u64,
+) -> Result<Vec<bool>> {
+    renew_with(&RW_READ_RENEW, conn, holds, lease_ms).await
+}
+
+async fn renew_with(
+    script: &Script,
+    conn: &mut ConnectionManager,
+    holds: &[(&str, &str)],
+    lease_ms: u64,
+) -> Result<Vec<bool>> {
+    let mut invocation = script.prepare_invoke();
     invocation.arg(lease_ms);
     for (name, owner) in holds {
         invocation.key(*name).arg(*owner);
@@ -201,11 +235,7 @@ pub(crate) async fn fair_acquire(
         .invoke_async(conn)
         .await
         .map_err(|e| Error::from_redis(&keys.lock, e))?;
-    match reply {
-        Value::Nil => Ok(None),
-        Value::Int(ttl) => Ok(Some(ttl)),
-        other => Err(Error::unexpected("fair lock acquire", other)),
-    }
+    decode_acquire("fair lock acquire", reply)
 }
 
 /// Takes `owner` out of the fair lock's line; `true` when it was in it.
@@ -290,6 +320,119 @@ fn decode_release(operation: &'static str, reply: Value) -> Result<Released> {
         Value::Nil => Ok(Released::NotHeld),
         Value::Int(0) => Ok(Released::StillHeld),
         Value::Int(1) => Ok(Released::Freed),
+        other => Err(Error::unexpected(operation, other)),
+    }
+}
+
+/// Read acquire: `Ok(None)` when `owner` now holds one more read hold.
+pub(crate) async fn read_acquire(
+    conn: &mut ConnectionManager,
+    name: &str,
+    lease_ms: u64,
+    owner: &str,
+) -> Result<Option<BusyTtl>> {
+    let reply: Value = RW_READ_ACQUIRE
+        .key(name)
+        .arg(lease_ms)
+        .arg(owner)
+        .invoke_async(conn)
+        .await
+        .map_err(|e| Error::from_redis(name, e))?;
+    decode_acquire("read lock acquire", reply)
+}
+
+/// Releases one read hold of `owner`; a release that frees the lock wakes one waiter.
+pub(crate) async fn read_release(
+    conn: &mut ConnectionManager,
+    name: &str,
+    channel: &str,
+    owner: &str,
+) -> Result<Released> {
+    let reply: Value = RW_READ_RELEASE
+        .key(name)
+        .key(channel)
+        .arg(UNLOCK_MESSAGE)
+        .arg(owner)
+        .arg(PUBLISH)
+        .invoke_async(conn)
+        .await
+        .map_err(|e| Error::from_redis(name, e))?;
+    decode_release("read lock release", reply)
+}
+
+/// What a write acquire answers when the owner holds a read and asked to be
+/// refused rather than wait on itself.
+pub(crate) const HOLDS_READ: BusyTtl = -3;
+
+/// Write acquire: `Ok(None)` when `owner` now holds one more write hold; with
+/// `refuse_upgrade`, `Ok(Some(HOLDS_READ))` when the owner holds a read.
+pub(crate) async fn write_acquire(
+    conn: &mut ConnectionManager,
+    name: &str,
+    lease_ms: u64,
+    owner: &str,
+    refuse_upgrade: bool,
+) -> Result<Option<BusyTtl>> {
+    let reply: Value = RW_WRITE_ACQUIRE
+        .key(name)
+        .arg(lease_ms)
+        .arg(owner)
+        .arg(if refuse_upgrade { "1" } else { "0" })
+        .invoke_async(conn)
+        .await
+        .map_err(|e| Error::from_redis(name, e))?;
+    decode_acquire("write lock acquire", reply)
+}
+
+/// Releases one write hold of `owner`; freeing the lock or completing a downgrade
+/// wakes every waiter.
+pub(crate) async fn write_release(
+    conn: &mut ConnectionManager,
+    name: &str,
+    channel: &str,
+    lease_ms: u64,
+    owner: &str,
+) -> Result<Released> {
+    let reply: Value = RW_WRITE_RELEASE
+        .key(name)
+        .key(channel)
+        .arg(READ_UNLOCK_MESSAGE)
+        .arg(lease_ms)
+        .arg(owner)
+        .arg(PUBLISH)
+        .invoke_async(conn)
+        .await
+        .map_err(|e| Error::from_redis(name, e))?;
+    decode_release("write lock release", reply)
+}
+
+/// Deletes the read-write lock when it is in `mode` ("read" or "write"), with
+/// every read hold's key, and wakes every waiter.
+pub(crate) async fn rw_force_release(
+    conn: &mut ConnectionManager,
+    name: &str,
+    channel: &str,
+    mode: &str,
+) -> Result<bool> {
+    let reply: Value = RW_FORCE_RELEASE
+        .key(name)
+        .key(channel)
+        .arg(mode)
+        .arg(READ_UNLOCK_MESSAGE)
+        .arg(PUBLISH)
+        .invoke_async(conn)
+        .await
+        .map_err(|e| Error::from_redis(name, e))?;
+    match reply {
+        Value::Int(n) => Ok(n == 1),
+        other => Err(Error::unexpected("read-write force unlock", other)),
+    }
+}
+
+fn decode_acquire(operation: &'static str, reply: Value) -> Result<Option<BusyTtl>> {
+    match reply {
+        Value::Nil => Ok(None),
+        Value::Int(ttl) => Ok(Some(ttl)),
         other => Err(Error::unexpected(operation, other)),
     }
 }

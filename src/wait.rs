@@ -26,7 +26,7 @@ use crate::client::ClientInner;
 use crate::config::{duration_to_millis, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::scripts::{BusyTtl, Released};
-use crate::watchdog::{HoldState, Registration, Renewal};
+use crate::watchdog::{HoldState, Registration, RenewKind, Renewal};
 
 /// A boxed future, as the lock kinds return from [`Acquirer`].
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -41,6 +41,11 @@ pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
     fn name(&self) -> &str;
     /// The owner field acquiring.
     fn owner(&self) -> &str;
+    /// The hash field that counts this owner's holds, and how the watchdog renews
+    /// them.
+    fn renewal(&self) -> (&str, RenewKind) {
+        (self.owner(), RenewKind::HashField)
+    }
     /// The channel whose messages announce that trying again may succeed.
     fn channel(&self) -> &str;
     /// One atomic attempt: `Ok(None)` acquired, `Ok(Some(ttl))` busy. With
@@ -154,8 +159,10 @@ pub(crate) async fn acquire(
             Some(Instant::now() + wait)
         }
     };
-    let registration = matches!(lease, Lease::Watchdog)
-        .then(|| client.watchdog.register(acquirer.name(), acquirer.owner()));
+    let registration = matches!(lease, Lease::Watchdog).then(|| {
+        let (field, kind) = acquirer.renewal();
+        client.watchdog.register(acquirer.name(), field, kind)
+    });
     let acquired = |registration: Option<Registration>, sent: Instant| Hold {
         renewal: registration.map(Registration::activate),
         lease_deadline: match lease {

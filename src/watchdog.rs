@@ -53,7 +53,18 @@ impl HoldState {
     }
 }
 
-type HoldKey = (String, String);
+/// How a hold is renewed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub(crate) enum RenewKind {
+    /// A hash field counting holds (reentrant, fair, write): extend the hash.
+    #[default]
+    HashField,
+    /// A reader's holds of a read-write lock: extend its hold keys and the hash.
+    ReadHolds,
+}
+
+/// (lock name, hash field, kind).
+type HoldKey = (String, String, RenewKind);
 
 /// The holds one owner has on one lock, as this client knows them.
 #[derive(Debug, Default)]
@@ -135,9 +146,9 @@ impl Watchdog {
         }
     }
 
-    /// Registers a hold about to be acquired by `owner` on `name`.
-    pub(crate) fn register(&self, name: &str, owner: &str) -> Registration {
-        let key = (name.to_owned(), owner.to_owned());
+    /// Registers a hold about to be acquired on `name`, counted in hash field `field`.
+    pub(crate) fn register(&self, name: &str, field: &str, kind: RenewKind) -> Registration {
+        let key = (name.to_owned(), field.to_owned(), kind);
         self.registry
             .holds()
             .entry(key.clone())
@@ -152,8 +163,8 @@ impl Watchdog {
     /// Stops renewing the newest detached hold of `owner` on `name` (an unlock
     /// through the lock handle rather than a guard). Holds still owned by a guard
     /// are left alone. Returns whether one was renewed.
-    pub(crate) fn release_detached(&self, name: &str, owner: &str) -> bool {
-        let key = (name.to_owned(), owner.to_owned());
+    pub(crate) fn release_detached(&self, name: &str, field: &str, kind: RenewKind) -> bool {
+        let key = (name.to_owned(), field.to_owned(), kind);
         self.registry
             .update(&key, |entry| {
                 let newest = entry.holds.iter().rposition(|hold| hold.detached);
@@ -165,7 +176,7 @@ impl Watchdog {
     /// Stops renewing every hold on `name`, whoever owns it (force unlock), and
     /// reports them lost.
     pub(crate) fn forget_lock(&self, name: &str) {
-        self.registry.holds().retain(|(lock, _), entry| {
+        self.registry.holds().retain(|(lock, _, _), entry| {
             if lock == name {
                 entry.lose_up_to(u64::MAX);
             }
@@ -286,28 +297,36 @@ async fn run_renewals(
     }
 }
 
-/// One renewal round over every active hold.
+/// One renewal round over every active hold, batched per kind.
 async fn renew_all(registry: &Registry, conn: &mut ConnectionManager, lease_ms: u64) {
     let due: Vec<(HoldKey, u64)> = registry
         .holds()
         .iter()
         .filter_map(|(key, entry)| Some((key.clone(), entry.holds.last()?.generation)))
         .collect();
-    for batch in due.chunks(RENEW_BATCH) {
-        let holds: Vec<(&str, &str)> = batch
-            .iter()
-            .map(|((name, owner), _)| (name.as_str(), owner.as_str()))
-            .collect();
-        // An error leaves every hold registered: the next tick tries again, well
-        // within the lease (three ticks per lease).
-        let Ok(renewed) = scripts::lock_renew(conn, &holds, lease_ms).await else {
-            continue;
-        };
-        for ((key, newest), still_held) in batch.iter().zip(renewed) {
-            if !still_held {
-                // Gone on the server: every hold this round covered is lost. A
-                // hold activated since (a re-entry on a freed key) is not.
-                registry.update(key, |entry| entry.lose_up_to(*newest));
+    for kind in [RenewKind::HashField, RenewKind::ReadHolds] {
+        let of_kind: Vec<&(HoldKey, u64)> =
+            due.iter().filter(|((_, _, k), _)| *k == kind).collect();
+        for batch in of_kind.chunks(RENEW_BATCH) {
+            let holds: Vec<(&str, &str)> = batch
+                .iter()
+                .map(|((name, field, _), _)| (name.as_str(), field.as_str()))
+                .collect();
+            let renewed = match kind {
+                RenewKind::HashField => scripts::lock_renew(conn, &holds, lease_ms).await,
+                RenewKind::ReadHolds => scripts::read_renew(conn, &holds, lease_ms).await,
+            };
+            // An error leaves every hold registered: the next tick tries again,
+            // well within the lease (three ticks per lease).
+            let Ok(renewed) = renewed else {
+                continue;
+            };
+            for ((key, newest), still_held) in batch.iter().zip(renewed) {
+                if !still_held {
+                    // Gone on the server: every hold this round covered is lost. A
+                    // hold activated since (a re-entry on a freed key) is not.
+                    registry.update(key, |entry| entry.lose_up_to(*newest));
+                }
             }
         }
     }

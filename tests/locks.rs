@@ -10,6 +10,7 @@ mod locks {
     mod fair;
     mod interop;
     mod pubsub;
+    mod read_write;
     mod reentrant;
     mod watchdog;
 }

@@ -2,10 +2,12 @@
 
 mod fair;
 mod guard;
+mod read_write;
 mod reentrant;
 mod rlock;
 
 pub use guard::LockGuard;
+pub use read_write::RReadWriteLock;
 pub(crate) use rlock::Kind;
 pub use rlock::RLock;
 

@@ -8,6 +8,7 @@ use redis::AsyncCommands;
 
 use super::fair::FairOps;
 use super::guard::{release, LockGuard};
+use super::read_write::{writer_field, ReadOps, WriteOps};
 use super::reentrant::ReentrantOps;
 use super::RemainingTtl;
 use crate::client::ClientInner;
@@ -24,6 +25,10 @@ pub(crate) enum Kind {
     Reentrant,
     /// Strictly in arrival order (Redisson `getFairLock`).
     Fair,
+    /// The shared side of a read-write lock (Redisson `readLock()`).
+    Read,
+    /// The exclusive side of a read-write lock (Redisson `writeLock()`).
+    Write,
 }
 
 /// A reentrant distributed lock: Redisson's `RLock`, on the same keys.
@@ -179,9 +184,10 @@ impl RLock {
     /// (Java's `IllegalMonitorStateException`).
     pub async fn unlock(&self) -> Result<()> {
         let ops = self.ops(self.owner.resolve(), Wait::Forever);
+        let (field, kind) = ops.renewal();
         self.client
             .watchdog
-            .release_detached(&self.name, ops.owner());
+            .release_detached(&self.name, field, kind);
         release(&self.client, &ops, self.watchdog_lease_ms()?).await
     }
 
@@ -208,18 +214,47 @@ impl RLock {
                 scripts::fair_force_release(&mut conn, &FairKeys::new(self.name.clone()), handoff)
                     .await
             }
+            Kind::Read | Kind::Write => {
+                let channel = crate::keys::rwlock_channel(&self.name);
+                let mode = self.rw_mode().unwrap_or_default();
+                scripts::rw_force_release(&mut conn, &self.name, &channel, mode).await
+            }
         }
     }
 
-    /// Is the lock held by anyone (Redisson `isLocked()`)?
+    /// The `mode` value of a read-write lock side.
+    fn rw_mode(&self) -> Option<&'static str> {
+        match self.kind {
+            Kind::Read => Some("read"),
+            Kind::Write => Some("write"),
+            Kind::Reentrant | Kind::Fair => None,
+        }
+    }
+
+    /// The hash field counting owner `id`'s holds on this side.
+    fn field(&self, id: u64) -> String {
+        let owner = owner_field(&self.client.id, id);
+        match self.kind {
+            Kind::Write => writer_field(&owner),
+            Kind::Reentrant | Kind::Fair | Kind::Read => owner,
+        }
+    }
+
+    /// Is the lock held by anyone (Redisson `isLocked()`)? For a side of a
+    /// read-write lock: is the lock in that side's mode?
     ///
     /// # Errors
     /// [`Error::Redis`] when the command fails.
     pub async fn is_locked(&self) -> Result<bool> {
         let mut conn = self.client.conn.clone();
-        conn.exists(&*self.name)
-            .await
-            .map_err(|e| Error::from_redis(&self.name, e))
+        match self.rw_mode() {
+            None => conn.exists(&*self.name).await,
+            Some(mode) => conn
+                .hget(&*self.name, "mode")
+                .await
+                .map(|current: Option<String>| current.as_deref() == Some(mode)),
+        }
+        .map_err(|e| Error::from_redis(&self.name, e))
     }
 
     /// Does the calling owner hold it (Redisson `isHeldByCurrentThread()`)?
@@ -237,7 +272,7 @@ impl RLock {
     /// As [`is_held_by_current_task`](RLock::is_held_by_current_task).
     pub async fn is_held_by(&self, id: u64) -> Result<bool> {
         let mut conn = self.client.conn.clone();
-        conn.hexists(&*self.name, owner_field(&self.client.id, id))
+        conn.hexists(&*self.name, self.field(id))
             .await
             .map_err(|e| Error::from_redis(&self.name, e))
     }
@@ -248,9 +283,8 @@ impl RLock {
     /// As [`is_held_by_current_task`](RLock::is_held_by_current_task).
     pub async fn hold_count(&self) -> Result<u64> {
         let mut conn = self.client.conn.clone();
-        let field = owner_field(&self.client.id, self.owner.resolve());
         let count: Option<u64> = conn
-            .hget(&*self.name, field)
+            .hget(&*self.name, self.field(self.owner.resolve()))
             .await
             .map_err(|e| Error::from_redis(&self.name, e))?;
         Ok(count.unwrap_or(0))
@@ -289,6 +323,12 @@ impl RLock {
                     self.client.config.lock_watchdog_timeout,
                 ))
             }
+            Kind::Read => Arc::new(ReadOps::new(self.name.clone(), owner)),
+            Kind::Write => Arc::new(WriteOps::new(
+                self.name.clone(),
+                owner,
+                matches!(wait, Wait::Forever),
+            )),
         }
     }
 

@@ -1,0 +1,37 @@
+-- Read-write lock: release one write hold. (rw_common.lua is prepended.)
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the channel, redisson_rwlock:{name}
+-- ARGV[1]  the read-unlock message ("1": wakes every waiter)
+-- ARGV[2]  lease in milliseconds: the remaining holds live at least this long
+-- ARGV[3]  owner field
+-- ARGV[4]  the publish command
+--
+-- Reply: nil when the owner holds no write hold; 0 when write holds remain, or the
+--        owner's read holds keep the lock (now in read mode); 1 when it is free.
+
+local lock, channel = KEYS[1], KEYS[2]
+local message, lease, owner, publish = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local writer = owner .. ':write'
+
+if redis.call('hget', lock, 'mode') ~= 'write' or redis.call('hexists', lock, writer) == 0 then
+    return nil
+end
+
+if redis.call('hincrby', lock, writer, -1) > 0 then
+    extend(lock, lease)
+    return 0
+end
+
+redis.call('hdel', lock, writer)
+if redis.call('hlen', lock) == 1 then
+    redis.call('del', lock)
+    redis.call(publish, channel, message)
+    return 1
+end
+
+-- The owner still holds reads: the downgrade is complete. Waiting readers may
+-- join now, so wake them all.
+redis.call('hset', lock, 'mode', 'read')
+redis.call(publish, channel, message)
+return 0

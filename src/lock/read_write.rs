@@ -1,0 +1,206 @@
+//! The read-write lock's scripts, and `RReadWriteLock`, the pair of locks over one
+//! hash: shared readers, one exclusive writer, both reentrant per owner.
+
+use std::sync::Arc;
+
+use redis::aio::ConnectionManager;
+
+use super::rlock::{Kind, RLock};
+use crate::client::ClientInner;
+use crate::error::{Error, Result};
+use crate::keys::rwlock_channel;
+use crate::scripts::{self, BusyTtl, Released, HOLDS_READ};
+use crate::wait::{Acquirer, BoxFuture};
+use crate::watchdog::RenewKind;
+
+/// A read-write lock (Redisson's `RReadWriteLock`): any number of readers, or one
+/// writer. Both sides are [`RLock`]s with every method of the reentrant lock, and
+/// both are reentrant per owner.
+///
+/// The writer may also take the read lock, then release the write lock: the lock
+/// stays in read mode (a *downgrade*) and waiting readers are woken at once. A
+/// reader cannot *upgrade*: its write request waits until no reader is left, itself
+/// included. `write_lock().lock()` from an owner holding the read lock is therefore
+/// refused with [`Error::WouldDeadlock`]; a timed try times out.
+///
+/// Each read hold has its own lease and its own key, so a reader that vanished
+/// stops keeping the lock alive when its own holds expire, and the watchdog renews
+/// only this client's readers.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+/// let rw = client.get_read_write_lock("catalog")?;
+/// let reading = rw.read_lock().lock().await?; // shared with other readers
+/// reading.unlock().await?;
+/// let writing = rw.write_lock().lock().await?; // alone
+/// writing.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RReadWriteLock {
+    read: RLock,
+    write: RLock,
+}
+
+impl RReadWriteLock {
+    pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Self {
+        RReadWriteLock {
+            read: RLock::new(client.clone(), name.clone(), Kind::Read),
+            write: RLock::new(client, name, Kind::Write),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.read.name()
+    }
+
+    /// The shared side (Redisson `readLock()`).
+    pub fn read_lock(&self) -> RLock {
+        self.read.clone()
+    }
+
+    /// The exclusive side (Redisson `writeLock()`).
+    pub fn write_lock(&self) -> RLock {
+        self.write.clone()
+    }
+}
+
+/// The read side's scripts, bound to one name and owner.
+#[derive(Debug)]
+pub(crate) struct ReadOps {
+    name: Arc<str>,
+    channel: String,
+    owner: String,
+}
+
+impl ReadOps {
+    pub(crate) fn new(name: Arc<str>, owner: String) -> Self {
+        ReadOps {
+            channel: rwlock_channel(&name),
+            name,
+            owner,
+        }
+    }
+}
+
+impl Acquirer for ReadOps {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    fn renewal(&self) -> (&str, RenewKind) {
+        (&self.owner, RenewKind::ReadHolds)
+    }
+
+    fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    fn attempt(
+        self: Arc<Self>,
+        mut conn: ConnectionManager,
+        lease_ms: u64,
+        _queue: bool,
+    ) -> BoxFuture<Result<Option<BusyTtl>>> {
+        Box::pin(async move {
+            scripts::read_acquire(&mut conn, &self.name, lease_ms, &self.owner).await
+        })
+    }
+
+    fn release(
+        self: Arc<Self>,
+        mut conn: ConnectionManager,
+        _lease_ms: u64,
+    ) -> BoxFuture<Result<Released>> {
+        Box::pin(async move {
+            scripts::read_release(&mut conn, &self.name, &self.channel, &self.owner).await
+        })
+    }
+}
+
+/// The write side's scripts, bound to one name and owner.
+#[derive(Debug)]
+pub(crate) struct WriteOps {
+    name: Arc<str>,
+    channel: String,
+    owner: String,
+    /// The owner's field in the hash: `<owner>:write`.
+    field: String,
+    /// Refuse, rather than wait on itself, when the owner holds a read.
+    refuse_upgrade: bool,
+}
+
+impl WriteOps {
+    pub(crate) fn new(name: Arc<str>, owner: String, refuse_upgrade: bool) -> Self {
+        WriteOps {
+            channel: rwlock_channel(&name),
+            field: writer_field(&owner),
+            name,
+            owner,
+            refuse_upgrade,
+        }
+    }
+}
+
+/// The hash field counting an owner's write holds.
+pub(crate) fn writer_field(owner: &str) -> String {
+    format!("{owner}:write")
+}
+
+impl Acquirer for WriteOps {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    fn renewal(&self) -> (&str, RenewKind) {
+        (&self.field, RenewKind::HashField)
+    }
+
+    fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    fn attempt(
+        self: Arc<Self>,
+        mut conn: ConnectionManager,
+        lease_ms: u64,
+        _queue: bool,
+    ) -> BoxFuture<Result<Option<BusyTtl>>> {
+        Box::pin(async move {
+            let reply = scripts::write_acquire(
+                &mut conn,
+                &self.name,
+                lease_ms,
+                &self.owner,
+                self.refuse_upgrade,
+            )
+            .await?;
+            if reply == Some(HOLDS_READ) {
+                return Err(Error::WouldDeadlock {
+                    name: self.name.to_string(),
+                });
+            }
+            Ok(reply)
+        })
+    }
+
+    fn release(
+        self: Arc<Self>,
+        mut conn: ConnectionManager,
+        lease_ms: u64,
+    ) -> BoxFuture<Result<Released>> {
+        Box::pin(async move {
+            scripts::write_release(&mut conn, &self.name, &self.channel, lease_ms, &self.owner)
+                .await
+        })
+    }
+}
