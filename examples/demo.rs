@@ -1,17 +1,22 @@
 //! The demo: many tasks contend on a few locks with nested (reentrant) critical
-//! sections, and it reports throughput, wait latency and an exclusion check.
+//! sections, and it reports throughput, wait latency, an exclusion check and
+//! fairness.
 //!
 //! ```text
-//! cargo run --release --example demo -- [--kind reentrant|fair] [--tasks 64]
-//!     [--locks 4] [--clients 4] [--ops 25] [--depth 3] [--hold-us 200] [--json]
+//! cargo run --release --example demo -- [--kind reentrant|fair|read|write|rw]
+//!     [--tasks 64] [--locks 4] [--clients 4] [--ops 25] [--depth 3]
+//!     [--hold-us 200] [--write-pct 20] [--json]
 //! ```
 //!
-//! Besides throughput and latency it reports fairness: acquisitions per task (at
-//! the moment the first task finished: Jain's index, 1.0 = perfectly even) and
-//! overtakes, acquisitions that went to a task which started asking more than
-//! `OVERTAKE_MARGIN` after another task still waiting for the same lock. The fair
-//! lock must show none; the reentrant lock lets whoever asks first after a release
-//! win, so it shows many.
+//! `read`, `write` and `rw` use read-write locks: only reads, only writes, or a mix
+//! with `--write-pct` percent writes. Writers increment a counter in Redis with a
+//! non-atomic read-modify-write, so any overlap would lose an increment; readers
+//! only read it.
+//!
+//! Fairness: acquisitions per task at the moment the first task finished (Jain's
+//! index, 1.0 = perfectly even), and overtakes: acquisitions that went to a task
+//! which started asking more than `OVERTAKE_MARGIN` after another task still
+//! waiting for the same lock (for exclusive holds). The fair lock must show none.
 //!
 //! It uses `REDIS_URL` when set; otherwise it starts a throwaway `redis-server` on a
 //! free loopback port and stops it at the end.
@@ -33,6 +38,36 @@ const OVERTAKE_MARGIN: Duration = Duration::from_millis(20);
 enum Kind {
     Reentrant,
     Fair,
+    Read,
+    Write,
+    Mixed,
+}
+
+impl Kind {
+    fn parse(text: &str) -> Result<Kind, String> {
+        Ok(match text {
+            "reentrant" => Kind::Reentrant,
+            "fair" => Kind::Fair,
+            "read" => Kind::Read,
+            "write" => Kind::Write,
+            "rw" => Kind::Mixed,
+            other => {
+                return Err(format!(
+                    "--kind: '{other}' is not reentrant, fair, read, write or rw"
+                ))
+            }
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Reentrant => "reentrant",
+            Kind::Fair => "fair",
+            Kind::Read => "read-write (reads only)",
+            Kind::Write => "read-write (writes only)",
+            Kind::Mixed => "read-write (mixed)",
+        }
+    }
 }
 
 struct Options {
@@ -43,8 +78,13 @@ struct Options {
     ops: usize,
     depth: usize,
     hold: Duration,
+    write_pct: usize,
     json: bool,
 }
+
+const USAGE: &str = "usage: demo [--kind reentrant|fair|read|write|rw] [--tasks 64] [--locks 4] \
+    [--clients 4] [--ops 25] [--depth 3] [--hold-us 200] [--write-pct 20] [--json]\n\
+    REDIS_URL selects a server; otherwise a throwaway redis-server is started.";
 
 fn parse_options() -> Result<Options, String> {
     let mut options = Options {
@@ -55,29 +95,27 @@ fn parse_options() -> Result<Options, String> {
         ops: 25,
         depth: 3,
         hold: Duration::from_micros(200),
+        write_pct: 20,
         json: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        if flag == "--json" {
-            options.json = true;
-            continue;
+        match flag.as_str() {
+            "--json" => {
+                options.json = true;
+                continue;
+            }
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            _ => {}
         }
-        if flag == "--help" || flag == "-h" {
-            println!(
-                "usage: demo [--kind reentrant|fair] [--tasks 64] [--locks 4] [--clients 4] [--ops 25] [--depth 3] \
-                 [--hold-us 200] [--json]\n(REDIS_URL selects a server; otherwise a throwaway \
-                 redis-server is started)"
-            );
-            std::process::exit(0);
-        }
-        let value = args.next().ok_or(format!("{flag} needs a value"))?;
+        let value = args
+            .next()
+            .ok_or(format!("{flag} needs a value\n{USAGE}"))?;
         if flag == "--kind" {
-            options.kind = match value.as_str() {
-                "reentrant" => Kind::Reentrant,
-                "fair" => Kind::Fair,
-                other => return Err(format!("--kind: '{other}' is not reentrant or fair")),
-            };
+            options.kind = Kind::parse(&value)?;
             continue;
         }
         let number: u64 = value
@@ -91,7 +129,8 @@ fn parse_options() -> Result<Options, String> {
             "--ops" => options.ops = count,
             "--depth" => options.depth = count,
             "--hold-us" => options.hold = Duration::from_micros(number),
-            _ => return Err(format!("unknown option {flag}")),
+            "--write-pct" => options.write_pct = count.min(100),
+            _ => return Err(format!("unknown option {flag}\n{USAGE}")),
         }
     }
     if options.tasks == 0 || options.locks == 0 || options.clients == 0 || options.depth == 0 {
@@ -150,12 +189,13 @@ impl Drop for ThrowawayServer {
     }
 }
 
-/// Per-lock bookkeeping: how many owners are inside right now, the most ever seen
-/// at once (must be 1), and who is waiting since when (for overtakes).
+/// Per-lock bookkeeping: who is inside right now (writers must be alone), and
+/// who is waiting since when (for overtakes).
 #[derive(Default)]
 struct LockStats {
-    inside: AtomicI64,
-    max_inside: AtomicI64,
+    writers: AtomicI64,
+    readers: AtomicI64,
+    max_readers: AtomicI64,
     waiting: Mutex<BTreeMap<u64, Instant>>,
 }
 
@@ -175,16 +215,51 @@ impl LockStats {
             .values()
             .any(|earlier| *earlier + OVERTAKE_MARGIN < since)
     }
+
+    /// Enters; false when that broke exclusion.
+    fn enter(&self, exclusive: bool) -> bool {
+        if exclusive {
+            let others = self.writers.fetch_add(1, Ordering::SeqCst);
+            others == 0 && self.readers.load(Ordering::SeqCst) == 0
+        } else {
+            let readers = self.readers.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_readers.fetch_max(readers, Ordering::SeqCst);
+            self.writers.load(Ordering::SeqCst) == 0
+        }
+    }
+
+    fn leave(&self, exclusive: bool) {
+        if exclusive {
+            self.writers.fetch_sub(1, Ordering::SeqCst);
+        } else {
+            self.readers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 }
 
 #[derive(Default)]
 struct Totals {
     acquisitions: AtomicU64,
+    writes: AtomicU64,
     overlaps: AtomicU64,
     overtakes: AtomicU64,
     next_request: AtomicU64,
     /// Set when the first task finishes: fairness is read at that moment.
     first_done: AtomicBool,
+}
+
+/// What one task works with.
+struct Worker {
+    task: usize,
+    exclusive_lock: RLock,
+    shared_lock: Option<RLock>,
+    stats: Arc<Vec<LockStats>>,
+    slot: usize,
+    counter: String,
+    conn: redis::aio::MultiplexedConnection,
+    totals: Arc<Totals>,
+    per_task: Arc<Vec<AtomicU64>>,
+    fairness_snapshot: Arc<Mutex<Vec<u64>>>,
 }
 
 #[tokio::main]
@@ -193,6 +268,10 @@ async fn main() {
         eprintln!("demo failed: {message}");
         std::process::exit(1);
     }
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
 }
 
 async fn run() -> Result<(), String> {
@@ -204,14 +283,10 @@ async fn run() -> Result<(), String> {
             (Some(server), url)
         }
     };
-    let config = Config::from_url(&url).map_err(|e| e.to_string())?;
+    let config = Config::from_url(&url).map_err(err)?;
     let mut clients = Vec::new();
     for _ in 0..options.clients {
-        clients.push(
-            Client::connect(config.clone())
-                .await
-                .map_err(|e| e.to_string())?,
-        );
+        clients.push(Client::connect(config.clone()).await.map_err(err)?);
     }
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let lock_names: Vec<String> = (0..options.locks)
@@ -226,89 +301,77 @@ async fn run() -> Result<(), String> {
     let per_task: Arc<Vec<AtomicU64>> =
         Arc::new((0..options.tasks).map(|_| AtomicU64::new(0)).collect());
     let fairness_snapshot: Arc<Mutex<Vec<u64>>> = Arc::default();
-    let kind_name = match options.kind {
-        Kind::Reentrant => "reentrant",
-        Kind::Fair => "fair",
-    };
 
     if !options.json {
         println!(
-            "demo: {} tasks over {} clients contend on {} {kind_name} locks, {} ops each, nested {} deep, {:?} hold ({url})",
-            options.tasks, options.clients, options.locks, options.ops, options.depth, options.hold
+            "demo: {} tasks over {} clients contend on {} {} locks, {} ops each, nested {} deep, {:?} hold ({url})",
+            options.tasks,
+            options.clients,
+            options.locks,
+            options.kind.name(),
+            options.ops,
+            options.depth,
+            options.hold
         );
     }
-    let redis_client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
+    let redis_client = redis::Client::open(url.as_str()).map_err(err)?;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for task in 0..options.tasks {
         let slot = task % options.locks;
         let client = &clients[task % options.clients];
-        let lock = match options.kind {
-            Kind::Reentrant => client.get_lock(lock_names[slot].clone()),
-            Kind::Fair => client.get_fair_lock(lock_names[slot].clone()),
-        }
-        .map_err(|e| e.to_string())?;
-        let counter = counter_names[slot].clone();
-        let mut conn = redis_client
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(|e| e.to_string())?;
-        let stats = stats.clone();
-        let totals = totals.clone();
-        let per_task = per_task.clone();
-        let fairness_snapshot = fairness_snapshot.clone();
+        let name = lock_names[slot].clone();
+        let (exclusive_lock, shared_lock) = match options.kind {
+            Kind::Reentrant => (client.get_lock(name).map_err(err)?, None),
+            Kind::Fair => (client.get_fair_lock(name).map_err(err)?, None),
+            Kind::Read | Kind::Write | Kind::Mixed => {
+                let rw = client.get_read_write_lock(name).map_err(err)?;
+                (rw.write_lock(), Some(rw.read_lock()))
+            }
+        };
+        let worker = Worker {
+            task,
+            exclusive_lock,
+            shared_lock,
+            stats: stats.clone(),
+            slot,
+            counter: counter_names[slot].clone(),
+            conn: redis_client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(err)?,
+            totals: totals.clone(),
+            per_task: per_task.clone(),
+            fairness_snapshot: fairness_snapshot.clone(),
+        };
+        let write_pct = match options.kind {
+            Kind::Read => 0,
+            Kind::Mixed => options.write_pct,
+            _ => 100,
+        };
         let (ops, depth, hold) = (options.ops, options.depth, options.hold);
-        tasks.push(tokio::spawn(async move {
-            let mut waits = Vec::with_capacity(ops);
-            let seen = &stats[slot];
-            for _ in 0..ops {
-                let request = totals.next_request.fetch_add(1, Ordering::Relaxed);
-                let asked = Instant::now();
-                seen.start_waiting(request, asked);
-                let outer = lock.lock().await.map_err(|e| e.to_string())?;
-                waits.push(asked.elapsed());
-                if seen.acquired(request, asked) {
-                    totals.overtakes.fetch_add(1, Ordering::Relaxed);
-                }
-                totals.acquisitions.fetch_add(1, Ordering::Relaxed);
-                per_task[task].fetch_add(1, Ordering::Relaxed);
-                let inside = seen.inside.fetch_add(1, Ordering::SeqCst) + 1;
-                seen.max_inside.fetch_max(inside, Ordering::SeqCst);
-                if inside > 1 {
-                    totals.overlaps.fetch_add(1, Ordering::Relaxed);
-                }
-                nested_section(&lock, depth - 1, &mut conn, &counter, hold).await?;
-                seen.inside.fetch_sub(1, Ordering::SeqCst);
-                outer.unlock().await.map_err(|e| e.to_string())?;
-            }
-            if !totals.first_done.swap(true, Ordering::SeqCst) {
-                let counts = per_task.iter().map(|c| c.load(Ordering::Relaxed)).collect();
-                *fairness_snapshot.lock().unwrap_or_else(|p| p.into_inner()) = counts;
-            }
-            Ok::<_, String>(waits)
-        }));
+        tasks.push(tokio::spawn(worker.run(ops, depth, hold, write_pct)));
     }
     let mut waits = Vec::new();
     for task in tasks {
-        waits.extend(task.await.map_err(|e| e.to_string())??);
+        waits.extend(task.await.map_err(err)??);
     }
     let elapsed = started.elapsed();
 
-    // The counters were incremented non-atomically inside the locks: any overlap
-    // would have lost an increment.
+    // Writers incremented the counters non-atomically: an overlap loses increments.
     let mut conn = redis_client
         .get_multiplexed_async_connection()
         .await
-        .map_err(|e| e.to_string())?;
-    let mut counted = 0i64;
+        .map_err(err)?;
+    let mut counted = 0u64;
     for name in &counter_names {
-        let value: Option<i64> = conn.get(name).await.map_err(|e| e.to_string())?;
+        let value: Option<u64> = conn.get(name).await.map_err(err)?;
         counted += value.unwrap_or(0);
-        let _: () = conn.del(name).await.map_err(|e| e.to_string())?;
+        let _: () = conn.del(name).await.map_err(err)?;
     }
     let mut leftovers = 0;
     for name in &lock_names {
-        let exists: bool = conn.exists(name).await.map_err(|e| e.to_string())?;
+        let exists: bool = conn.exists(name).await.map_err(err)?;
         leftovers += usize::from(exists);
     }
 
@@ -318,9 +381,14 @@ async fn run() -> Result<(), String> {
         waits.get(index).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
     };
     let acquisitions = totals.acquisitions.load(Ordering::Relaxed);
-    let expected = (options.tasks * options.ops) as i64;
+    let writes = totals.writes.load(Ordering::Relaxed);
     let overlaps = totals.overlaps.load(Ordering::Relaxed);
     let overtakes = totals.overtakes.load(Ordering::Relaxed);
+    let max_readers = stats
+        .iter()
+        .map(|s| s.max_readers.load(Ordering::SeqCst))
+        .max()
+        .unwrap_or(0);
     let counts = fairness_snapshot
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -336,36 +404,33 @@ async fn run() -> Result<(), String> {
     } else {
         1.0
     };
-    let max_inside = stats
-        .iter()
-        .map(|o| o.max_inside.load(Ordering::SeqCst))
-        .max()
-        .unwrap_or(0);
-    let exclusive = overlaps == 0 && max_inside <= 1 && counted == expected && leftovers == 0;
-    // The fair lock promises arrival order; the reentrant lock does not.
+    let exclusive = overlaps == 0 && counted == writes && leftovers == 0;
+    // The fair lock promises arrival order; the others do not.
     let fair_ok = options.kind != Kind::Fair || overtakes == 0;
     let rate = acquisitions as f64 / elapsed.as_secs_f64();
     if options.json {
         println!(
             "{}",
             serde_json::json!({
-                "kind": kind_name,
+                "kind": options.kind.name(),
                 "tasks": options.tasks, "clients": options.clients, "locks": options.locks,
                 "ops_per_task": options.ops, "depth": options.depth,
                 "hold_us": options.hold.as_micros() as u64,
-                "acquisitions": acquisitions, "wall_s": elapsed.as_secs_f64(),
+                "acquisitions": acquisitions, "writes": writes, "wall_s": elapsed.as_secs_f64(),
                 "acq_per_s": rate,
                 "wait_ms": {"p50": percentile(0.5), "p90": percentile(0.9),
                             "p99": percentile(0.99), "max": percentile(1.0)},
-                "overlaps": overlaps, "counter": counted, "counter_expected": expected,
+                "overlaps": overlaps, "max_readers_together": max_readers,
+                "counter": counted, "counter_expected": writes,
                 "locks_left": leftovers, "exclusive": exclusive,
                 "fairness": {"per_task_min": count_min, "per_task_max": count_max, "jain": jain,
-                             "overtakes": overtakes, "overtake_margin_ms": OVERTAKE_MARGIN.as_millis() as u64},
+                             "overtakes": overtakes,
+                             "overtake_margin_ms": OVERTAKE_MARGIN.as_millis() as u64},
             })
         );
     } else {
         println!(
-            "acquisitions:   {acquisitions} in {:.2} s = {rate:.0}/s",
+            "acquisitions:   {acquisitions} in {:.2} s = {rate:.0}/s ({writes} exclusive)",
             elapsed.as_secs_f64()
         );
         println!(
@@ -379,28 +444,19 @@ async fn run() -> Result<(), String> {
             "nested holds:   {} per acquisition (reentrant)",
             options.depth
         );
-        println!(
-            "exclusion:      {} overlaps, most owners inside one lock at once: {max_inside}",
-            overlaps
-        );
-        println!("counter check:  {counted} increments counted, {expected} expected");
+        println!("exclusion:      {overlaps} overlaps; most readers inside one lock at once: {max_readers}");
+        println!("counter check:  {counted} increments counted, {writes} expected");
         println!("locks left:     {leftovers}");
+        println!("fairness:       per task (when the first finished) min {count_min}, max {count_max}, Jain {jain:.3}");
         println!(
-            "fairness:       per task (when the first finished) min {count_min}, max {count_max}, Jain {jain:.3}"
-        );
-        println!(
-            "overtakes:      {overtakes} acquisitions went past a task waiting {} ms longer{}",
+            "overtakes:      {overtakes} exclusive acquisitions went past a task waiting {} ms longer{}",
             OVERTAKE_MARGIN.as_millis(),
-            if options.kind == Kind::Fair {
-                " (fair lock: must be 0)"
-            } else {
-                ""
-            }
+            if options.kind == Kind::Fair { " (fair lock: must be 0)" } else { "" }
         );
         println!(
             "result:         {}",
             match (exclusive, fair_ok) {
-                (true, true) => "OK, no two owners ever overlapped",
+                (true, true) => "OK, no writer ever overlapped another owner",
                 (false, _) => "FAILED: exclusion",
                 (true, false) => "FAILED: the fair lock served out of order",
             }
@@ -415,29 +471,85 @@ async fn run() -> Result<(), String> {
     Ok(())
 }
 
-/// Re-enters `lock` `depth` more times, then does a non-atomic increment of
-/// `counter` in the innermost section.
-async fn nested_section(
-    lock: &RLock,
-    depth: usize,
-    conn: &mut redis::aio::MultiplexedConnection,
-    counter: &str,
-    hold: Duration,
-) -> Result<(), String> {
-    let mut guards = Vec::with_capacity(depth);
-    for _ in 0..depth {
-        guards.push(lock.lock().await.map_err(|e| e.to_string())?);
+impl Worker {
+    async fn run(
+        mut self,
+        ops: usize,
+        depth: usize,
+        hold: Duration,
+        write_pct: usize,
+    ) -> Result<Vec<Duration>, String> {
+        let mut waits = Vec::with_capacity(ops);
+        for op in 0..ops {
+            let exclusive = (self.task * 7 + op * 13) % 100 < write_pct;
+            let lock = match (&self.shared_lock, exclusive) {
+                (Some(shared), false) => shared.clone(),
+                _ => self.exclusive_lock.clone(),
+            };
+            let stats = self.stats.clone();
+            let seen = &stats[self.slot];
+            let request = self.totals.next_request.fetch_add(1, Ordering::Relaxed);
+            let asked = Instant::now();
+            if exclusive {
+                seen.start_waiting(request, asked);
+            }
+            let outer = lock.lock().await.map_err(err)?;
+            waits.push(asked.elapsed());
+            if exclusive && seen.acquired(request, asked) {
+                self.totals.overtakes.fetch_add(1, Ordering::Relaxed);
+            }
+            self.totals.acquisitions.fetch_add(1, Ordering::Relaxed);
+            self.per_task[self.task].fetch_add(1, Ordering::Relaxed);
+            if !seen.enter(exclusive) {
+                self.totals.overlaps.fetch_add(1, Ordering::Relaxed);
+            }
+            self.nested_section(&lock, depth - 1, hold, exclusive)
+                .await?;
+            seen.leave(exclusive);
+            outer.unlock().await.map_err(err)?;
+        }
+        if !self.totals.first_done.swap(true, Ordering::SeqCst) {
+            let counts = self
+                .per_task
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .collect();
+            *self
+                .fairness_snapshot
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = counts;
+        }
+        Ok(waits)
     }
-    let value: Option<i64> = conn.get(counter).await.map_err(|e| e.to_string())?;
-    if !hold.is_zero() {
-        tokio::time::sleep(hold).await;
+
+    /// Re-enters `lock` `depth` more times; in the innermost section a writer does
+    /// a non-atomic increment of the counter and a reader reads it.
+    async fn nested_section(
+        &mut self,
+        lock: &RLock,
+        depth: usize,
+        hold: Duration,
+        exclusive: bool,
+    ) -> Result<(), String> {
+        let mut guards = Vec::with_capacity(depth);
+        for _ in 0..depth {
+            guards.push(lock.lock().await.map_err(err)?);
+        }
+        let value: Option<u64> = self.conn.get(&self.counter).await.map_err(err)?;
+        if !hold.is_zero() {
+            tokio::time::sleep(hold).await;
+        }
+        if exclusive {
+            let _: () = self
+                .conn
+                .set(&self.counter, value.unwrap_or(0) + 1)
+                .await
+                .map_err(err)?;
+            self.totals.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        while let Some(guard) = guards.pop() {
+            guard.unlock().await.map_err(err)?;
+        }
+        Ok(())
     }
-    let _: () = conn
-        .set(counter, value.unwrap_or(0) + 1)
-        .await
-        .map_err(|e| e.to_string())?;
-    while let Some(guard) = guards.pop() {
-        guard.unlock().await.map_err(|e| e.to_string())?;
-    }
-    Ok(())
 }

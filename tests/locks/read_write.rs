@@ -21,13 +21,21 @@ async fn readers_share_and_writers_exclude() {
 
     // read + read across owners: allowed.
     let r1 = rw_a.read_lock().lock().await.unwrap();
-    let r2 = rw_b.read_lock().try_lock().await.unwrap().expect("second reader");
+    let r2 = rw_b
+        .read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("second reader");
     assert!(rw_a.read_lock().is_locked().await.unwrap());
     assert!(!rw_a.write_lock().is_locked().await.unwrap());
     // read + write: refused.
     assert!(rw_b.write_lock().try_lock().await.unwrap().is_none());
     r1.unlock().await.unwrap();
-    assert!(rw_b.write_lock().try_lock().await.unwrap().is_none(), "one reader left");
+    assert!(
+        rw_b.write_lock().try_lock().await.unwrap().is_none(),
+        "one reader left"
+    );
     r2.unlock().await.unwrap();
     assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
 
@@ -57,13 +65,19 @@ async fn fifty_mixed_tasks_never_see_a_writer_overlap() {
     let mut tasks = Vec::new();
     for i in 0..50 {
         let rw = clients[i % 2].get_read_write_lock("mixed-rw").unwrap();
-        let (readers, writers, violations, max_readers) =
-            (readers.clone(), writers.clone(), violations.clone(), max_readers.clone());
+        let (readers, writers, violations, max_readers) = (
+            readers.clone(),
+            writers.clone(),
+            violations.clone(),
+            max_readers.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             for round in 0..6 {
                 if (i + round) % 5 == 0 {
                     let g = rw.write_lock().lock().await.unwrap();
-                    if writers.fetch_add(1, Ordering::SeqCst) != 0 || readers.load(Ordering::SeqCst) != 0 {
+                    if writers.fetch_add(1, Ordering::SeqCst) != 0
+                        || readers.load(Ordering::SeqCst) != 0
+                    {
                         violations.fetch_add(1, Ordering::SeqCst);
                     }
                     tokio::time::sleep(Duration::from_millis(1)).await;
@@ -90,7 +104,10 @@ async fn fifty_mixed_tasks_never_see_a_writer_overlap() {
     })
     .await;
     assert_eq!(violations.load(Ordering::SeqCst), 0);
-    assert!(max_readers.load(Ordering::SeqCst) > 1, "readers never shared the lock");
+    assert!(
+        max_readers.load(Ordering::SeqCst) > 1,
+        "readers never shared the lock"
+    );
     assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
 }
 
@@ -99,12 +116,21 @@ async fn twenty_readers_behind_a_writer_all_get_in_together() {
     let server = RedisServer::start();
     let writer_client = server.client().await;
     let clients = [server.client().await, server.client().await];
-    let write = writer_client.get_read_write_lock("gate").unwrap().write_lock().lock().await.unwrap();
+    let write = writer_client
+        .get_read_write_lock("gate")
+        .unwrap()
+        .write_lock()
+        .lock()
+        .await
+        .unwrap();
     let inside = Arc::new(AtomicUsize::new(0));
     let all_in = Arc::new(tokio::sync::Notify::new());
     let mut readers = Vec::new();
     for i in 0..20 {
-        let read = clients[i % 2].get_read_write_lock("gate").unwrap().read_lock();
+        let read = clients[i % 2]
+            .get_read_write_lock("gate")
+            .unwrap()
+            .read_lock();
         let (inside, all_in) = (inside.clone(), all_in.clone());
         readers.push(tokio::spawn(async move {
             let g = read.lock().await.unwrap();
@@ -135,7 +161,11 @@ async fn twenty_readers_behind_a_writer_all_get_in_together() {
     })
     .await;
     // The write release woke them all at once (the lease was 30 s).
-    assert!(released.elapsed() < Duration::from_secs(3), "took {:?}", released.elapsed());
+    assert!(
+        released.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        released.elapsed()
+    );
     assert!(server.keys().await.is_empty());
 }
 
@@ -158,13 +188,26 @@ async fn a_writer_downgrades_to_a_reader() {
         .await
     );
     w.unlock().await.unwrap();
-    let their_read = within(Duration::from_secs(3), "reader after downgrade", waiting).await.unwrap();
+    let their_read = within(Duration::from_secs(3), "reader after downgrade", waiting)
+        .await
+        .unwrap();
     assert!(rw.read_lock().is_locked().await.unwrap());
-    assert!(theirs.write_lock().try_lock().await.unwrap().is_none(), "write while reads remain");
+    assert!(
+        theirs.write_lock().try_lock().await.unwrap().is_none(),
+        "write while reads remain"
+    );
     their_read.unlock().await.unwrap();
-    assert!(theirs.write_lock().try_lock().await.unwrap().is_none(), "the downgraded read remains");
+    assert!(
+        theirs.write_lock().try_lock().await.unwrap().is_none(),
+        "the downgraded read remains"
+    );
     r.unlock().await.unwrap();
-    let w = theirs.write_lock().try_lock().await.unwrap().expect("free now");
+    let w = theirs
+        .write_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free now");
     w.unlock().await.unwrap();
     assert!(server.keys().await.is_empty());
 }
@@ -175,11 +218,17 @@ async fn a_reader_asking_to_write_is_refused_or_times_out() {
     let client = server.client().await;
     let rw = client.get_read_write_lock("upgrade").unwrap();
     let r = rw.read_lock().lock().await.unwrap();
-    let err = within(T, "upgrade", rw.write_lock().lock()).await.unwrap_err();
-    assert!(err.is_would_deadlock(), "{err:?}");
-    let timed = within(T, "timed upgrade", rw.write_lock().try_lock_wait(Duration::from_millis(300)))
+    let err = within(T, "upgrade", rw.write_lock().lock())
         .await
-        .unwrap();
+        .unwrap_err();
+    assert!(err.is_would_deadlock(), "{err:?}");
+    let timed = within(
+        T,
+        "timed upgrade",
+        rw.write_lock().try_lock_wait(Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
     assert!(timed.is_none());
     assert_eq!(client.renewed_holds(), 1);
     assert_eq!(client.subscribed_channels(), 0);
@@ -195,19 +244,35 @@ async fn a_writer_waits_for_the_longest_read_lease() {
     let rw = readers.get_read_write_lock("leases").unwrap();
     let short = tokio::spawn({
         let read = rw.read_lock();
-        async move { read.lock_with_lease(Duration::from_secs(1)).await.unwrap().detach() }
+        async move {
+            read.lock_with_lease(Duration::from_secs(1))
+                .await
+                .unwrap()
+                .detach()
+        }
     });
     let long = tokio::spawn({
         let read = rw.read_lock();
-        async move { read.lock_with_lease(Duration::from_secs(3)).await.unwrap().detach() }
+        async move {
+            read.lock_with_lease(Duration::from_secs(3))
+                .await
+                .unwrap()
+                .detach()
+        }
     });
     short.await.unwrap();
     long.await.unwrap();
     let write = writer.get_read_write_lock("leases").unwrap().write_lock();
     let started = tokio::time::Instant::now();
-    let w = within(T, "writer", write.try_lock_wait(Duration::from_secs(10))).await.unwrap().expect("writer");
+    let w = within(T, "writer", write.try_lock_wait(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .expect("writer");
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(2500), "writer got in after {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(2500),
+        "writer got in after {waited:?}"
+    );
     assert!(waited < Duration::from_secs(6), "writer took {waited:?}");
     w.unlock().await.unwrap();
     assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
@@ -217,36 +282,86 @@ async fn a_writer_waits_for_the_longest_read_lease() {
 async fn a_vanished_reader_expires_while_live_readers_stay_renewed() {
     let server = RedisServer::start();
     let watchdog = Duration::from_secs(1);
-    let vanishing = server.client_with(|c| c.lock_watchdog_timeout = watchdog).await;
-    let live = server.client_with(|c| c.lock_watchdog_timeout = watchdog).await;
+    let vanishing = server
+        .client_with(|c| c.lock_watchdog_timeout = watchdog)
+        .await;
+    let live = server
+        .client_with(|c| c.lock_watchdog_timeout = watchdog)
+        .await;
     let writer = server.client().await;
-    vanishing.get_read_write_lock("readers").unwrap().read_lock().lock().await.unwrap().detach();
-    let live_read = live.get_read_write_lock("readers").unwrap().read_lock().lock().await.unwrap();
+    vanishing
+        .get_read_write_lock("readers")
+        .unwrap()
+        .read_lock()
+        .lock()
+        .await
+        .unwrap()
+        .detach();
+    let live_read = live
+        .get_read_write_lock("readers")
+        .unwrap()
+        .read_lock()
+        .lock()
+        .await
+        .unwrap();
     drop(vanishing);
 
     // Three leases later the live reader still holds, the writer is still out.
     let write = writer.get_read_write_lock("readers").unwrap().write_lock();
-    assert!(write.try_lock_wait(Duration::from_secs(3)).await.unwrap().is_none());
+    assert!(write
+        .try_lock_wait(Duration::from_secs(3))
+        .await
+        .unwrap()
+        .is_none());
     assert!(!live_read.is_lease_lost());
     let mut admin = server.admin().await;
-    let live_key = format!("{{readers}}:{}:{}:rwlock_timeout:1", live.id(), live_read.owner_id());
-    assert!(admin.exists::<_, bool>(&live_key).await.unwrap(), "live hold key expired");
+    let live_key = format!(
+        "{{readers}}:{}:{}:rwlock_timeout:1",
+        live.id(),
+        live_read.owner_id()
+    );
+    assert!(
+        admin.exists::<_, bool>(&live_key).await.unwrap(),
+        "live hold key expired"
+    );
 
     // When the live reader leaves, the vanished one holds nothing: the writer gets in.
     live_read.unlock().await.unwrap();
-    let w = within(T, "writer after the live reader", write.lock()).await.unwrap();
+    let w = within(T, "writer after the live reader", write.lock())
+        .await
+        .unwrap();
     w.unlock().await.unwrap();
     assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
 
     // And a vanished reader alone frees the lock within about its lease.
-    let gone = server.client_with(|c| c.lock_watchdog_timeout = watchdog).await;
-    gone.get_read_write_lock("alone").unwrap().read_lock().lock().await.unwrap().detach();
+    let gone = server
+        .client_with(|c| c.lock_watchdog_timeout = watchdog)
+        .await;
+    gone.get_read_write_lock("alone")
+        .unwrap()
+        .read_lock()
+        .lock()
+        .await
+        .unwrap()
+        .detach();
     drop(gone);
     let started = tokio::time::Instant::now();
-    let w = within(T, "writer after a vanished reader", writer.get_read_write_lock("alone").unwrap().write_lock().lock())
-        .await
-        .unwrap();
-    assert!(started.elapsed() < watchdog * 3, "took {:?}", started.elapsed());
+    let w = within(
+        T,
+        "writer after a vanished reader",
+        writer
+            .get_read_write_lock("alone")
+            .unwrap()
+            .write_lock()
+            .lock(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        started.elapsed() < watchdog * 3,
+        "took {:?}",
+        started.elapsed()
+    );
     w.unlock().await.unwrap();
     assert!(server.keys().await.is_empty());
 }
@@ -301,7 +416,12 @@ async fn redisson_style_readers_and_writers_respect_the_same_exclusion() {
         .await
         .unwrap();
     assert_eq!(r, None);
-    let ours = rw.read_lock().try_lock().await.unwrap().expect("read beside a Java reader");
+    let ours = rw
+        .read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("read beside a Java reader");
     assert!(rw.write_lock().try_lock().await.unwrap().is_none());
     ours.unlock().await.unwrap();
     // Our writer waits for the Java reader's release message.
@@ -321,7 +441,9 @@ async fn redisson_style_readers_and_writers_respect_the_same_exclusion() {
         .invoke_async(&mut admin)
         .await
         .unwrap();
-    let w = within(Duration::from_secs(5), "writer after Java reader", waiting).await.unwrap();
+    let w = within(Duration::from_secs(5), "writer after Java reader", waiting)
+        .await
+        .unwrap();
 
     // Java cannot read or write while we write.
     let java_read: Option<i64> = redis::Script::new(JAVA_READ)
@@ -345,7 +467,10 @@ async fn redisson_style_readers_and_writers_respect_the_same_exclusion() {
     let mode: String = admin.hget("interop-rw", "mode").await.unwrap();
     assert_eq!(mode, "write");
     let field = format!("{}:{}:write", client.id(), w.owner_id());
-    assert_eq!(admin.hget::<_, _, i64>("interop-rw", &field).await.unwrap(), 1);
+    assert_eq!(
+        admin.hget::<_, _, i64>("interop-rw", &field).await.unwrap(),
+        1
+    );
     w.unlock().await.unwrap();
 
     // A Java writer excludes our reader.
@@ -361,7 +486,11 @@ async fn redisson_style_readers_and_writers_respect_the_same_exclusion() {
     // Our reader's hold keys follow the layout too.
     let _: () = admin.del("interop-rw").await.unwrap();
     let r = rw.read_lock().lock().await.unwrap();
-    let key = format!("{{interop-rw}}:{}:{}:rwlock_timeout:1", client.id(), r.owner_id());
+    let key = format!(
+        "{{interop-rw}}:{}:{}:rwlock_timeout:1",
+        client.id(),
+        r.owner_id()
+    );
     assert!(admin.exists::<_, bool>(&key).await.unwrap());
     r.unlock().await.unwrap();
     assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
@@ -379,16 +508,29 @@ async fn force_unlock_and_queries_on_both_sides() {
     assert_eq!(rw.read_lock().hold_count().await.unwrap(), 2);
     assert_eq!(rw.write_lock().hold_count().await.unwrap(), 0);
     assert!(theirs.read_lock().is_locked().await.unwrap());
-    assert!(!theirs.write_lock().force_unlock().await.unwrap(), "not in write mode");
+    assert!(
+        !theirs.write_lock().force_unlock().await.unwrap(),
+        "not in write mode"
+    );
     assert!(theirs.read_lock().force_unlock().await.unwrap());
     assert!(!rw.read_lock().is_locked().await.unwrap());
-    assert!(server.keys().await.is_empty(), "read hold keys left: {:?}", server.keys().await);
+    assert!(
+        server.keys().await.is_empty(),
+        "read hold keys left: {:?}",
+        server.keys().await
+    );
     assert!(r2.unlock().await.unwrap_err().is_not_held());
     drop(r1);
 
     let w = theirs.write_lock().lock().await.unwrap();
     assert!(rw.write_lock().is_locked().await.unwrap());
-    assert!(rw.write_lock().remain_time_to_live().await.unwrap().as_duration().is_some());
+    assert!(rw
+        .write_lock()
+        .remain_time_to_live()
+        .await
+        .unwrap()
+        .as_duration()
+        .is_some());
     assert!(rw.write_lock().force_unlock().await.unwrap());
     assert!(w.unlock().await.unwrap_err().is_not_held());
     assert!(rw.read_lock().unlock().await.unwrap_err().is_not_held());
