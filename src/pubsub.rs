@@ -315,6 +315,11 @@ impl Subscription {
         }
     }
 
+    /// Is the subscription confirmed on the current connection right now?
+    pub(crate) fn is_ready(&self) -> bool {
+        matches!(*self.channel.status.borrow(), Status::Ready)
+    }
+
     /// A future that completes on the next wake-up for this channel. Call
     /// `enable()` on it before the acquire attempt so no wake-up in between is lost.
     pub(crate) fn notified(&self) -> Notified<'_> {

@@ -8,10 +8,10 @@
 //!                    ─▶ sleep until woken, at most min(ttl, time left) ─▶ loop
 //! ```
 //!
-//! Each attempt runs in a task of its own and hands its result back over a
-//! oneshot. If the caller's future is dropped before it has taken the result, the
-//! result is undone (a hold released, a queue place left), so a cancelled `lock()`
-//! never leaves anything behind, even when its script had already run on the server.
+//! An attempt dropped while in flight (the caller's future was dropped) is not
+//! abandoned: it is finished in a task of its own and whatever it got is undone (a
+//! hold released, a queue place left), so a cancelled `lock()` never leaves
+//! anything behind, even when its script runs on the server after the caller left.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::client::ClientInner;
@@ -179,25 +178,37 @@ pub(crate) async fn acquire(
     // The uncontended path: one attempt, no subscription. However short the wait,
     // this first attempt is made (bounded by the response timeout), as Redisson does.
     let sent = Instant::now();
-    match attempt(client, acquirer, lease_ms, queue).await {
+    let mut failures = 0;
+    let first_ttl = match attempt(client, acquirer, lease_ms, queue).await {
         Ok(None) => {
             place.keep();
             return Ok(Some(acquired(registration, sent)));
         }
-        Ok(Some(_busy)) if queue => {}
+        Ok(Some(ttl)) if queue => Some(ttl),
         Ok(Some(_busy)) => return Ok(None),
+        Err(e) if queue && e.is_surely_not_executed() => {
+            failures += 1;
+            None
+        }
         Err(e) => {
             place.leave().await;
             return Err(e);
         }
-    }
+    };
     if deadline.is_some_and(|d| Instant::now() >= d) {
         place.leave().await;
         return Ok(None);
     }
 
     let subscription = client.pubsub.subscribe(acquirer.channel());
-    let mut failures = 0;
+    // Joining a channel other waiters of this client already listen on, right
+    // after a failed attempt, nothing can have been missed: an unlock published
+    // since went to one of them (or left a permit for the next to listen), and that
+    // one retries. So sleep first and skip the immediate second attempt; on a new
+    // subscription the attempt must follow it, or that unlock would be lost.
+    let mut sleep_first = first_ttl
+        .filter(|_| subscription.is_ready())
+        .map(|ttl| sleep_bound(ttl, acquirer.max_sleep()));
     loop {
         // Armed before the attempt: an unlock published between the attempt's reply
         // and the sleep below still wakes this waiter.
@@ -205,9 +216,13 @@ pub(crate) async fn acquire(
         woken.as_mut().enable();
         let sent = Instant::now();
         let step = async {
+            if let Some(sleep) = sleep_first.take() {
+                return Ok(Some(Sleep(sleep)));
+            }
             subscription.ready().await.map_err(Failure::Subscribe)?;
             attempt(client, acquirer, lease_ms, true)
                 .await
+                .map(|busy| busy.map(|ttl| Sleep(sleep_bound(ttl, acquirer.max_sleep()))))
                 .map_err(Failure::Attempt)
         };
         let sleep = match within(deadline, step).await {
@@ -216,9 +231,9 @@ pub(crate) async fn acquire(
                 place.keep();
                 return Ok(Some(acquired(registration, sent)));
             }
-            Some(Ok(Some(ttl))) => {
+            Some(Ok(Some(Sleep(sleep)))) => {
                 failures = 0;
-                sleep_bound(ttl, acquirer.max_sleep())
+                sleep
             }
             Some(Err(failure))
                 if failure.retryable() && failures < client.config.retry_attempts =>
@@ -252,6 +267,9 @@ async fn within<T>(deadline: Option<Instant>, step: impl Future<Output = T>) -> 
         None => Some(step.await),
     }
 }
+
+/// How long a waiter may sleep before its next attempt.
+struct Sleep(Duration);
 
 /// What went wrong in one wait-loop step.
 enum Failure {
@@ -331,42 +349,64 @@ pub(crate) fn spawn_detached(work: impl Future<Output = ()> + Send + 'static) {
     }
 }
 
-/// Runs one attempt in its own task (see the module docs for why).
-async fn attempt(
+/// Runs one attempt. If this future is dropped while the attempt is in flight,
+/// the attempt is finished in a task of its own and its outcome undone (see the
+/// module docs for why).
+fn attempt(
     client: &Arc<ClientInner>,
     acquirer: &Arc<dyn Acquirer>,
     lease_ms: u64,
     queue: bool,
-) -> Result<Option<BusyTtl>> {
-    let (reply, result) = oneshot::channel();
-    let conn = client.conn.clone();
-    let task_acquirer = acquirer.clone();
-    tokio::spawn(async move {
-        let outcome = task_acquirer
-            .clone()
-            .attempt(conn.clone(), lease_ms, queue)
-            .await;
-        if let Err(unclaimed) = reply.send(outcome) {
-            undo(task_acquirer, conn, lease_ms, unclaimed).await;
-        }
-    });
-    let mut pending = PendingAttempt {
-        result: Some(result),
+) -> InFlight {
+    InFlight {
+        attempt: Some(
+            acquirer
+                .clone()
+                .attempt(client.conn.clone(), lease_ms, queue),
+        ),
         acquirer: acquirer.clone(),
         conn: client.conn.clone(),
         lease_ms,
-    };
-    let outcome = match pending.result.as_mut() {
-        Some(result) => result.await,
-        None => return Err(Error::unexpected("lock attempt", "polled twice")),
-    };
-    pending.result = None;
-    outcome.map_err(|_| {
-        Error::Redis(redis::RedisError::from((
-            redis::ErrorKind::Client,
-            "the runtime shut down during a lock attempt",
-        )))
-    })?
+    }
+}
+
+/// An attempt on its way to the server.
+struct InFlight {
+    attempt: Option<BoxFuture<Result<Option<BusyTtl>>>>,
+    acquirer: Arc<dyn Acquirer>,
+    conn: ConnectionManager,
+    lease_ms: u64,
+}
+
+impl Future for InFlight {
+    type Output = Result<Option<BusyTtl>>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let Some(attempt) = self.attempt.as_mut() else {
+            return std::task::Poll::Ready(Err(Error::unexpected("lock attempt", "polled again")));
+        };
+        let outcome = std::task::ready!(attempt.as_mut().poll(cx));
+        self.attempt = None;
+        std::task::Poll::Ready(outcome)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        // Dropped mid-flight: the script may yet run. Finish it elsewhere and undo
+        // whatever it got, since nobody is left to receive it.
+        if let Some(attempt) = self.attempt.take() {
+            let (acquirer, conn, lease_ms) =
+                (self.acquirer.clone(), self.conn.clone(), self.lease_ms);
+            spawn_detached(async move {
+                let outcome = attempt.await;
+                undo(acquirer, conn, lease_ms, outcome).await;
+            });
+        }
+    }
 }
 
 /// Undoes an attempt's outcome that nobody will receive: releases a hold it took,
@@ -387,31 +427,5 @@ async fn undo(
             let _ = acquirer.abandon(conn).await;
         }
         _ => {}
-    }
-}
-
-/// The receiving end of an attempt. Dropped before the caller took the outcome
-/// (cancelled between the hand-back and the next poll), it takes the outcome
-/// itself and undoes it.
-struct PendingAttempt {
-    result: Option<oneshot::Receiver<Result<Option<BusyTtl>>>>,
-    acquirer: Arc<dyn Acquirer>,
-    conn: ConnectionManager,
-    lease_ms: u64,
-}
-
-impl Drop for PendingAttempt {
-    fn drop(&mut self) {
-        let Some(mut result) = self.result.take() else {
-            return;
-        };
-        // After close(), the sender either already sent (we take it here) or will
-        // fail to send (and undoes the outcome itself).
-        result.close();
-        if let Ok(outcome) = result.try_recv() {
-            let (acquirer, conn, lease_ms) =
-                (self.acquirer.clone(), self.conn.clone(), self.lease_ms);
-            spawn_detached(undo(acquirer, conn, lease_ms, outcome));
-        }
     }
 }

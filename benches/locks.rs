@@ -1,0 +1,178 @@
+//! Uncontended acquire + release of each lock kind, against the floor: two EVALSHA
+//! round trips of a trivial script on the same kind of connection (one multiplexed
+//! RESP3 connection), since a lock and an unlock cannot cost less than two round
+//! trips. After the runs it prints one JSON line: each kind's mean time and the
+//! floor's mean divided by it (1.0 = at the floor).
+//!
+//! ```text
+//! cargo bench --bench locks              # starts its own redis-server
+//! REDIS_URL=redis://... cargo bench --bench locks
+//! ```
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, Criterion};
+use redisson_locks::{Client, Config, RLock};
+
+struct Server(Child, std::path::PathBuf);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_dir_all(&self.1);
+    }
+}
+
+fn start_server() -> (Option<Server>, String) {
+    if let Ok(url) = std::env::var("REDIS_URL") {
+        return (None, url);
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let dir = std::env::temp_dir().join(format!("redisson-locks-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let child = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server must be installed (scripts/test installs it)");
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "redis-server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (
+        Some(Server(child, dir)),
+        format!("redis://127.0.0.1:{port}"),
+    )
+}
+
+const FLOOR: &str = "floor 2x EVALSHA";
+const KINDS: [&str; 4] = ["reentrant", "fair", "read", "write"];
+
+fn locks(c: &mut Criterion) {
+    let (_server, url) = start_server();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+
+    let (floor_conn, client) = runtime.block_on(async {
+        let info = redis::IntoConnectionInfo::into_connection_info(url.as_str()).expect("url");
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(redis::ProtocolVersion::RESP3);
+        let floor = redis::Client::open(info.set_redis_settings(settings)).expect("client");
+        let conn = floor
+            .get_multiplexed_async_connection()
+            .await
+            .expect("floor connection");
+        let client = Client::connect(Config::from_url(&url).expect("url"))
+            .await
+            .expect("connect");
+        (conn, client)
+    });
+    let trivial = redis::Script::new("return 1");
+
+    let mut group = c.benchmark_group("uncontended");
+    group.measurement_time(Duration::from_secs(3));
+    // Each sample runs inside a spawned task, as a service's code does: timing
+    // from outside the runtime (block_on) would add a thread hop to every await.
+    group.bench_function(FLOOR, |b| {
+        b.iter_custom(|iters| {
+            let conn = floor_conn.clone();
+            let trivial = trivial.clone();
+            runtime.block_on(async move {
+                tokio::spawn(async move {
+                    let mut conn = conn;
+                    let started = Instant::now();
+                    for _ in 0..iters {
+                        let _: i64 = trivial.invoke_async(&mut conn).await.expect("evalsha");
+                        let _: i64 = trivial.invoke_async(&mut conn).await.expect("evalsha");
+                    }
+                    started.elapsed()
+                })
+                .await
+                .expect("floor task")
+            })
+        })
+    });
+    let rw = client.get_read_write_lock("bench:rw").expect("name");
+    let locks: [RLock; 4] = [
+        client.get_lock("bench:reentrant").expect("name"),
+        client.get_fair_lock("bench:fair").expect("name"),
+        rw.read_lock(),
+        rw.write_lock(),
+    ];
+    for (kind, lock) in KINDS.iter().zip(&locks) {
+        group.bench_function(*kind, |b| {
+            b.iter_custom(|iters| {
+                let lock = lock.clone();
+                runtime.block_on(async move {
+                    tokio::spawn(async move {
+                        let started = Instant::now();
+                        for _ in 0..iters {
+                            let guard = lock.lock().await.expect("lock");
+                            guard.unlock().await.expect("unlock");
+                        }
+                        started.elapsed()
+                    })
+                    .await
+                    .expect("lock task")
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+/// Each kind's mean time, and the floor's mean over it, from criterion's estimates.
+fn print_ratios() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/criterion/uncontended");
+    let mean_ns = |id: &str| -> Option<f64> {
+        let text = std::fs::read_to_string(dir.join(id).join("new/estimates.json")).ok()?;
+        let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+        json["mean"]["point_estimate"].as_f64()
+    };
+    let Some(floor) = mean_ns(FLOOR) else {
+        return;
+    };
+    let mut report = serde_json::Map::new();
+    report.insert("floor_us".into(), (floor / 1000.0).into());
+    for kind in KINDS {
+        if let Some(mean) = mean_ns(kind) {
+            report.insert(
+                kind.into(),
+                serde_json::json!({"us": mean / 1000.0, "floor_over_kind": floor / mean}),
+            );
+        }
+    }
+    println!("{}", serde_json::Value::Object(report));
+}
+
+criterion_group!(benches, locks);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    print_ratios();
+}
