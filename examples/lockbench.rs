@@ -44,6 +44,8 @@ struct Options {
     max_seconds: f64,
     write_pct: usize,
     url: Option<String>,
+    /// A label copied into the output, naming the workload.
+    workload: Option<String>,
     scale_watchdog: bool,
     watchdog_locks: usize,
     watchdog_ms: u64,
@@ -60,6 +62,7 @@ fn parse() -> Result<Options, String> {
         max_seconds: 60.0,
         write_pct: 20,
         url: None,
+        workload: None,
         scale_watchdog: false,
         watchdog_locks: 10_000,
         watchdog_ms: 3_000,
@@ -102,6 +105,7 @@ fn parse() -> Result<Options, String> {
             }
             "--write-pct" => o.write_pct = (number()? as usize).min(100),
             "--url" => o.url = Some(value),
+            "--workload" => o.workload = Some(value),
             "--port" => o.url = Some(format!("redis://127.0.0.1:{}", number()?)),
             "--watchdog-locks" => o.watchdog_locks = number()? as usize,
             "--watchdog-ms" => o.watchdog_ms = number()?,
@@ -620,7 +624,7 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
         Kind::RwMix => "rw-mix",
     };
     Ok(json!({
-        "kind": kind, "tasks": o.tasks, "clients": o.clients, "locks": o.locks,
+        "workload": o.workload, "kind": kind, "tasks": o.tasks, "clients": o.clients, "locks": o.locks,
         "ops": o.ops, "hold_us": o.hold.as_micros() as u64,
         "capped": shared.capped.load(Ordering::Relaxed),
         "acquisitions": acquisitions,

@@ -43,7 +43,10 @@ enum Status {
 #[derive(Debug)]
 struct Channel {
     name: String,
-    wakeups: Notify,
+    /// Waiters for exclusive holds (locks, write locks).
+    exclusive_wakeups: Notify,
+    /// Waiters for shared holds (read locks).
+    shared_wakeups: Notify,
     status: watch::Sender<Status>,
     /// The latest SUBSCRIBE request for this channel; a reply to an older one
     /// (overtaken by a reconnect) is ignored. Changed only under the table lock.
@@ -52,8 +55,25 @@ struct Channel {
 
 #[derive(Debug)]
 struct Entry {
-    waiters: usize,
+    /// Waiters of each class, by [`Class`] index.
+    waiters: [usize; 2],
     channel: Arc<Channel>,
+}
+
+impl Entry {
+    fn total(&self) -> usize {
+        self.waiters.iter().sum()
+    }
+}
+
+/// What a waiter waits for: a message waking "one waiter" prefers an exclusive
+/// waiter (it can use the whole lock); "wake all" (a write release) wakes every
+/// shared waiter, since readers proceed together, but only one exclusive waiter,
+/// since only one of those could win.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    Exclusive = 0,
+    Shared = 1,
 }
 
 /// The channel table, shared by the push handler, the subscriber task and the
@@ -107,12 +127,22 @@ impl Channels {
                 let Some(entry) = table.get(channel) else {
                     return;
                 };
-                if as_text(payload) == Some(UNLOCK_MESSAGE) {
-                    entry.channel.wakeups.notify_one();
-                } else {
-                    // "1" (a write release) and anything unknown wake every waiter:
-                    // a needless retry costs one round trip, a missed one a TTL.
-                    entry.channel.wakeups.notify_waiters();
+                let channel = &entry.channel;
+                let [exclusive, shared] = entry.waiters;
+                match as_text(payload) {
+                    Some(UNLOCK_MESSAGE) if exclusive > 0 => channel.exclusive_wakeups.notify_one(),
+                    Some(UNLOCK_MESSAGE) => channel.shared_wakeups.notify_one(),
+                    Some(READ_UNLOCK_MESSAGE) => {
+                        if shared > 0 {
+                            channel.shared_wakeups.notify_waiters();
+                        }
+                        if exclusive > 0 {
+                            channel.exclusive_wakeups.notify_one();
+                        }
+                    }
+                    // Unknown payloads wake everyone: a needless retry costs one
+                    // round trip, a missed one a TTL.
+                    _ => channel.wake_all(),
                 }
             }
             PushKind::Disconnection => {
@@ -124,11 +154,18 @@ impl Channels {
                 let table = self.table();
                 for entry in table.values() {
                     self.request_subscribe(&table, &entry.channel);
-                    entry.channel.wakeups.notify_waiters();
+                    entry.channel.wake_all();
                 }
             }
             _ => {}
         }
+    }
+}
+
+impl Channel {
+    fn wake_all(&self) {
+        self.exclusive_wakeups.notify_waiters();
+        self.shared_wakeups.notify_waiters();
     }
 }
 
@@ -242,20 +279,22 @@ async fn run_subscriber(
 }
 
 impl PubSub {
-    /// Joins `channel`'s waiters, subscribing it if this is the first.
-    pub(crate) fn subscribe(&self, channel: &str) -> Subscription {
+    /// Joins `channel`'s waiters of `class`, subscribing it if this is the first.
+    pub(crate) fn subscribe(&self, channel: &str, class: Class) -> Subscription {
         let mut table = self.channels.table();
         if let Some(entry) = table.get_mut(channel) {
-            entry.waiters += 1;
+            entry.waiters[class as usize] += 1;
             return Subscription {
                 pubsub: self.clone(),
                 channel: entry.channel.clone(),
+                class,
             };
         }
         let (status, _) = watch::channel(Status::Pending);
         let new = Arc::new(Channel {
             name: channel.to_owned(),
-            wakeups: Notify::new(),
+            exclusive_wakeups: Notify::new(),
+            shared_wakeups: Notify::new(),
             status,
             request: AtomicU64::new(0),
         });
@@ -263,13 +302,17 @@ impl PubSub {
         table.insert(
             channel.to_owned(),
             Entry {
-                waiters: 1,
+                waiters: match class {
+                    Class::Exclusive => [1, 0],
+                    Class::Shared => [0, 1],
+                },
                 channel: new.clone(),
             },
         );
         Subscription {
             pubsub: self.clone(),
             channel: new,
+            class,
         }
     }
 
@@ -285,6 +328,7 @@ impl PubSub {
 pub(crate) struct Subscription {
     pubsub: PubSub,
     channel: Arc<Channel>,
+    class: Class,
 }
 
 impl Subscription {
@@ -323,7 +367,10 @@ impl Subscription {
     /// A future that completes on the next wake-up for this channel. Call
     /// `enable()` on it before the acquire attempt so no wake-up in between is lost.
     pub(crate) fn notified(&self) -> Notified<'_> {
-        self.channel.wakeups.notified()
+        match self.class {
+            Class::Exclusive => self.channel.exclusive_wakeups.notified(),
+            Class::Shared => self.channel.shared_wakeups.notified(),
+        }
     }
 }
 
@@ -336,8 +383,9 @@ impl Drop for Subscription {
         if !Arc::ptr_eq(&entry.channel, &self.channel) {
             return;
         }
-        entry.waiters -= 1;
-        if entry.waiters == 0 {
+        let count = &mut entry.waiters[self.class as usize];
+        *count = count.saturating_sub(1);
+        if entry.total() == 0 {
             table.remove(&self.channel.name);
             let _ = self
                 .pubsub

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use crate::client::ClientInner;
 use crate::config::{duration_to_millis, MAX_DURATION};
 use crate::error::{Error, Result};
+use crate::pubsub::Class;
 use crate::scripts::{BusyTtl, Released};
 use crate::watchdog::{HoldState, Registration, RenewKind, Renewal};
 
@@ -47,6 +48,10 @@ pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
     }
     /// The channel whose messages announce that trying again may succeed.
     fn channel(&self) -> &str;
+    /// Whether this waiter wants a shared hold (a read) or an exclusive one.
+    fn class(&self) -> Class {
+        Class::Exclusive
+    }
     /// One atomic attempt: `Ok(None)` acquired, `Ok(Some(ttl))` busy. With
     /// `queue`, a fair lock keeps (or takes) the caller's place in line.
     fn attempt(
@@ -200,7 +205,9 @@ pub(crate) async fn acquire(
         return Ok(None);
     }
 
-    let subscription = client.pubsub.subscribe(acquirer.channel());
+    let subscription = client
+        .pubsub
+        .subscribe(acquirer.channel(), acquirer.class());
     // Joining a channel other waiters of this client already listen on, right
     // after a failed attempt, nothing can have been missed: an unlock published
     // since went to one of them (or left a permit for the next to listen), and that

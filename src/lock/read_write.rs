@@ -9,6 +9,7 @@ use super::rlock::{Kind, RLock};
 use crate::client::ClientInner;
 use crate::error::{Error, Result};
 use crate::keys::rwlock_channel;
+use crate::pubsub::Class;
 use crate::scripts::{self, BusyTtl, Released, HOLDS_READ};
 use crate::wait::{Acquirer, BoxFuture};
 use crate::watchdog::RenewKind;
@@ -95,6 +96,10 @@ impl Acquirer for ReadOps {
 
     fn renewal(&self) -> (&str, RenewKind) {
         (&self.owner, RenewKind::ReadHolds)
+    }
+
+    fn class(&self) -> Class {
+        Class::Shared
     }
 
     fn channel(&self) -> &str {
