@@ -29,9 +29,7 @@ if redis.call('exists', lock) == 0 then
         if head == owner then
             redis.call('lpop', queue)
             redis.call('zrem', timeouts, owner)
-            for _, waiter in ipairs(redis.call('zrange', timeouts, 0, -1)) do
-                redis.call('zincrby', timeouts, -wait, waiter)
-            end
+            shift_all_deadlines(timeouts, wait)
         end
         redis.call('hset', lock, owner, 1)
         redis.call('pexpire', lock, lease)

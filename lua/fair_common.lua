@@ -37,3 +37,22 @@ local function hand_to_head(queue, timeouts, channel_prefix, publish, message, n
     end
     redis.call(publish, channel_prefix .. ':' .. head, message)
 end
+
+-- Moves every deadline in `timeouts` earlier by `delta` ms: one ZRANGE and a few
+-- variadic ZADDs rather than a ZINCRBY per waiter (this runs on every acquisition
+-- from the queue, with the whole line waiting).
+local function shift_all_deadlines(timeouts, delta)
+    local flat = redis.call('zrange', timeouts, 0, -1, 'withscores')
+    local batch = {}
+    for i = 1, #flat, 2 do
+        batch[#batch + 1] = tonumber(flat[i + 1]) - delta
+        batch[#batch + 1] = flat[i]
+        if #batch >= 1000 then
+            redis.call('zadd', timeouts, unpack(batch))
+            batch = {}
+        end
+    end
+    if #batch > 0 then
+        redis.call('zadd', timeouts, unpack(batch))
+    end
+end
