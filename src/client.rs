@@ -46,6 +46,7 @@ pub(crate) struct ClientInner {
     pub(crate) conn: ConnectionManager,
     pub(crate) pubsub: PubSub,
     pub(crate) watchdog: Watchdog,
+    warnings: Vec<String>,
 }
 
 impl Client {
@@ -77,6 +78,7 @@ impl Client {
                 ))))
             }
         };
+        let warnings = check_server(&mut conn.clone()).await;
         let pubsub = pushes.start(conn.clone());
         let watchdog = Watchdog::start(conn.clone(), config.lock_watchdog_timeout);
         Ok(Client {
@@ -86,8 +88,17 @@ impl Client {
                 conn,
                 pubsub,
                 watchdog,
+                warnings,
             }),
         })
+    }
+
+    /// Problems with the server's configuration found at connect, in words. Today
+    /// one check: a `maxmemory-policy` other than `noeviction` lets Redis evict lock
+    /// keys under memory pressure, which silently releases locks. A server that
+    /// refuses `CONFIG GET` (an ACL, a managed service) is not checked.
+    pub fn warnings(&self) -> &[String] {
+        &self.inner.warnings
     }
 
     /// This client's id: a random UUID v4, the first half of its owner fields.
@@ -142,5 +153,36 @@ impl Client {
     /// How many holds the watchdog is renewing right now.
     pub fn renewed_holds(&self) -> usize {
         self.inner.watchdog.active_holds()
+    }
+}
+
+/// Reads the server settings locks depend on; see [`Client::warnings`].
+async fn check_server(conn: &mut ConnectionManager) -> Vec<String> {
+    let reply: redis::RedisResult<redis::Value> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory-policy")
+        .query_async(conn)
+        .await;
+    let policy = match reply {
+        Ok(redis::Value::Map(pairs)) => pairs.into_iter().find_map(|(_, v)| text(&v)),
+        Ok(redis::Value::Array(items)) => items.get(1).and_then(text),
+        _ => None,
+    };
+    match policy {
+        Some(policy) if policy != "noeviction" => vec![format!(
+            "the server's maxmemory-policy is '{policy}': under memory pressure Redis may \
+             evict lock keys, which releases locks silently; locks need 'noeviction'"
+        )],
+        _ => Vec::new(),
+    }
+}
+
+fn text(value: &redis::Value) -> Option<String> {
+    match value {
+        redis::Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        redis::Value::SimpleString(s) | redis::Value::VerbatimString { text: s, .. } => {
+            Some(s.clone())
+        }
+        _ => None,
     }
 }

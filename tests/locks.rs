@@ -8,6 +8,7 @@ mod locks {
     mod cancellation;
     mod errors;
     mod fair;
+    mod faults;
     mod interop;
     mod pubsub;
     mod read_write;

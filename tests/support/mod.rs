@@ -4,6 +4,11 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod checker;
+pub mod child;
+pub mod fake_resp;
+pub mod proxy;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -62,7 +67,8 @@ impl RedisServer {
 
     fn spawn(&mut self) -> bool {
         let mut cmd = Command::new("redis-server");
-        cmd.arg("--port")
+        cmd.current_dir(&self.dir)
+            .arg("--port")
             .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(["--enable-debug-command", "local"])
@@ -99,6 +105,10 @@ impl RedisServer {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     pub fn pid(&self) -> u32 {

@@ -1,0 +1,659 @@
+//! Real faults: processes killed and frozen, connections cut, a black-holed
+//! network, a restarted server, lost notifications, a paused server. Under each,
+//! no two owners hold a lock at once while their leases are valid, no waiter
+//! hangs, nothing is left behind, and a holder learns when its lease was lost.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redisson_locks::{Client, Config, RemainingTtl};
+
+use crate::support::checker::{monotonic_ns, HoldLog, HoldRecord};
+use crate::support::child::ChildHolder;
+use crate::support::proxy::{Mode, Proxy};
+use crate::support::{eventually, within, RedisServer};
+
+/// Takes `grants` holds of `lock_name` one after the other, each doing a
+/// non-atomic read-modify-write of `counter`, and logs every hold.
+async fn contend(
+    client: Client,
+    url: String,
+    lock_name: String,
+    counter: String,
+    grants: usize,
+    log: HoldLog,
+) {
+    let lock = client.get_lock(lock_name.clone()).unwrap();
+    let mut conn = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    for _ in 0..grants {
+        let guard = lock.lock().await.unwrap();
+        let acquired_ns = monotonic_ns();
+        let value: Option<u64> = conn.get(&counter).await.unwrap();
+        tokio::task::yield_now().await;
+        let _: () = conn.set(&counter, value.unwrap_or(0) + 1).await.unwrap();
+        log.record(&HoldRecord {
+            owner: format!("{}:{}", client.id(), guard.owner_id()),
+            lock: lock_name.clone(),
+            acquired_ns,
+            released_ns: monotonic_ns(),
+            lease_deadline_ns: u64::MAX,
+        });
+        guard.unlock().await.unwrap();
+    }
+}
+
+/// Not a test: the entry point of child-process holders (see `support::child`).
+/// Run without the `LOCKS_CHILD` orders it does nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "entry point of child-process holders"]
+async fn child_process_entry() {
+    let Ok(mode) = std::env::var("LOCKS_CHILD") else {
+        return;
+    };
+    let var = |name: &str| std::env::var(format!("LOCKS_{name}")).expect(name);
+    let mut config = Config::from_url(&var("URL")).unwrap();
+    if let Ok(ms) = std::env::var("LOCKS_WATCHDOG_MS") {
+        config.lock_watchdog_timeout = Duration::from_millis(ms.parse().unwrap());
+    }
+    let client = Client::connect(config).await.unwrap();
+    match mode.as_str() {
+        "contend" => {
+            let grants = var("GRANTS").parse().unwrap();
+            contend(
+                client,
+                var("URL"),
+                var("LOCK"),
+                var("COUNTER"),
+                grants,
+                HoldLog::open(var("LOG")),
+            )
+            .await;
+        }
+        "hold" => {
+            let lock = client.get_lock(var("LOCK")).unwrap();
+            let lease: u64 = var("LEASE_MS").parse().unwrap();
+            let guard = if lease == 0 {
+                lock.lock().await.unwrap()
+            } else {
+                lock.lock_with_lease(Duration::from_millis(lease))
+                    .await
+                    .unwrap()
+            };
+            println!("HELD");
+            std::future::pending::<()>().await;
+            drop(guard);
+        }
+        other => panic!("unknown child mode {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_grants_across_processes_never_overlap() {
+    let server = RedisServer::start();
+    let log = HoldLog::create(server.dir());
+    let mut children = Vec::new();
+    for _ in 0..2 {
+        children.push(ChildHolder::spawn(&[
+            ("CHILD", "contend".into()),
+            ("URL", server.url()),
+            ("LOCK", "contended".into()),
+            ("COUNTER", "grants".into()),
+            ("GRANTS", "500".into()),
+            ("LOG", log.path().display().to_string()),
+        ]));
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let client = server.client().await;
+        tasks.push(tokio::spawn(contend(
+            client,
+            server.url(),
+            "contended".into(),
+            "grants".into(),
+            250,
+            log.clone(),
+        )));
+    }
+    within(Duration::from_secs(180), "in-process contenders", async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    })
+    .await;
+    for child in &mut children {
+        assert!(
+            child.wait(Duration::from_secs(120)),
+            "a child contender failed"
+        );
+    }
+    let holds = log.read();
+    assert_eq!(holds.len(), 2000);
+    let overlaps = log.overlaps();
+    assert!(
+        overlaps.is_empty(),
+        "overlapping holds: {:?}",
+        &overlaps[..overlaps.len().min(3)]
+    );
+    let mut admin = server.admin().await;
+    let count: u64 = admin.get("grants").await.unwrap();
+    assert_eq!(count, 2000, "a non-atomic increment was lost");
+    let _: () = admin.del("grants").await.unwrap();
+    assert!(server.keys().await.is_empty());
+}
+
+async fn killed_holder_frees_within_its_ttl(lease_ms: u64, watchdog_ms: u64) {
+    let server = RedisServer::start();
+    let mut holder = ChildHolder::spawn(&[
+        ("CHILD", "hold".into()),
+        ("URL", server.url()),
+        ("LOCK", "victim".into()),
+        ("LEASE_MS", lease_ms.to_string()),
+        ("WATCHDOG_MS", watchdog_ms.to_string()),
+    ]);
+    assert!(holder.wait_for_line("HELD"), "child did not take the lock");
+    let client = server.client().await;
+    let lock = client.get_lock("victim").unwrap();
+    let waiting = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.lock().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ttl = match lock.remain_time_to_live().await.unwrap() {
+        RemainingTtl::Expires(ttl) => ttl,
+        other => panic!("holder's lock has no TTL: {other:?}"),
+    };
+    let killed = tokio::time::Instant::now();
+    holder.signal("KILL");
+    let guard = within(
+        Duration::from_secs(30),
+        "waiter after the holder died",
+        waiting,
+    )
+    .await
+    .unwrap();
+    let waited = killed.elapsed();
+    assert!(
+        waited <= ttl + Duration::from_millis(800),
+        "waited {waited:?} for a {ttl:?} TTL"
+    );
+    guard.unlock().await.unwrap();
+    assert!(server.keys().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holder_with_a_lease_frees_the_lock_within_its_ttl() {
+    killed_holder_frees_within_its_ttl(2_000, 30_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holder_under_the_watchdog_frees_the_lock_within_its_ttl() {
+    killed_holder_frees_within_its_ttl(0, 1_500).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_holder_process_loses_its_lock_to_a_waiter() {
+    let server = RedisServer::start();
+    let holder = ChildHolder::spawn(&[
+        ("CHILD", "hold".into()),
+        ("URL", server.url()),
+        ("LOCK", "frozen".into()),
+        ("LEASE_MS", "0".into()),
+        ("WATCHDOG_MS", "1000".into()),
+    ]);
+    let mut holder = holder;
+    assert!(holder.wait_for_line("HELD"));
+    holder.signal("STOP");
+    let client = server.client().await;
+    let started = tokio::time::Instant::now();
+    let guard = within(
+        Duration::from_secs(10),
+        "waiter behind a frozen holder",
+        client.get_lock("frozen").unwrap().lock(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    // Thawed, the holder's watchdog finds the hold gone and does not take it back.
+    holder.signal("CONT");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(client
+        .get_lock("frozen")
+        .unwrap()
+        .is_held_by(guard.owner_id())
+        .await
+        .unwrap());
+    guard.unlock().await.unwrap();
+    assert!(server.keys().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_killed_again_and_again_do_not_lose_a_watchdog_hold() {
+    let server = RedisServer::start();
+    let holder = server
+        .client_with(|c| c.lock_watchdog_timeout = Duration::from_secs(1))
+        .await;
+    let contender = server.client().await;
+    let guard = holder.get_lock("resilient").unwrap().lock().await.unwrap();
+    let theirs = contender.get_lock("resilient").unwrap();
+    for _ in 0..8 {
+        server.kill_clients().await;
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        assert!(
+            theirs.try_lock().await.unwrap().is_none(),
+            "a contender got in while the holder's connection was being killed"
+        );
+    }
+    assert!(!guard.is_lease_lost());
+    within(
+        Duration::from_secs(10),
+        "unlock after reconnects",
+        guard.unlock(),
+    )
+    .await
+    .unwrap();
+    assert!(server.keys().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_black_hole_longer_than_the_lease_is_reported_and_harms_nobody() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let watchdog = Duration::from_secs(1);
+    let mut config = Config::from_url(&proxy.url()).unwrap();
+    config.lock_watchdog_timeout = watchdog;
+    config.timeout = Duration::from_millis(500);
+    config.connect_timeout = Duration::from_secs(2);
+    let holder = Client::connect(config).await.unwrap();
+    let contender = server.client().await;
+    let guard = holder
+        .get_lock("partitioned")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+
+    proxy.set_mode(Mode::Blackhole);
+    let theirs = within(
+        Duration::from_secs(10),
+        "contender during the black hole",
+        contender.get_lock("partitioned").unwrap().lock(),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let healed = tokio::time::Instant::now();
+    proxy.set_mode(Mode::Pass);
+    within(
+        Duration::from_secs(10),
+        "loss reported after healing",
+        guard.lease_lost(),
+    )
+    .await;
+    // Within one renewal period (a third of the lease) plus a reconnect's margin.
+    assert!(
+        healed.elapsed() < watchdog / 3 + Duration::from_secs(2),
+        "took {:?}",
+        healed.elapsed()
+    );
+    let err = within(Duration::from_secs(10), "late unlock", guard.unlock())
+        .await
+        .unwrap_err();
+    assert!(err.is_not_held(), "{err:?}");
+    let lock = contender.get_lock("partitioned").unwrap();
+    assert!(
+        lock.is_held_by(theirs.owner_id()).await.unwrap(),
+        "the contender's hold was touched"
+    );
+    theirs.unlock().await.unwrap();
+    assert!(server.keys().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_survive_a_server_restart_and_all_acquire() {
+    let mut server = RedisServer::start();
+    let holder = server.client().await;
+    let waiters = server.client().await;
+    let baseline = server.lock_client_connections().await;
+    let guard = holder.get_lock("restarted").unwrap().lock().await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..5 {
+        let lock = waiters.get_lock("restarted").unwrap();
+        tasks.push(tokio::spawn(async move {
+            let g = lock.lock().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            g.unlock().await.unwrap();
+        }));
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server
+                .subscribers("redisson_lock__channel:{restarted}")
+                .await
+                == 1
+        })
+        .await
+    );
+    server.restart(); // an empty server on the same port: the hold is gone
+    within(
+        Duration::from_secs(20),
+        "5 waiters after a restart",
+        async {
+            for t in tasks {
+                t.await.unwrap();
+            }
+        },
+    )
+    .await;
+    // The holder learns its hold is gone at its next renewal; its unlock says so.
+    assert!(guard.unlock().await.unwrap_err().is_not_held());
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.channels().await.is_empty()
+        })
+        .await
+    );
+    assert_eq!(waiters.subscribed_channels(), 0);
+    assert!(server.lock_client_connections().await <= baseline);
+    assert!(server.keys().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_unlock_message_costs_at_most_the_ttl() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let waiter = server.client().await;
+    // The key vanishes without any message (deleted by hand).
+    let _held = holder
+        .get_lock("silent")
+        .unwrap()
+        .lock_with_lease(Duration::from_secs(2))
+        .await
+        .unwrap();
+    let lock = waiter.get_lock("silent").unwrap();
+    let waiting = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.lock().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut admin = server.admin().await;
+    let deleted = tokio::time::Instant::now();
+    let _: () = admin.del("silent").await.unwrap();
+    let g = within(
+        Duration::from_secs(10),
+        "waiter after a silent delete",
+        waiting,
+    )
+    .await
+    .unwrap();
+    assert!(deleted.elapsed() < Duration::from_secs(2) + Duration::from_millis(500));
+    g.unlock().await.unwrap();
+
+    // The waiter's connection is cut just before the unlock is published.
+    let guard = holder
+        .get_lock("silent")
+        .unwrap()
+        .lock_with_lease(Duration::from_secs(2))
+        .await
+        .unwrap();
+    let waiting = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.lock().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Cut every connection (the waiter's, and the holder's, whose unlock then
+    // reconnects): the unlock may be published before the waiter re-subscribes.
+    server.kill_clients().await;
+    let released = tokio::time::Instant::now();
+    guard.unlock().await.unwrap();
+    let g = within(
+        Duration::from_secs(10),
+        "waiter after a cut connection",
+        waiting,
+    )
+    .await
+    .unwrap();
+    assert!(released.elapsed() < Duration::from_secs(2) + Duration::from_millis(500));
+    g.unlock().await.unwrap();
+    assert!(server.keys().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_whose_reply_never_came_is_given_back() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let mut config = Config::from_url(&proxy.url()).unwrap();
+    config.timeout = Duration::from_secs(5);
+    let client = Client::connect(config).await.unwrap();
+    for (name, fair) in [("held-back", false), ("held-back-fair", true)] {
+        let lock = if fair {
+            client.get_fair_lock(name)
+        } else {
+            client.get_lock(name)
+        }
+        .unwrap();
+        // Load the scripts first: a NOSCRIPT reply held back would stop the acquire
+        // before it ran.
+        lock.lock().await.unwrap().unlock().await.unwrap();
+        proxy.set_mode(Mode::HoldReplies);
+        let task = tokio::spawn(async move { lock.lock().await });
+        // The acquire ran on the server; its reply is held back.
+        assert!(
+            eventually(Duration::from_secs(5), || async {
+                let mut admin = server.admin().await;
+                admin.exists::<_, bool>(name).await.unwrap()
+            })
+            .await
+        );
+        task.abort();
+        assert!(task.await.unwrap_err().is_cancelled());
+        proxy.set_mode(Mode::Pass);
+        assert!(
+            eventually(Duration::from_secs(5), || async {
+                server.keys().await.is_empty()
+            })
+            .await,
+            "the unclaimed hold was left: {:?}",
+            server.keys().await
+        );
+    }
+    assert_eq!(client.renewed_holds(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundreds_of_aborted_try_locks_leave_nothing() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let other = server.client().await;
+    let held = other.get_lock("aborts").unwrap().lock().await.unwrap();
+    for i in 0..300 {
+        let lock = if i % 2 == 0 {
+            client.get_lock("aborts")
+        } else {
+            client.get_fair_lock("aborts")
+        }
+        .unwrap();
+        let task = tokio::spawn(async move { lock.try_lock_wait(Duration::from_secs(5)).await });
+        if i % 3 == 0 {
+            tokio::task::yield_now().await;
+        }
+        task.abort();
+        let _ = task.await;
+    }
+    held.unlock().await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.keys().await.is_empty()
+        })
+        .await,
+        "{:?}",
+        server.keys().await
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.channels().await.is_empty()
+        })
+        .await
+    );
+    assert_eq!(client.subscribed_channels(), 0);
+    assert_eq!(client.renewed_holds(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborted_read_write_waiters_leave_nothing_and_fair_waiters_keep_order() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let other = server.client().await;
+    // Read-write: waiters on both sides aborted.
+    let w = other
+        .get_read_write_lock("rw-abort")
+        .unwrap()
+        .write_lock()
+        .lock()
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let rw = client.get_read_write_lock("rw-abort").unwrap();
+        tasks.push(tokio::spawn(async move {
+            if i % 2 == 0 {
+                rw.read_lock().lock().await
+            } else {
+                rw.write_lock().lock().await
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for t in &tasks {
+        t.abort();
+    }
+    w.unlock().await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.channels().await.is_empty()
+        })
+        .await
+    );
+    assert!(server.keys().await.is_empty());
+
+    // Fair: the middle waiters aborted, the rest keep their order.
+    let held = other
+        .get_fair_lock("fair-abort")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..6 {
+        let lock = client.get_fair_lock("fair-abort").unwrap();
+        let order = order.clone();
+        waiters.push(tokio::spawn(async move {
+            let g = lock.lock().await.unwrap();
+            order.lock().unwrap().push(i);
+            g.unlock().await.unwrap();
+        }));
+        let expected = i + 1;
+        assert!(
+            eventually(Duration::from_secs(5), || async {
+                let mut admin = server.admin().await;
+                admin
+                    .llen::<_, usize>("redisson_lock_queue:{fair-abort}")
+                    .await
+                    .unwrap()
+                    == expected
+            })
+            .await
+        );
+    }
+    waiters[2].abort();
+    waiters[3].abort();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            let mut admin = server.admin().await;
+            admin
+                .llen::<_, usize>("redisson_lock_queue:{fair-abort}")
+                .await
+                .unwrap()
+                == 4
+        })
+        .await
+    );
+    held.unlock().await.unwrap();
+    for (i, w) in waiters.into_iter().enumerate() {
+        if i != 2 && i != 3 {
+            within(Duration::from_secs(10), "fair waiter", w)
+                .await
+                .unwrap();
+        }
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 4, 5]);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.keys().await.is_empty()
+        })
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_server_never_leaves_more_holds_than_the_caller_was_told() {
+    let server = RedisServer::start();
+    let watchdog = Duration::from_secs(1);
+    let client = server
+        .client_with(|c| {
+            c.timeout = Duration::from_millis(400);
+            c.lock_watchdog_timeout = watchdog;
+        })
+        .await;
+    let lock = client.get_lock("paused").unwrap();
+    let mut admin = server.admin().await;
+    // Load the script, then pause writes (scripts included); reads still answer.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1200)
+        .arg("WRITE")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let outcome = within(Duration::from_secs(10), "lock during a pause", lock.lock()).await;
+    let err = outcome.expect_err("the acquire should time out during the pause");
+    assert!(err.is_redis(), "{err:?}");
+    // The acquire may run once the pause ends; the caller was told "failed", so the
+    // hold must not outlive one lease, and it is never counted twice.
+    let field = format!("{}:{}", client.id(), redisson_locks::current_id());
+    let deadline = tokio::time::Instant::now()
+        + Duration::from_millis(1200)
+        + watchdog
+        + Duration::from_secs(1);
+    let mut gone = false;
+    while tokio::time::Instant::now() < deadline {
+        let count: Option<u64> = admin.hget("paused", &field).await.unwrap();
+        assert!(count.unwrap_or(0) <= 1, "hold counted {count:?} times");
+        if count.is_none() && tokio::time::Instant::now() > deadline - watchdog {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        gone || server.keys().await.is_empty(),
+        "a failed acquire's hold outlived its lease"
+    );
+    assert!(
+        eventually(Duration::from_secs(3), || async {
+            server.keys().await.is_empty()
+        })
+        .await
+    );
+    assert_eq!(client.renewed_holds(), 0);
+}
