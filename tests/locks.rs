@@ -9,6 +9,7 @@ mod locks {
     mod errors;
     mod fair;
     mod faults;
+    mod hostile;
     mod interop;
     mod pubsub;
     mod read_write;

@@ -74,6 +74,9 @@ async fn child_process_entry() {
             )
             .await;
         }
+        "soak" => {
+            soak_contender(client, var("LOCK"), HoldLog::open(var("LOG")), u64::MAX).await;
+        }
         "hold" => {
             let lock = client.get_lock(var("LOCK")).unwrap();
             let lease: u64 = var("LEASE_MS").parse().unwrap();
@@ -656,4 +659,182 @@ async fn a_paused_server_never_leaves_more_holds_than_the_caller_was_told() {
         .await
     );
     assert_eq!(client.renewed_holds(), 0);
+}
+
+/// A contender for the soak: explicit leases (so a frozen holder's validity ends at
+/// its deadline), every error tolerated and counted, until `stop_at_ns`.
+/// Returns (grants, errors).
+async fn soak_contender(
+    client: Client,
+    lock_name: String,
+    log: HoldLog,
+    stop_at_ns: u64,
+) -> (u64, u64) {
+    let lease = Duration::from_secs(2);
+    let lock = client.get_lock(lock_name.clone()).unwrap();
+    let (mut grants, mut errors) = (0, 0);
+    while monotonic_ns() < stop_at_ns {
+        let sent_ns = monotonic_ns();
+        let guard = match lock
+            .try_lock_with_lease(Duration::from_secs(5), lease)
+            .await
+        {
+            Ok(Some(guard)) => guard,
+            Ok(None) => continue,
+            Err(_) => {
+                errors += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let acquired_ns = monotonic_ns();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        log.record(&HoldRecord {
+            owner: format!("{}:{}", client.id(), guard.owner_id()),
+            lock: lock_name.clone(),
+            acquired_ns,
+            released_ns: monotonic_ns(),
+            lease_deadline_ns: sent_ns + lease.as_nanos() as u64,
+        });
+        grants += 1;
+        if guard.unlock().await.is_err() {
+            errors += 1;
+        }
+    }
+    (grants, errors)
+}
+
+/// The soak: contenders in this process and in two child processes hammer one lock
+/// for `SOAK_SECONDS` (default 120) while random faults strike: a child frozen
+/// past its lease, every connection killed, Redis killed and restarted (with an
+/// append-only file, so locks survive as they would in production). The exclusion
+/// checker must find no overlap of valid holds.
+///
+/// `cargo test --release --test locks soak -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "long: run on purpose (see RELIABILITY.md)"]
+async fn soak_contention_with_random_faults() {
+    let seconds: u64 = std::env::var("SOAK_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(120);
+    let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let log = HoldLog::create(server.dir());
+    let stop_at = monotonic_ns() + seconds * 1_000_000_000;
+    let mut children: Vec<ChildHolder> = (0..2)
+        .map(|_| {
+            ChildHolder::spawn(&[
+                ("CHILD", "soak".into()),
+                ("URL", server.url()),
+                ("LOCK", "soaked".into()),
+                ("LOG", log.path().display().to_string()),
+            ])
+        })
+        .collect();
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let client = server
+            .client_with(|c| c.lock_watchdog_timeout = Duration::from_secs(1))
+            .await;
+        let log = log.clone();
+        tasks.push(tokio::spawn(soak_contender(
+            client,
+            "soaked".into(),
+            log,
+            stop_at,
+        )));
+    }
+    let mut faults = std::collections::BTreeMap::<&str, u32>::new();
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    while monotonic_ns() < stop_at {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        tokio::time::sleep(Duration::from_millis(1000 + seed % 2000)).await;
+        match seed % 3 {
+            0 => {
+                let child = &children[(seed >> 8) as usize % children.len()];
+                child.signal("STOP");
+                tokio::time::sleep(Duration::from_millis(2500)).await;
+                child.signal("CONT");
+                *faults
+                    .entry("child frozen 2.5 s (past its 2 s lease)")
+                    .or_default() += 1;
+            }
+            1 => {
+                server.kill_clients().await;
+                *faults.entry("every connection killed").or_default() += 1;
+            }
+            _ => {
+                server.restart();
+                *faults
+                    .entry("redis-server SIGKILLed and restarted")
+                    .or_default() += 1;
+            }
+        }
+    }
+    let mut grants = 0;
+    let mut errors = 0;
+    for t in tasks {
+        let (g, e) = within(Duration::from_secs(60), "soak contender", t)
+            .await
+            .unwrap();
+        grants += g;
+        errors += e;
+    }
+    for child in &mut children {
+        child.kill();
+    }
+    let holds = log.read();
+    let overlaps = log.overlaps();
+    println!(
+        "soak: {seconds} s, {} holds logged ({grants} in this process), {errors} errors ridden out, faults {faults:?}, overlaps {}",
+        holds.len(),
+        overlaps.len()
+    );
+    assert!(
+        overlaps.is_empty(),
+        "overlapping valid holds: {:?}",
+        &overlaps[..overlaps.len().min(3)]
+    );
+    assert!(
+        holds.len() > 100,
+        "too few holds to mean anything: {}",
+        holds.len()
+    );
+    // Children were killed mid-run: their last holds expire with their leases.
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            server.keys().await.is_empty()
+        })
+        .await
+    );
+}
+
+#[test]
+fn the_exclusion_checker_catches_overlaps_and_respects_lease_deadlines() {
+    let dir = std::env::temp_dir().join(format!("checker-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = HoldLog::create(&dir);
+    let hold = |owner: &str, acquired_ns, released_ns, lease_deadline_ns| HoldRecord {
+        owner: owner.into(),
+        lock: "l".into(),
+        acquired_ns,
+        released_ns,
+        lease_deadline_ns,
+    };
+    log.record(&hold("a", 100, 200, u64::MAX));
+    log.record(&hold("b", 200, 300, u64::MAX)); // starts as a ends: fine
+    log.record(&hold("a", 300, 310, u64::MAX)); // same owner re-entering: fine
+    log.record(&hold("c", 400, 900, 450)); // lease ran out at 450
+    log.record(&hold("d", 460, 500, u64::MAX)); // after c's deadline: fine
+    assert!(log.overlaps().is_empty(), "{:?}", log.overlaps());
+    log.record(&hold("e", 480, 520, u64::MAX)); // inside d's hold
+    let overlaps = log.overlaps();
+    assert_eq!(overlaps.len(), 1, "{overlaps:?}");
+    assert_eq!(
+        (overlaps[0].0.owner.as_str(), overlaps[0].1.owner.as_str()),
+        ("d", "e")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -74,6 +74,7 @@ impl ChildHolder {
         let _ = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(self.pid().to_string())
+            .stderr(Stdio::null())
             .status();
     }
 
