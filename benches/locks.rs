@@ -9,66 +9,30 @@
 //! REDIS_URL=redis://... cargo bench --bench locks
 //! ```
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
 use redisson_locks::{Client, Config, RLock};
 
-struct Server(Child, std::path::PathBuf);
+#[path = "../examples/support/throwaway_server.rs"]
+mod throwaway_server;
+use throwaway_server::ThrowawayServer;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_dir_all(&self.1);
-    }
-}
-
-fn start_server() -> (Option<Server>, String) {
+/// `REDIS_URL`, or a throwaway server of our own.
+fn server() -> (Option<ThrowawayServer>, String) {
     if let Ok(url) = std::env::var("REDIS_URL") {
         return (None, url);
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let dir = std::env::temp_dir().join(format!("redisson-locks-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+    let (server, url) = ThrowawayServer::start(&[])
         .expect("redis-server must be installed (scripts/test installs it)");
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "redis-server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (
-        Some(Server(child, dir)),
-        format!("redis://127.0.0.1:{port}"),
-    )
+    (Some(server), url)
 }
 
 const FLOOR: &str = "floor 2x EVALSHA";
 const KINDS: [&str; 4] = ["reentrant", "fair", "read", "write"];
 
 fn locks(c: &mut Criterion) {
-    let (_server, url) = start_server();
+    let (_server, url) = server();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

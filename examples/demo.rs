@@ -22,13 +22,16 @@
 //! free loopback port and stops it at the end.
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use redisson_locks::{Client, Config, RLock};
+
+#[path = "support/throwaway_server.rs"]
+mod throwaway_server;
+use throwaway_server::ThrowawayServer;
 
 /// Two requests closer together than this may reach Redis in either order; only
 /// an overtake of a waiter that asked earlier by more than this counts.
@@ -139,56 +142,6 @@ fn parse_options() -> Result<Options, String> {
     Ok(options)
 }
 
-/// A throwaway redis-server, killed on drop.
-struct ThrowawayServer {
-    child: Child,
-    dir: std::path::PathBuf,
-}
-
-impl ThrowawayServer {
-    fn start() -> Result<(Self, String), String> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free port: {e}"))?
-            .port();
-        let dir = std::env::temp_dir().join(format!("redisson-locks-demo-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no"])
-            .arg("--dir")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("could not start redis-server ({e}); is it installed?"))?;
-        let server = ThrowawayServer { child, dir };
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if started.elapsed() > Duration::from_secs(10) {
-                return Err("redis-server did not start listening within 10 s".into());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok((server, format!("redis://127.0.0.1:{port}")))
-    }
-}
-
-impl Drop for ThrowawayServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// Per-lock bookkeeping: who is inside right now (writers must be alone), and
 /// who is waiting since when (for overtakes).
 #[derive(Default)]
@@ -279,7 +232,7 @@ async fn run() -> Result<(), String> {
     let (_server, url) = match std::env::var("REDIS_URL") {
         Ok(url) => (None, url),
         Err(_) => {
-            let (server, url) = ThrowawayServer::start()?;
+            let (server, url) = ThrowawayServer::start(&[])?;
             (Some(server), url)
         }
     };

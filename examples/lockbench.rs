@@ -17,13 +17,16 @@
 //! field means.
 
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redisson_locks::{Client, Config, RLock};
 use serde_json::json;
+
+#[path = "support/throwaway_server.rs"]
+mod throwaway_server;
+use throwaway_server::ThrowawayServer;
 
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Kind {
@@ -116,50 +119,6 @@ fn parse() -> Result<Options, String> {
         return Err("--tasks, --clients and --locks must be at least 1".into());
     }
     Ok(o)
-}
-
-struct Server(Child, std::path::PathBuf);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_dir_all(&self.1);
-    }
-}
-
-fn start_server() -> Result<(Server, String), String> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| e.to_string())?
-        .port();
-    let dir = std::env::temp_dir().join(format!("redisson-locks-lockbench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .args(["--appendonly", "no", "--maxclients", "10000"])
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("redis-server: {e}"))?;
-    let server = Server(child, dir);
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if started.elapsed() > Duration::from_secs(10) {
-            return Err("redis-server did not start".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok((server, format!("redis://127.0.0.1:{port}")))
 }
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -336,7 +295,7 @@ async fn run() -> Result<serde_json::Value, String> {
     let (_server, url) = match &o.url {
         Some(url) => (None, url.clone()),
         None => {
-            let (server, url) = start_server()?;
+            let (server, url) = ThrowawayServer::start(&["--maxclients", "10000"])?;
             (Some(server), url)
         }
     };

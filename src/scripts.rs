@@ -8,7 +8,7 @@
 use std::sync::LazyLock;
 
 use redis::aio::ConnectionManager;
-use redis::{Script, Value};
+use redis::{Script, ScriptInvocation, Value};
 
 use crate::error::{Error, Result};
 use crate::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
@@ -17,10 +17,20 @@ use crate::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 /// sharded pub/sub (`spublish`) belongs to cluster mode.
 const PUBLISH: &str = "publish";
 
+/// `lua_script!(NAME, "file.lua")`, or with shared helpers prepended:
+/// `lua_script!(NAME, "common.lua" + "file.lua")`.
 macro_rules! lua_script {
     ($name:ident, $file:literal) => {
         static $name: LazyLock<Script> =
             LazyLock::new(|| Script::new(include_str!(concat!("../lua/", $file))));
+    };
+    ($name:ident, $common:literal + $file:literal) => {
+        static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!(concat!("../lua/", $common)),
+                include_str!(concat!("../lua/", $file))
+            ))
+        });
     };
 }
 
@@ -29,41 +39,22 @@ lua_script!(LOCK_RELEASE, "lock_release.lua");
 lua_script!(LOCK_FORCE_RELEASE, "lock_force_release.lua");
 lua_script!(LOCK_RENEW, "lock_renew.lua");
 
-/// Fair-lock scripts share the queue helpers in `fair_common.lua`.
-macro_rules! fair_script {
-    ($name:ident, $file:literal) => {
-        static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("../lua/fair_common.lua"),
-                include_str!(concat!("../lua/", $file))
-            ))
-        });
-    };
-}
+// The fair lock's scripts share the queue rules of `fair_common.lua`.
+lua_script!(FAIR_ACQUIRE, "fair_common.lua" + "fair_acquire.lua");
+lua_script!(FAIR_CANCEL, "fair_common.lua" + "fair_cancel.lua");
+lua_script!(FAIR_RELEASE, "fair_common.lua" + "fair_release.lua");
+lua_script!(
+    FAIR_FORCE_RELEASE,
+    "fair_common.lua" + "fair_force_release.lua"
+);
 
-fair_script!(FAIR_ACQUIRE, "fair_acquire.lua");
-fair_script!(FAIR_CANCEL, "fair_cancel.lua");
-fair_script!(FAIR_RELEASE, "fair_release.lua");
-fair_script!(FAIR_FORCE_RELEASE, "fair_force_release.lua");
-
-/// Read-write lock scripts share the helpers in `rw_common.lua`.
-macro_rules! rw_script {
-    ($name:ident, $file:literal) => {
-        static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("../lua/rw_common.lua"),
-                include_str!(concat!("../lua/", $file))
-            ))
-        });
-    };
-}
-
-rw_script!(RW_READ_ACQUIRE, "rw_read_acquire.lua");
-rw_script!(RW_READ_RELEASE, "rw_read_release.lua");
-rw_script!(RW_READ_RENEW, "rw_read_renew.lua");
-rw_script!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua");
-rw_script!(RW_WRITE_RELEASE, "rw_write_release.lua");
-rw_script!(RW_FORCE_RELEASE, "rw_force_release.lua");
+// The read-write lock's scripts share the hold-key layout of `rw_common.lua`.
+lua_script!(RW_READ_ACQUIRE, "rw_common.lua" + "rw_read_acquire.lua");
+lua_script!(RW_READ_RELEASE, "rw_common.lua" + "rw_read_release.lua");
+lua_script!(RW_READ_RENEW, "rw_common.lua" + "rw_read_renew.lua");
+lua_script!(RW_WRITE_ACQUIRE, "rw_common.lua" + "rw_write_acquire.lua");
+lua_script!(RW_WRITE_RELEASE, "rw_common.lua" + "rw_write_release.lua");
+lua_script!(RW_FORCE_RELEASE, "rw_common.lua" + "rw_force_release.lua");
 
 /// The keys of one fair lock.
 #[derive(Debug, Clone)]
@@ -83,6 +74,17 @@ impl FairKeys {
             channel_prefix: crate::keys::lock_channel(&lock),
             lock,
         }
+    }
+
+    /// A call of `script` with the lock, queue and deadline keys (and the channel
+    /// prefix, when `with_channel`) as KEYS, in that order.
+    fn invocation<'a>(&self, script: &'a Script, with_channel: bool) -> ScriptInvocation<'a> {
+        let mut invocation = script.key(&*self.lock);
+        invocation.key(&self.queue).key(&self.timeouts);
+        if with_channel {
+            invocation.key(&self.channel_prefix);
+        }
+        invocation
     }
 }
 
@@ -109,6 +111,46 @@ pub(crate) enum Released {
     Freed,
 }
 
+/// Sends one script call about lock `name`; a refusal (WRONGTYPE, NOPERM, ...)
+/// becomes this crate's error.
+async fn call(
+    conn: &mut ConnectionManager,
+    name: &str,
+    invocation: &ScriptInvocation<'_>,
+) -> Result<Value> {
+    invocation
+        .invoke_async(conn)
+        .await
+        .map_err(|e| Error::from_redis(name, e))
+}
+
+/// nil: acquired; an integer: busy, with how long to sleep.
+fn decode_acquire(operation: &'static str, reply: Value) -> Result<Option<BusyTtl>> {
+    match reply {
+        Value::Nil => Ok(None),
+        Value::Int(ttl) => Ok(Some(ttl)),
+        other => Err(Error::unexpected(operation, other)),
+    }
+}
+
+/// nil: not held; 0: holds remain; 1: freed.
+fn decode_release(operation: &'static str, reply: Value) -> Result<Released> {
+    match reply {
+        Value::Nil => Ok(Released::NotHeld),
+        Value::Int(0) => Ok(Released::StillHeld),
+        Value::Int(1) => Ok(Released::Freed),
+        other => Err(Error::unexpected(operation, other)),
+    }
+}
+
+/// An integer flag: 1 is true.
+fn decode_flag(operation: &'static str, reply: Value) -> Result<bool> {
+    match reply {
+        Value::Int(n) => Ok(n == 1),
+        other => Err(Error::unexpected(operation, other)),
+    }
+}
+
 /// Reentrant acquire: `Ok(None)` when `owner` now holds `name`, `Ok(Some(ttl))` when
 /// another owner does.
 pub(crate) async fn lock_acquire(
@@ -117,13 +159,7 @@ pub(crate) async fn lock_acquire(
     lease_ms: u64,
     owner: &str,
 ) -> Result<Option<BusyTtl>> {
-    let reply: Value = LOCK_ACQUIRE
-        .key(name)
-        .arg(lease_ms)
-        .arg(owner)
-        .invoke_async(conn)
-        .await
-        .map_err(|e| Error::from_redis(name, e))?;
+    let reply = call(conn, name, LOCK_ACQUIRE.key(name).arg(lease_ms).arg(owner)).await?;
     decode_acquire("lock acquire", reply)
 }
 
@@ -135,17 +171,14 @@ pub(crate) async fn lock_release(
     lease_ms: u64,
     owner: &str,
 ) -> Result<Released> {
-    let reply: Value = LOCK_RELEASE
-        .key(name)
+    let mut invocation = LOCK_RELEASE.key(name);
+    invocation
         .key(channel)
         .arg(UNLOCK_MESSAGE)
         .arg(lease_ms)
         .arg(owner)
-        .arg(PUBLISH)
-        .invoke_async(conn)
-        .await
-        .map_err(|e| Error::from_redis(name, e))?;
-    decode_release("lock release", reply)
+        .arg(PUBLISH);
+    decode_release("lock release", call(conn, name, &invocation).await?)
 }
 
 /// Deletes the lock whoever holds it; `true` when there was one (a waiter is woken).
@@ -154,18 +187,9 @@ pub(crate) async fn lock_force_release(
     name: &str,
     channel: &str,
 ) -> Result<bool> {
-    let reply: Value = LOCK_FORCE_RELEASE
-        .key(name)
-        .key(channel)
-        .arg(UNLOCK_MESSAGE)
-        .arg(PUBLISH)
-        .invoke_async(conn)
-        .await
-        .map_err(|e| Error::from_redis(name, e))?;
-    match reply {
-        Value::Int(n) => Ok(n == 1),
-        other => Err(Error::unexpected("force unlock", other)),
-    }
+    let mut invocation = LOCK_FORCE_RELEASE.key(name);
+    invocation.key(channel).arg(UNLOCK_MESSAGE).arg(PUBLISH);
+    decode_flag("force unlock", call(conn, name, &invocation).await?)
 }
 
 /// Restarts the lease of every `(lock, owner)` hold still present; one flag per hold,
@@ -200,17 +224,13 @@ async fn renew_with(
         invocation.key(*name).arg(*owner);
     }
     let reply: Value = invocation.invoke_async(conn).await?;
-    let flags = match reply {
-        Value::Array(items) if items.len() == holds.len() => items,
-        other => return Err(Error::unexpected("renew", other)),
-    };
-    flags
-        .into_iter()
-        .map(|flag| match flag {
-            Value::Int(n) => Ok(n == 1),
-            other => Err(Error::unexpected("renew", other)),
-        })
-        .collect()
+    match reply {
+        Value::Array(flags) if flags.len() == holds.len() => flags
+            .into_iter()
+            .map(|flag| decode_flag("renew", flag))
+            .collect(),
+        other => Err(Error::unexpected("renew", other)),
+    }
 }
 
 /// Fair acquire: `Ok(None)` when `owner` now holds the lock, `Ok(Some(ms))` how long
@@ -223,19 +243,17 @@ pub(crate) async fn fair_acquire(
     wait_ms: u64,
     queue: bool,
 ) -> Result<Option<BusyTtl>> {
-    let reply: Value = FAIR_ACQUIRE
-        .key(&*keys.lock)
-        .key(&keys.queue)
-        .key(&keys.timeouts)
+    let mut invocation = keys.invocation(&FAIR_ACQUIRE, false);
+    invocation
         .arg(lease_ms)
         .arg(owner)
         .arg(wait_ms)
         .arg(epoch_millis())
-        .arg(if queue { "1" } else { "0" })
-        .invoke_async(conn)
-        .await
-        .map_err(|e| Error::from_redis(&keys.lock, e))?;
-    decode_acquire("fair lock acquire", reply)
+        .arg(if queue { "1" } else { "0" });
+    decode_acquire(
+        "fair lock acquire",
+        call(conn, &keys.lock, &invocation).await?,
+    )
 }
 
 /// Takes `owner` out of the fair lock's line; `true` when it was in it.
@@ -245,23 +263,17 @@ pub(crate) async fn fair_cancel(
     owner: &str,
     wait_ms: u64,
 ) -> Result<bool> {
-    let reply: Value = FAIR_CANCEL
-        .key(&*keys.lock)
-        .key(&keys.queue)
-        .key(&keys.timeouts)
-        .key(&keys.channel_prefix)
+    let mut invocation = keys.invocation(&FAIR_CANCEL, true);
+    invocation
         .arg(owner)
         .arg(wait_ms)
         .arg(UNLOCK_MESSAGE)
         .arg(PUBLISH)
-        .arg(epoch_millis())
-        .invoke_async(conn)
-        .await
-        .map_err(|e| Error::from_redis(&keys.lock, e))?;
-    match reply {
-        Value::Int(n) => Ok(n == 1),
-        other => Err(Error::unexpected("fair lock cancel", other)),
-    }
+        .arg(epoch_millis());
+    decode_flag(
+        "fair lock cancel",
+        call(conn, &keys.lock, &invocation).await?,
+    )
 }
 
 /// Fair release of one hold by `owner`; when it frees the lock, the first in line
@@ -273,21 +285,18 @@ pub(crate) async fn fair_release(
     owner: &str,
     wait_ms: u64,
 ) -> Result<Released> {
-    let reply: Value = FAIR_RELEASE
-        .key(&*keys.lock)
-        .key(&keys.queue)
-        .key(&keys.timeouts)
-        .key(&keys.channel_prefix)
+    let mut invocation = keys.invocation(&FAIR_RELEASE, true);
+    invocation
         .arg(UNLOCK_MESSAGE)
         .arg(lease_ms)
         .arg(owner)
         .arg(epoch_millis())
         .arg(PUBLISH)
-        .arg(wait_ms)
-        .invoke_async(conn)
-        .await
-        .map_err(|e| Error::from_redis(&keys.lock, e))?;
-    decode_release("fair lock release", reply)
+        .arg(wait_ms);
+    decode_release(
+        "fair lock release",
+        call(conn, &keys.lock, &invocation).await?,
+    )
 }
 
 /// Deletes the fair lock whoever holds it; the first in line is woken and given
@@ -297,31 +306,16 @@ pub(crate) async fn fair_force_release(
     keys: &FairKeys,
     wait_ms: u64,
 ) -> Result<bool> {
-    let reply: Value = FAIR_FORCE_RELEASE
-        .key(&*keys.lock)
-        .key(&keys.queue)
-        .key(&keys.timeouts)
-        .key(&keys.channel_prefix)
+    let mut invocation = keys.invocation(&FAIR_FORCE_RELEASE, true);
+    invocation
         .arg(UNLOCK_MESSAGE)
         .arg(epoch_millis())
         .arg(PUBLISH)
-        .arg(wait_ms)
-        .invoke_async(conn)
-        .await
-        .map_err(|e| Error::from_redis(&keys.lock, e))?;
-    match reply {
-        Value::Int(n) => Ok(n == 1),
-        other => Err(Error::unexpected("fair force unlock", other)),
-    }
-}
-
-fn decode_release(operation: &'static str, reply: Value) -> Result<Released> {
-    match reply {
-        Value::Nil => Ok(Released::NotHeld),
-        Value::Int(0) => Ok(Released::StillHeld),
-        Value::Int(1) => Ok(Released::Freed),
-        other => Err(Error::unexpected(operation, other)),
-    }
+        .arg(wait_ms);
+    decode_flag(
+        "fair force unlock",
+        call(conn, &keys.lock, &invocation).await?,
+    )
 }
 
 /// Read acquire: `Ok(None)` when `owner` now holds one more read hold.
@@ -331,13 +325,12 @@ pub(crate) async fn read_acquire(
     lease_ms: u64,
     owner: &str,
 ) -> Result<Option<BusyTtl>> {
-    let reply: Value = RW_READ_ACQUIRE
-        .key(name)
-        .arg(lease_ms)
-        .arg(owner)
-        .invoke_async(conn)
-        .await
-        .map_err(|e| Error::from_redis(name, e))?;
+    let reply = call(
+        conn,
+        name,
+        RW_READ_ACQUIRE.key(name).arg(lease_ms).arg(owner),
+    )
+    .await?;
     decode_acquire("read lock acquire", reply)
 }
 
@@ -348,16 +341,13 @@ pub(crate) async fn read_release(
     channel: &str,
     owner: &str,
 ) -> Result<Released> {
-    let reply: Value = RW_READ_RELEASE
-        .key(name)
+    let mut invocation = RW_READ_RELEASE.key(name);
+    invocation
         .key(channel)
         .arg(UNLOCK_MESSAGE)
         .arg(owner)
-        .arg(PUBLISH)
-        .invoke_async(conn)
-        .await
-        .map_err(|e| Error::from_redis(name, e))?;
-    decode_release("read lock release", reply)
+        .arg(PUBLISH);
+    decode_release("read lock release", call(conn, name, &invocation).await?)
 }
 
 /// What a write acquire answers when the owner holds a read and asked to be
@@ -373,15 +363,12 @@ pub(crate) async fn write_acquire(
     owner: &str,
     refuse_upgrade: bool,
 ) -> Result<Option<BusyTtl>> {
-    let reply: Value = RW_WRITE_ACQUIRE
-        .key(name)
+    let mut invocation = RW_WRITE_ACQUIRE.key(name);
+    invocation
         .arg(lease_ms)
         .arg(owner)
-        .arg(if refuse_upgrade { "1" } else { "0" })
-        .invoke_async(conn)
-        .await
-        .map_err(|e| Error::from_redis(name, e))?;
-    decode_acquire("write lock acquire", reply)
+        .arg(if refuse_upgrade { "1" } else { "0" });
+    decode_acquire("write lock acquire", call(conn, name, &invocation).await?)
 }
 
 /// Releases one write hold of `owner`; freeing the lock or completing a downgrade
@@ -393,17 +380,14 @@ pub(crate) async fn write_release(
     lease_ms: u64,
     owner: &str,
 ) -> Result<Released> {
-    let reply: Value = RW_WRITE_RELEASE
-        .key(name)
+    let mut invocation = RW_WRITE_RELEASE.key(name);
+    invocation
         .key(channel)
         .arg(READ_UNLOCK_MESSAGE)
         .arg(lease_ms)
         .arg(owner)
-        .arg(PUBLISH)
-        .invoke_async(conn)
-        .await
-        .map_err(|e| Error::from_redis(name, e))?;
-    decode_release("write lock release", reply)
+        .arg(PUBLISH);
+    decode_release("write lock release", call(conn, name, &invocation).await?)
 }
 
 /// Deletes the read-write lock when it is in `mode` ("read" or "write"), with
@@ -414,25 +398,14 @@ pub(crate) async fn rw_force_release(
     channel: &str,
     mode: &str,
 ) -> Result<bool> {
-    let reply: Value = RW_FORCE_RELEASE
-        .key(name)
+    let mut invocation = RW_FORCE_RELEASE.key(name);
+    invocation
         .key(channel)
         .arg(mode)
         .arg(READ_UNLOCK_MESSAGE)
-        .arg(PUBLISH)
-        .invoke_async(conn)
-        .await
-        .map_err(|e| Error::from_redis(name, e))?;
-    match reply {
-        Value::Int(n) => Ok(n == 1),
-        other => Err(Error::unexpected("read-write force unlock", other)),
-    }
-}
-
-fn decode_acquire(operation: &'static str, reply: Value) -> Result<Option<BusyTtl>> {
-    match reply {
-        Value::Nil => Ok(None),
-        Value::Int(ttl) => Ok(Some(ttl)),
-        other => Err(Error::unexpected(operation, other)),
-    }
+        .arg(PUBLISH);
+    decode_flag(
+        "read-write force unlock",
+        call(conn, name, &invocation).await?,
+    )
 }

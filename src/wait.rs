@@ -35,19 +35,37 @@ pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>
 /// `-2`: gone). Every sleep is bounded, even then.
 const NO_TTL_SLEEP: Duration = Duration::from_millis(100);
 
+/// What one acquisition is about: which lock, for which owner, and the channel
+/// whose messages announce that trying again may succeed.
+#[derive(Debug)]
+pub(crate) struct Target {
+    pub(crate) name: Arc<str>,
+    /// The owner field, `<client-uuid>:<id>`.
+    pub(crate) owner: String,
+    pub(crate) channel: String,
+}
+
 /// The lock-kind specific half of acquiring: the scripts, the channel to wait on.
 pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
+    /// The lock, owner and channel.
+    fn target(&self) -> &Target;
     /// The lock's name, for watchdog registration.
-    fn name(&self) -> &str;
+    fn name(&self) -> &str {
+        &self.target().name
+    }
     /// The owner field acquiring.
-    fn owner(&self) -> &str;
+    fn owner(&self) -> &str {
+        &self.target().owner
+    }
     /// The hash field that counts this owner's holds, and how the watchdog renews
     /// them.
     fn renewal(&self) -> (&str, RenewKind) {
         (self.owner(), RenewKind::HashField)
     }
     /// The channel whose messages announce that trying again may succeed.
-    fn channel(&self) -> &str;
+    fn channel(&self) -> &str {
+        &self.target().channel
+    }
     /// Whether this waiter wants a shared hold (a read) or an exclusive one.
     fn class(&self) -> Class {
         Class::Exclusive

@@ -15,14 +15,14 @@ use crate::config::duration_to_millis;
 use crate::error::Result;
 use crate::keys::fair_waiter_channel;
 use crate::scripts::{self, BusyTtl, FairKeys, Released};
-use crate::wait::{Acquirer, BoxFuture};
+use crate::wait::{Acquirer, BoxFuture, Target};
 
 /// The fair lock's scripts, bound to one name, owner and wait.
 #[derive(Debug)]
 pub(crate) struct FairOps {
+    /// The lock, the owner, and the owner's own wake-up channel.
+    target: Target,
     keys: FairKeys,
-    owner: String,
-    channel: String,
     /// How long this waiter keeps its place in line while silent.
     grace: Duration,
     /// How long the next in line gets to take the lock when this owner frees it
@@ -43,9 +43,12 @@ impl FairOps {
         lease_bound: Duration,
     ) -> Self {
         FairOps {
-            channel: fair_waiter_channel(&name, &owner),
+            target: Target {
+                channel: fair_waiter_channel(&name, &owner),
+                name: name.clone(),
+                owner,
+            },
             keys: FairKeys::new(name),
-            owner,
             grace,
             handoff,
             // A waiter wakes at least once per grace period to see whether the one
@@ -60,16 +63,8 @@ impl FairOps {
 }
 
 impl Acquirer for FairOps {
-    fn name(&self) -> &str {
-        &self.keys.lock
-    }
-
-    fn owner(&self) -> &str {
-        &self.owner
-    }
-
-    fn channel(&self) -> &str {
-        &self.channel
+    fn target(&self) -> &Target {
+        &self.target
     }
 
     fn attempt(
@@ -84,7 +79,7 @@ impl Acquirer for FairOps {
                 &mut conn,
                 &self.keys,
                 lease_ms,
-                &self.owner,
+                self.owner(),
                 grace_ms,
                 queue,
             )
@@ -99,7 +94,7 @@ impl Acquirer for FairOps {
     ) -> BoxFuture<Result<Released>> {
         Box::pin(async move {
             let handoff_ms = duration_to_millis("fair lock wait", self.handoff)?;
-            scripts::fair_release(&mut conn, &self.keys, lease_ms, &self.owner, handoff_ms).await
+            scripts::fair_release(&mut conn, &self.keys, lease_ms, self.owner(), handoff_ms).await
         })
     }
 
@@ -110,7 +105,7 @@ impl Acquirer for FairOps {
     fn abandon(self: Arc<Self>, mut conn: ConnectionManager) -> BoxFuture<Result<()>> {
         Box::pin(async move {
             let grace_ms = self.grace_ms()?;
-            scripts::fair_cancel(&mut conn, &self.keys, &self.owner, grace_ms).await?;
+            scripts::fair_cancel(&mut conn, &self.keys, self.owner(), grace_ms).await?;
             Ok(())
         })
     }

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::keys::rwlock_channel;
 use crate::pubsub::Class;
 use crate::scripts::{self, BusyTtl, Released, HOLDS_READ};
-use crate::wait::{Acquirer, BoxFuture};
+use crate::wait::{Acquirer, BoxFuture, Target};
 use crate::watchdog::RenewKind;
 
 /// A read-write lock (Redisson's `RReadWriteLock`): any number of readers, or one
@@ -70,40 +70,37 @@ impl RReadWriteLock {
 /// The read side's scripts, bound to one name and owner.
 #[derive(Debug)]
 pub(crate) struct ReadOps {
-    name: Arc<str>,
-    channel: String,
-    owner: String,
+    target: Target,
+}
+
+/// Both sides wait on the read-write lock's one channel.
+fn rw_target(name: Arc<str>, owner: String) -> Target {
+    Target {
+        channel: rwlock_channel(&name),
+        name,
+        owner,
+    }
 }
 
 impl ReadOps {
     pub(crate) fn new(name: Arc<str>, owner: String) -> Self {
         ReadOps {
-            channel: rwlock_channel(&name),
-            name,
-            owner,
+            target: rw_target(name, owner),
         }
     }
 }
 
 impl Acquirer for ReadOps {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn owner(&self) -> &str {
-        &self.owner
+    fn target(&self) -> &Target {
+        &self.target
     }
 
     fn renewal(&self) -> (&str, RenewKind) {
-        (&self.owner, RenewKind::ReadHolds)
+        (self.owner(), RenewKind::ReadHolds)
     }
 
     fn class(&self) -> Class {
         Class::Shared
-    }
-
-    fn channel(&self) -> &str {
-        &self.channel
     }
 
     fn attempt(
@@ -113,7 +110,7 @@ impl Acquirer for ReadOps {
         _queue: bool,
     ) -> BoxFuture<Result<Option<BusyTtl>>> {
         Box::pin(async move {
-            scripts::read_acquire(&mut conn, &self.name, lease_ms, &self.owner).await
+            scripts::read_acquire(&mut conn, self.name(), lease_ms, self.owner()).await
         })
     }
 
@@ -123,7 +120,7 @@ impl Acquirer for ReadOps {
         _lease_ms: u64,
     ) -> BoxFuture<Result<Released>> {
         Box::pin(async move {
-            scripts::read_release(&mut conn, &self.name, &self.channel, &self.owner).await
+            scripts::read_release(&mut conn, self.name(), self.channel(), self.owner()).await
         })
     }
 }
@@ -131,9 +128,7 @@ impl Acquirer for ReadOps {
 /// The write side's scripts, bound to one name and owner.
 #[derive(Debug)]
 pub(crate) struct WriteOps {
-    name: Arc<str>,
-    channel: String,
-    owner: String,
+    target: Target,
     /// The owner's field in the hash: `<owner>:write`.
     field: String,
     /// Refuse, rather than wait on itself, when the owner holds a read.
@@ -143,10 +138,8 @@ pub(crate) struct WriteOps {
 impl WriteOps {
     pub(crate) fn new(name: Arc<str>, owner: String, refuse_upgrade: bool) -> Self {
         WriteOps {
-            channel: rwlock_channel(&name),
             field: writer_field(&owner),
-            name,
-            owner,
+            target: rw_target(name, owner),
             refuse_upgrade,
         }
     }
@@ -158,20 +151,12 @@ pub(crate) fn writer_field(owner: &str) -> String {
 }
 
 impl Acquirer for WriteOps {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn owner(&self) -> &str {
-        &self.owner
+    fn target(&self) -> &Target {
+        &self.target
     }
 
     fn renewal(&self) -> (&str, RenewKind) {
         (&self.field, RenewKind::HashField)
-    }
-
-    fn channel(&self) -> &str {
-        &self.channel
     }
 
     fn attempt(
@@ -183,15 +168,15 @@ impl Acquirer for WriteOps {
         Box::pin(async move {
             let reply = scripts::write_acquire(
                 &mut conn,
-                &self.name,
+                self.name(),
                 lease_ms,
-                &self.owner,
+                self.owner(),
                 self.refuse_upgrade,
             )
             .await?;
             if reply == Some(HOLDS_READ) {
                 return Err(Error::WouldDeadlock {
-                    name: self.name.to_string(),
+                    name: self.name().to_owned(),
                 });
             }
             Ok(reply)
@@ -204,8 +189,14 @@ impl Acquirer for WriteOps {
         lease_ms: u64,
     ) -> BoxFuture<Result<Released>> {
         Box::pin(async move {
-            scripts::write_release(&mut conn, &self.name, &self.channel, lease_ms, &self.owner)
-                .await
+            scripts::write_release(
+                &mut conn,
+                self.name(),
+                self.channel(),
+                lease_ms,
+                self.owner(),
+            )
+            .await
         })
     }
 }

@@ -7,38 +7,30 @@ use redis::aio::ConnectionManager;
 use crate::error::Result;
 use crate::keys::lock_channel;
 use crate::scripts::{self, BusyTtl, Released};
-use crate::wait::{Acquirer, BoxFuture};
+use crate::wait::{Acquirer, BoxFuture, Target};
 
 /// The reentrant lock's scripts, bound to one name and owner. All waiters of one
 /// lock share its unlock channel; an unlock wakes one of them per client.
 #[derive(Debug)]
 pub(crate) struct ReentrantOps {
-    name: Arc<str>,
-    channel: String,
-    owner: String,
+    target: Target,
 }
 
 impl ReentrantOps {
     pub(crate) fn new(name: Arc<str>, owner: String) -> Self {
         ReentrantOps {
-            channel: lock_channel(&name),
-            name,
-            owner,
+            target: Target {
+                channel: lock_channel(&name),
+                name,
+                owner,
+            },
         }
     }
 }
 
 impl Acquirer for ReentrantOps {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn owner(&self) -> &str {
-        &self.owner
-    }
-
-    fn channel(&self) -> &str {
-        &self.channel
+    fn target(&self) -> &Target {
+        &self.target
     }
 
     fn attempt(
@@ -48,7 +40,7 @@ impl Acquirer for ReentrantOps {
         _queue: bool,
     ) -> BoxFuture<Result<Option<BusyTtl>>> {
         Box::pin(async move {
-            scripts::lock_acquire(&mut conn, &self.name, lease_ms, &self.owner).await
+            scripts::lock_acquire(&mut conn, self.name(), lease_ms, self.owner()).await
         })
     }
 
@@ -58,7 +50,14 @@ impl Acquirer for ReentrantOps {
         lease_ms: u64,
     ) -> BoxFuture<Result<Released>> {
         Box::pin(async move {
-            scripts::lock_release(&mut conn, &self.name, &self.channel, lease_ms, &self.owner).await
+            scripts::lock_release(
+                &mut conn,
+                self.name(),
+                self.channel(),
+                lease_ms,
+                self.owner(),
+            )
+            .await
         })
     }
 }

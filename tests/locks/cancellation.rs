@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::{eventually, within, RedisServer};
+use crate::support::{assert_nothing_left, eventually, within, RedisServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_abandoned_lock_calls_leave_nothing_behind() {
@@ -49,24 +49,7 @@ async fn a_thousand_abandoned_lock_calls_leave_nothing_behind() {
     assert!(abandoned > 100, "only {abandoned} attempts were cut short");
     let _ = acquired;
 
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            server.keys().await.is_empty()
-        })
-        .await,
-        "a hold was left behind: {:?}",
-        server.keys().await
-    );
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            server.channels().await.is_empty()
-        })
-        .await,
-        "a subscription was left behind: {:?}",
-        server.channels().await
-    );
-    assert_eq!(client.subscribed_channels(), 0);
-    assert_eq!(client.renewed_holds(), 0);
+    assert_nothing_left(&server, &[&client]).await;
     assert_eq!(holder_client.renewed_holds(), 0);
 }
 
@@ -158,20 +141,5 @@ async fn abandoned_fair_lock_calls_leave_no_queue_entries() {
     stop.store(true, Ordering::Relaxed);
     churn.await.unwrap();
     assert!(abandoned > 30, "only {abandoned} attempts were cut short");
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            server.keys().await.is_empty()
-        })
-        .await,
-        "left behind: {:?}",
-        server.keys().await
-    );
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            server.channels().await.is_empty()
-        })
-        .await
-    );
-    assert_eq!(client.subscribed_channels(), 0);
-    assert_eq!(client.renewed_holds(), 0);
+    assert_nothing_left(&server, &[&client]).await;
 }

@@ -230,6 +230,37 @@ impl RedisServer {
             .expect("CLIENT KILL");
     }
 
+    /// Kills the connections that hold subscriptions (those of waiting clients),
+    /// and no others. Returns how many.
+    pub async fn kill_subscribers(&self) -> usize {
+        let mut admin = self.admin().await;
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut admin)
+            .await
+            .expect("CLIENT LIST");
+        let mut killed = 0;
+        for line in list.lines() {
+            let field = |name: &str| {
+                line.split(' ')
+                    .find_map(|f| f.strip_prefix(name))
+                    .map(str::to_owned)
+            };
+            let subscribed = field("sub=").is_some_and(|n| n != "0");
+            if let (true, Some(id)) = (subscribed, field("id=")) {
+                let _: redis::Value = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("ID")
+                    .arg(id)
+                    .query_async(&mut admin)
+                    .await
+                    .expect("CLIENT KILL ID");
+                killed += 1;
+            }
+        }
+        killed
+    }
+
     fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .arg(format!("-{signal}"))
@@ -306,4 +337,25 @@ pub async fn within<T>(
     tokio::time::timeout(limit, fut)
         .await
         .unwrap_or_else(|_| panic!("{what} did not finish within {limit:?}"))
+}
+
+/// Asserts that nothing is left behind, allowing a few seconds for releases and
+/// UNSUBSCRIBEs sent from drops: no key and no subscribed channel on the server,
+/// and none of `clients` subscribed or renewing.
+pub async fn assert_nothing_left(server: &RedisServer, clients: &[&Client]) {
+    let limit = Duration::from_secs(5);
+    assert!(
+        eventually(limit, || async { server.keys().await.is_empty() }).await,
+        "keys left behind: {:?}",
+        server.keys().await
+    );
+    assert!(
+        eventually(limit, || async { server.channels().await.is_empty() }).await,
+        "subscriptions left behind: {:?}",
+        server.channels().await
+    );
+    for client in clients {
+        assert_eq!(client.subscribed_channels(), 0, "client still subscribed");
+        assert_eq!(client.renewed_holds(), 0, "client still renewing");
+    }
 }
