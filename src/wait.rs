@@ -222,6 +222,13 @@ pub(crate) async fn acquire(
         place.leave().await;
         return Ok(None);
     }
+    // A busy reply proves the owner held no hold here. From then on an attempt
+    // whose outcome is unknown (a timeout, a connection cut mid-request) can be
+    // settled by asking whether the owner holds the lock now, rather than repeated
+    // (which could count a hold twice) or given up (a server restart would then
+    // fail every waiter).
+    let mut seen_busy = first_ttl.is_some();
+    let mut unsettled: Option<Instant> = None;
 
     let subscription = client
         .pubsub
@@ -242,27 +249,42 @@ pub(crate) async fn acquire(
         let sent = Instant::now();
         let step = async {
             if let Some(sleep) = sleep_first.take() {
-                return Ok(Some(Sleep(sleep)));
+                return Ok(Step::Sleep(sleep));
+            }
+            if let Some(sent_then) = unsettled {
+                if holds_now(client, acquirer).await.map_err(Failure::Settle)? {
+                    return Ok(Step::Acquired(sent_then));
+                }
+                unsettled = None;
             }
             subscription.ready().await.map_err(Failure::Subscribe)?;
-            attempt(client, acquirer, lease_ms, true)
-                .await
-                .map(|busy| busy.map(|ttl| Sleep(sleep_bound(ttl, acquirer.max_sleep()))))
-                .map_err(Failure::Attempt)
+            match attempt(client, acquirer, lease_ms, true).await {
+                Ok(None) => Ok(Step::Acquired(sent)),
+                Ok(Some(ttl)) => Ok(Step::Busy(sleep_bound(ttl, acquirer.max_sleep()))),
+                Err(e) => Err(Failure::Attempt(e)),
+            }
         };
         let sleep = match within(deadline, step).await {
             None => break,
-            Some(Ok(None)) => {
+            Some(Ok(Step::Acquired(sent))) => {
                 place.keep();
                 return Ok(Some(acquired(registration, sent)));
             }
-            Some(Ok(Some(Sleep(sleep)))) => {
+            Some(Ok(Step::Busy(sleep))) => {
+                seen_busy = true;
                 failures = 0;
                 sleep
             }
-            Some(Err(failure))
-                if failure.retryable() && failures < client.config.retry_attempts =>
-            {
+            Some(Ok(Step::Sleep(sleep))) => sleep,
+            Some(Err(failure)) if failures < client.config.retry_attempts => {
+                match failure.retry(seen_busy) {
+                    Retry::No(e) => {
+                        place.leave().await;
+                        return Err(e);
+                    }
+                    Retry::Settle => unsettled = Some(sent),
+                    Retry::Yes => {}
+                }
                 failures += 1;
                 client.config.retry_interval
             }
@@ -293,32 +315,64 @@ async fn within<T>(deadline: Option<Instant>, step: impl Future<Output = T>) -> 
     }
 }
 
-/// How long a waiter may sleep before its next attempt.
-struct Sleep(Duration);
+/// What one wait-loop step came to.
+enum Step {
+    /// Acquired, by the attempt sent at this instant.
+    Acquired(Instant),
+    /// Busy: sleep at most this long.
+    Busy(Duration),
+    /// Nothing tried yet: sleep at most this long first.
+    Sleep(Duration),
+}
 
 /// What went wrong in one wait-loop step.
 enum Failure {
     Subscribe(Error),
     Attempt(Error),
+    /// Asking whether an unsettled attempt took the lock failed.
+    Settle(Error),
+}
+
+/// What to do about a failed step.
+enum Retry {
+    Yes,
+    /// Yes, after finding out whether the failed attempt took the lock.
+    Settle,
+    No(Error),
 }
 
 impl Failure {
-    /// May the loop try again? A subscription can always be asked for again after
-    /// a transport failure. An acquire may be repeated only when it surely did not
-    /// run: after a timeout or a connection cut mid-request it may have, and a
-    /// repeat would count the hold twice.
-    fn retryable(&self) -> bool {
+    /// A subscription (or a question) can always be asked again after a
+    /// transport failure. An acquire that surely did not run may simply be
+    /// repeated; one that may have run (a timeout, a connection cut mid-request)
+    /// is settled first when the owner is known to have held nothing before, and
+    /// otherwise ends the wait, since repeating it could count a hold twice.
+    fn retry(self, seen_busy: bool) -> Retry {
         match self {
-            Failure::Subscribe(e) => e.is_transient(),
-            Failure::Attempt(e) => e.is_surely_not_executed(),
+            Failure::Subscribe(e) | Failure::Settle(e) if e.is_transient() => Retry::Yes,
+            Failure::Attempt(e) if e.is_surely_not_executed() => Retry::Yes,
+            Failure::Attempt(e) if seen_busy && e.is_transient() => Retry::Settle,
+            other => Retry::No(other.into_error()),
         }
     }
 
     fn into_error(self) -> Error {
         match self {
-            Failure::Subscribe(e) | Failure::Attempt(e) => e,
+            Failure::Subscribe(e) | Failure::Attempt(e) | Failure::Settle(e) => e,
         }
     }
+}
+
+/// Does the owner hold the lock now (its hold counter field exists)?
+async fn holds_now(client: &ClientInner, acquirer: &Arc<dyn Acquirer>) -> Result<bool> {
+    let (field, _) = acquirer.renewal();
+    let mut conn = client.conn.clone();
+    redis::cmd("HEXISTS")
+        .arg(acquirer.name())
+        .arg(field)
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| Error::from_redis(acquirer.name(), e))
 }
 
 fn sleep_bound(ttl: BusyTtl, cap: Option<Duration>) -> Duration {
