@@ -30,6 +30,16 @@ if redis.call('exists', lock) == 0 then
             redis.call('lpop', queue)
             redis.call('zrem', timeouts, owner)
             shift_all_deadlines(timeouts, wait)
+            -- The next in line waits for this hold: it must not go stale before
+            -- this lease (plus its grace) is over, whatever the shift left.
+            local next_head = redis.call('lindex', queue, 0)
+            if next_head ~= false then
+                local deadline = tonumber(redis.call('zscore', timeouts, next_head))
+                local floor = now + tonumber(lease) + wait
+                if deadline == nil or deadline < floor then
+                    redis.call('zadd', timeouts, floor, next_head)
+                end
+            end
         end
         redis.call('hset', lock, owner, 1)
         redis.call('pexpire', lock, lease)
@@ -49,9 +59,18 @@ end
 local pttl = redis.call('pttl', lock)
 
 -- Already in line: keep the place.
-if redis.call('zscore', timeouts, owner) ~= false then
+local mine = redis.call('zscore', timeouts, owner)
+if mine ~= false then
     local head = redis.call('lindex', queue, 0)
     if head == owner then
+        -- First in line and evidently alive: however long the hold lasts, keep
+        -- the deadline at least `wait` ahead.
+        if tonumber(mine) < now + wait then
+            redis.call('zadd', timeouts, now + wait, owner)
+        end
+        return pttl
+    end
+    if head == false then
         return pttl
     end
     local ahead = tonumber(redis.call('zscore', timeouts, head))

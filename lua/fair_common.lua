@@ -22,19 +22,17 @@ local function evict_stale_heads(queue, timeouts, now, keep)
     end
 end
 
--- The lock just became free: the waiter first in line, if any, now has `wait` ms
--- to take it (its deadline is brought forward to now + wait if it was later), and
--- is woken by `message` on its own channel so that it takes it at once. A head
--- that vanished thus blocks the line for at most `wait` from here.
+-- The lock just became free: the waiter first in line, if any, now has exactly
+-- `wait` ms to take it (its deadline becomes now + wait: earlier, so a head that
+-- vanished blocks the line for at most `wait` from here; or later, so a live head
+-- whose old deadline passed during a long hold is not skipped), and is woken by
+-- `message` on its own channel so that it takes it at once.
 local function hand_to_head(queue, timeouts, channel_prefix, publish, message, now, wait)
     local head = redis.call('lindex', queue, 0)
     if head == false then
         return
     end
-    local deadline = tonumber(redis.call('zscore', timeouts, head))
-    if deadline == nil or deadline > now + wait then
-        redis.call('zadd', timeouts, now + wait, head)
-    end
+    redis.call('zadd', timeouts, now + wait, head)
     redis.call(publish, channel_prefix .. ':' .. head, message)
 end
 

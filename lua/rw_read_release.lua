@@ -17,12 +17,30 @@ if redis.call('hexists', lock, owner) == 0 then
     return nil
 end
 
--- Drop the newest hold and its key.
+-- Drop one hold: the one with the least time left, so that no hold a guard still
+-- counts on ends early (holds are not told apart by guard). Keys stay numbered
+-- 1..n: the top key takes the dropped one's place.
+local count = tonumber(redis.call('hget', lock, owner))
+local shortest, shortest_ttl = count, nil
+for i = 1, count do
+    local ttl = redis.call('pttl', read_hold_key(lock, owner, i))
+    if shortest_ttl == nil or ttl < shortest_ttl then
+        shortest, shortest_ttl = i, ttl
+    end
+end
+if shortest ~= count then
+    if redis.call('exists', read_hold_key(lock, owner, count)) == 1 then
+        redis.call('rename', read_hold_key(lock, owner, count), read_hold_key(lock, owner, shortest))
+    else
+        redis.call('del', read_hold_key(lock, owner, shortest))
+    end
+else
+    redis.call('del', read_hold_key(lock, owner, count))
+end
 local holds = redis.call('hincrby', lock, owner, -1)
 if holds == 0 then
     redis.call('hdel', lock, owner)
 end
-redis.call('del', read_hold_key(lock, owner, holds + 1))
 
 if redis.call('hlen', lock) > 1 then
     local mode = redis.call('hget', lock, 'mode')

@@ -33,5 +33,9 @@ end
 -- The owner still holds reads: the downgrade is complete. Waiting readers may
 -- join now, so wake them all.
 redis.call('hset', lock, 'mode', 'read')
+local longest = longest_read_hold(lock)
+if longest > 0 then
+    extend(lock, longest)
+end
 redis.call(publish, channel, message)
 return 0

@@ -262,6 +262,7 @@ pub(crate) async fn fair_cancel(
     keys: &FairKeys,
     owner: &str,
     wait_ms: u64,
+    handoff_ms: u64,
 ) -> Result<bool> {
     let mut invocation = keys.invocation(&FAIR_CANCEL, true);
     invocation
@@ -269,7 +270,8 @@ pub(crate) async fn fair_cancel(
         .arg(wait_ms)
         .arg(UNLOCK_MESSAGE)
         .arg(PUBLISH)
-        .arg(epoch_millis());
+        .arg(epoch_millis())
+        .arg(handoff_ms);
     decode_flag(
         "fair lock cancel",
         call(conn, &keys.lock, &invocation).await?,

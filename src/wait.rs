@@ -238,8 +238,10 @@ pub(crate) async fn acquire(
     // since went to one of them (or left a permit for the next to listen), and that
     // one retries. So sleep first and skip the immediate second attempt; on a new
     // subscription the attempt must follow it, or that unlock would be lost.
+    // Not for shared waiters: a "wake all" (write release) that reached the others
+    // before this one joined would leave it asleep on a lock it could share.
     let mut sleep_first = first_ttl
-        .filter(|_| subscription.is_ready())
+        .filter(|_| subscription.is_ready() && acquirer.class() == Class::Exclusive)
         .map(|ttl| sleep_bound(ttl, acquirer.max_sleep()));
     loop {
         // Armed before the attempt: an unlock published between the attempt's reply

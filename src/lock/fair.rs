@@ -51,9 +51,11 @@ impl FairOps {
             keys: FairKeys::new(name),
             grace,
             handoff,
-            // A waiter wakes at least once per grace period to see whether the one
-            // ahead went silent, and once per lease in case a wake-up was lost.
-            max_sleep: grace.min(lease_bound),
+            // A waiter wakes at least twice per grace period: to see whether the
+            // one ahead went silent, and, when first in line, to push its own
+            // deadline on before it passes. And once per lease, in case a
+            // wake-up was lost.
+            max_sleep: (grace / 2).min(lease_bound),
         }
     }
 
@@ -105,7 +107,8 @@ impl Acquirer for FairOps {
     fn abandon(self: Arc<Self>, mut conn: ConnectionManager) -> BoxFuture<Result<()>> {
         Box::pin(async move {
             let grace_ms = self.grace_ms()?;
-            scripts::fair_cancel(&mut conn, &self.keys, self.owner(), grace_ms).await?;
+            let handoff_ms = duration_to_millis("fair lock wait", self.handoff)?;
+            scripts::fair_cancel(&mut conn, &self.keys, self.owner(), grace_ms, handoff_ms).await?;
             Ok(())
         })
     }

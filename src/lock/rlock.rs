@@ -199,12 +199,11 @@ impl RLock {
     /// # Errors
     /// [`Error::Redis`] when the command fails.
     pub async fn force_unlock(&self) -> Result<bool> {
-        self.client.watchdog.forget_lock(&self.name);
         let mut conn = self.client.conn.clone();
-        match self.kind {
+        let freed = match self.kind {
             Kind::Reentrant => {
                 let channel = crate::keys::lock_channel(&self.name);
-                scripts::lock_force_release(&mut conn, &self.name, &channel).await
+                scripts::lock_force_release(&mut conn, &self.name, &channel).await?
             }
             Kind::Fair => {
                 let handoff = duration_to_millis(
@@ -212,14 +211,20 @@ impl RLock {
                     self.client.config.fair_lock_wait_timeout,
                 )?;
                 scripts::fair_force_release(&mut conn, &FairKeys::new(self.name.clone()), handoff)
-                    .await
+                    .await?
             }
             Kind::Read | Kind::Write => {
                 let channel = crate::keys::rwlock_channel(&self.name);
                 let mode = self.rw_mode().unwrap_or_default();
-                scripts::rw_force_release(&mut conn, &self.name, &channel, mode).await
+                scripts::rw_force_release(&mut conn, &self.name, &channel, mode).await?
             }
+        };
+        // Only a lock that was deleted takes this client's holds with it (forcing
+        // the read side of a lock in write mode deletes nothing).
+        if freed {
+            self.client.watchdog.forget_lock(&self.name);
         }
+        Ok(freed)
     }
 
     /// The `mode` value of a read-write lock side.

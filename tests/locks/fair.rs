@@ -457,3 +457,49 @@ async fn fair_lease_expiry_watchdog_and_force_unlock() {
     theirs.unlock().await.unwrap();
     assert!(server.keys().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_head_keeps_its_place_through_a_hold_longer_than_its_wait() {
+    let server = RedisServer::start();
+    let wait = Duration::from_millis(800);
+    // A 1 s watchdog lease: the first waiter's deadline when it joins is about
+    // 1 s + 0.8 s away, well inside the 3 s hold.
+    let client = server
+        .client_with(|c| {
+            c.fair_lock_wait_timeout = wait;
+            c.lock_watchdog_timeout = Duration::from_secs(1);
+        })
+        .await;
+    let prodder = server
+        .client_with(|c| c.fair_lock_wait_timeout = wait)
+        .await;
+    let held = client
+        .get_fair_lock("long-hold")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let first = join_in_turn(&server, &client, "long-hold", 1, &order).await;
+    let second = join_in_turn(&server, &client, "long-hold", 2, &order).await;
+    // Others keep trying (each try evicts stale heads) for several waits.
+    let lock = prodder.get_fair_lock("long-hold").unwrap();
+    let line = queue(&server, "long-hold").await;
+    for _ in 0..20 {
+        assert!(lock.try_lock().await.unwrap().is_none());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(
+            queue(&server, "long-hold").await,
+            line,
+            "a live waiter lost its place"
+        );
+    }
+    held.unlock().await.unwrap();
+    within(Duration::from_secs(10), "both waiters", async {
+        first.await.unwrap();
+        second.await.unwrap();
+    })
+    .await;
+    assert_eq!(*order.lock().unwrap(), vec![1, 2]);
+    assert!(server.keys().await.is_empty());
+}

@@ -536,3 +536,90 @@ async fn force_unlock_and_queries_on_both_sides() {
     assert!(rw.read_lock().unlock().await.unwrap_err().is_not_held());
     assert!(server.keys().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_read_lease_survives_write_renewals_and_the_downgrade() {
+    let server = RedisServer::start();
+    let a = server
+        .client_with(|c| c.lock_watchdog_timeout = Duration::from_secs(1))
+        .await;
+    let b = server.client().await;
+    let rw = a.get_read_write_lock("long-read").unwrap();
+    let w = rw.write_lock().lock().await.unwrap();
+    let r = rw
+        .read_lock()
+        .lock_with_lease(Duration::from_secs(8))
+        .await
+        .unwrap();
+    // Several write renewals (every 333 ms) must not cut the 8 s read lease.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    w.unlock().await.unwrap();
+    let ttl = rw
+        .read_lock()
+        .remain_time_to_live()
+        .await
+        .unwrap()
+        .as_duration()
+        .unwrap();
+    assert!(
+        ttl > Duration::from_secs(5),
+        "the downgraded read hold was cut to {ttl:?}"
+    );
+    let theirs = b.get_read_write_lock("long-read").unwrap().write_lock();
+    assert!(theirs
+        .try_lock_wait(Duration::from_secs(2))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(!r.is_lease_lost());
+    r.unlock().await.unwrap();
+    assert!(server.keys().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releasing_a_short_read_hold_keeps_the_long_one() {
+    let server = RedisServer::start();
+    let a = server.client().await;
+    let b = server.client().await;
+    let read = a.get_read_write_lock("two-reads").unwrap().read_lock();
+    let short = read.lock_with_lease(Duration::from_secs(2)).await.unwrap();
+    let long = read.lock_with_lease(Duration::from_secs(30)).await.unwrap();
+    short.unlock().await.unwrap();
+    let ttl = read
+        .remain_time_to_live()
+        .await
+        .unwrap()
+        .as_duration()
+        .unwrap();
+    assert!(
+        ttl > Duration::from_secs(25),
+        "the long hold was cut to {ttl:?}"
+    );
+    let theirs = b.get_read_write_lock("two-reads").unwrap().write_lock();
+    assert!(theirs
+        .try_lock_wait(Duration::from_secs(3))
+        .await
+        .unwrap()
+        .is_none());
+    long.unlock().await.unwrap();
+    assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forcing_the_idle_side_leaves_the_other_sides_holds_renewed() {
+    let server = RedisServer::start();
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = Duration::from_secs(1))
+        .await;
+    let rw = client.get_read_write_lock("one-side").unwrap();
+    let w = rw.write_lock().lock().await.unwrap();
+    assert!(
+        !rw.read_lock().force_unlock().await.unwrap(),
+        "not in read mode"
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(!w.is_lease_lost());
+    assert!(rw.write_lock().is_locked().await.unwrap());
+    w.unlock().await.unwrap();
+    assert!(server.keys().await.is_empty());
+}
