@@ -32,8 +32,9 @@ pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Config {
-    /// Server address, `redis://host:port` (or `rediss://` where the `redis` crate was
-    /// built with TLS). Default `redis://127.0.0.1:6379`.
+    /// Server address, `redis://host:port`. Default `redis://127.0.0.1:6379`.
+    /// (`rediss://`, TLS, is refused with [`Error::Config`]: this crate is built
+    /// without TLS support.)
     pub address: String,
     /// ACL user name. Default none (the `default` user).
     pub username: Option<String>,
@@ -90,7 +91,7 @@ impl Config {
         }
     }
 
-    /// Parses a `redis://[user[:password]@]host[:port][/db]` (or `rediss://`) URL.
+    /// Parses a `redis://[user[:password]@]host[:port][/db]` URL.
     ///
     /// User, password and database in the URL fill the matching fields.
     ///
@@ -287,6 +288,14 @@ mod tests {
         assert_eq!(c.username.as_deref(), Some("alice"));
         assert_eq!(c.password.as_deref(), Some("pw"));
         assert_eq!(c.database, 3);
+    }
+
+    #[test]
+    fn tls_urls_are_refused_clearly_without_tls_support() {
+        // This build of the redis crate has no TLS: a rediss:// address is a
+        // configuration error at parse time, not a confusing connect failure.
+        let err = Config::from_url("rediss://localhost:6380").unwrap_err();
+        assert!(err.is_config(), "{err}");
     }
 
     #[test]

@@ -60,6 +60,9 @@ async fn child_process_entry() {
     if let Ok(ms) = std::env::var("LOCKS_WATCHDOG_MS") {
         config.lock_watchdog_timeout = Duration::from_millis(ms.parse().unwrap());
     }
+    if let Ok(ms) = std::env::var("LOCKS_FAIR_WAIT_MS") {
+        config.fair_lock_wait_timeout = Duration::from_millis(ms.parse().unwrap());
+    }
     let client = Client::connect(config).await.unwrap();
     match mode.as_str() {
         "contend" => {
@@ -76,6 +79,11 @@ async fn child_process_entry() {
         }
         "soak" => {
             soak_contender(client, var("LOCK"), HoldLog::open(var("LOG")), u64::MAX).await;
+        }
+        "fair-wait" => {
+            // Joins the fair lock's line and waits there until killed.
+            let lock = client.get_fair_lock(var("LOCK")).unwrap();
+            let _ = lock.lock().await;
         }
         "hold" => {
             let lock = client.get_lock(var("LOCK")).unwrap();
@@ -822,4 +830,84 @@ fn the_exclusion_checker_catches_overlaps_and_respects_lease_deadlines() {
         ("d", "e")
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_waiter_whose_process_dies_at_the_head_is_skipped_in_order() {
+    let server = RedisServer::start();
+    let wait = Duration::from_secs(2);
+    let client = server
+        .client_with(|c| c.fair_lock_wait_timeout = wait)
+        .await;
+    let held = client
+        .get_fair_lock("dying-head")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let mut admin = server.admin().await;
+    let mut child = ChildHolder::spawn(&[
+        ("CHILD", "fair-wait".into()),
+        ("URL", server.url()),
+        ("LOCK", "dying-head".into()),
+        ("FAIR_WAIT_MS", wait.as_millis().to_string()),
+    ]);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            let mut admin = server.admin().await;
+            admin
+                .llen::<_, usize>("redisson_lock_queue:{dying-head}")
+                .await
+                .unwrap()
+                == 1
+        })
+        .await,
+        "the child did not join the line"
+    );
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..3 {
+        let lock = client.get_fair_lock("dying-head").unwrap();
+        let order = order.clone();
+        waiters.push(tokio::spawn(async move {
+            let g = lock.lock().await.unwrap();
+            order.lock().unwrap().push(i);
+            g.unlock().await.unwrap();
+        }));
+        let expected = i + 2;
+        assert!(
+            eventually(Duration::from_secs(5), || async {
+                let mut admin = server.admin().await;
+                admin
+                    .llen::<_, usize>("redisson_lock_queue:{dying-head}")
+                    .await
+                    .unwrap()
+                    == expected
+            })
+            .await
+        );
+    }
+    // The child, first in line, dies without leaving the line.
+    child.kill();
+    held.unlock().await.unwrap();
+    let released = tokio::time::Instant::now();
+    within(
+        Duration::from_secs(20),
+        "waiters behind the dead head",
+        async {
+            for w in waiters {
+                w.await.unwrap();
+            }
+        },
+    )
+    .await;
+    // The dead head had the fair-lock wait to take the freed lock; the next waiter
+    // checks at least twice per wait.
+    assert!(
+        released.elapsed() < wait * 2,
+        "took {:?}",
+        released.elapsed()
+    );
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
+    assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
 }
