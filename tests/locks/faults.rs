@@ -845,7 +845,6 @@ async fn a_fair_waiter_whose_process_dies_at_the_head_is_skipped_in_order() {
         .lock()
         .await
         .unwrap();
-    let mut admin = server.admin().await;
     let mut child = ChildHolder::spawn(&[
         ("CHILD", "fair-wait".into()),
         ("URL", server.url()),
