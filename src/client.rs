@@ -4,9 +4,11 @@ use std::sync::Arc;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use crate::conn::Conn;
+
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::keys::validate_name;
+use crate::keys::{validate_cluster_name, validate_name};
 use crate::lock::{Kind, RLock, RReadWriteLock};
 use crate::pubsub::{PubSub, PushHandler};
 use crate::watchdog::Watchdog;
@@ -43,7 +45,7 @@ pub struct Client {
 pub(crate) struct ClientInner {
     pub(crate) id: String,
     pub(crate) config: Config,
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Conn,
     pub(crate) pubsub: PubSub,
     pub(crate) watchdog: Watchdog,
     warnings: Vec<String>,
@@ -58,16 +60,14 @@ impl Client {
     /// cannot be reached within `connect_timeout` or refuses the credentials.
     pub async fn connect(config: Config) -> Result<Client> {
         config.validate()?;
-        let info = config.connection_info()?;
-        let redis_client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
         let pushes = PushHandler::new();
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.connect_timeout))
-            .set_response_timeout(Some(config.timeout))
-            .set_number_of_retries(config.retry_attempts as usize)
-            .set_max_delay(config.retry_interval)
-            .set_push_sender(pushes.sender());
-        let connect = ConnectionManager::new_with_config(redis_client, manager_config);
+        let connect = async {
+            if config.cluster_nodes.is_empty() {
+                connect_single(&config, &pushes).await
+            } else {
+                connect_cluster(&config, &pushes).await
+            }
+        };
         let conn = match tokio::time::timeout(config.connect_timeout, connect).await {
             Ok(conn) => conn?,
             Err(_) => {
@@ -114,11 +114,11 @@ impl Client {
     /// A reentrant lock (Redisson's `RLock`) named `name`. No I/O happens here.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an empty name or one longer than
-    /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN).
+    /// [`Error::InvalidArgument`] for an empty name, one longer than
+    /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN), or, in a cluster, one with an
+    /// unbalanced or empty `{` (its keys would land in different slots).
     pub fn get_lock(&self, name: impl Into<String>) -> Result<RLock> {
-        let name = name.into();
-        validate_name(&name)?;
+        let name = self.checked_name(name.into())?;
         Ok(RLock::new(self.inner.clone(), name, Kind::Reentrant))
     }
 
@@ -128,8 +128,7 @@ impl Client {
     /// # Errors
     /// As [`get_lock`](Client::get_lock).
     pub fn get_fair_lock(&self, name: impl Into<String>) -> Result<RLock> {
-        let name = name.into();
-        validate_name(&name)?;
+        let name = self.checked_name(name.into())?;
         Ok(RLock::new(self.inner.clone(), name, Kind::Fair))
     }
 
@@ -139,9 +138,18 @@ impl Client {
     /// # Errors
     /// As [`get_lock`](Client::get_lock).
     pub fn get_read_write_lock(&self, name: impl Into<String>) -> Result<RReadWriteLock> {
-        let name = name.into();
-        validate_name(&name)?;
+        let name = self.checked_name(name.into())?;
         Ok(RReadWriteLock::new(self.inner.clone(), name))
+    }
+
+    /// Checks a lock name before any I/O: not empty, not too long, and in a cluster
+    /// one whose keys share a slot.
+    fn checked_name(&self, name: String) -> Result<String> {
+        validate_name(&name)?;
+        if self.inner.conn.is_cluster() {
+            validate_cluster_name(&name)?;
+        }
+        Ok(name)
     }
 
     /// How many pub/sub channels this client is subscribed to right now: one per
@@ -156,8 +164,65 @@ impl Client {
     }
 }
 
+async fn connect_single(config: &Config, pushes: &PushHandler) -> Result<Conn> {
+    let info = config.connection_info()?;
+    let redis_client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
+    let manager_config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(config.connect_timeout))
+        .set_response_timeout(Some(config.timeout))
+        .set_number_of_retries(config.retry_attempts as usize)
+        .set_max_delay(config.retry_interval)
+        .set_push_sender(pushes.sender());
+    Ok(Conn::Single(
+        ConnectionManager::new_with_config(redis_client, manager_config).await?,
+    ))
+}
+
+async fn connect_cluster(config: &Config, pushes: &PushHandler) -> Result<Conn> {
+    let mut builder = redis::cluster::ClusterClientBuilder::new(config.cluster_node_infos()?)
+        .use_protocol(redis::ProtocolVersion::RESP3)
+        .connection_timeout(config.connect_timeout)
+        .response_timeout(config.timeout)
+        .retries(config.retry_attempts)
+        .max_retry_wait(u64::try_from(config.retry_interval.as_millis()).unwrap_or(u64::MAX))
+        .push_sender(pushes.sender());
+    if let Some(user) = &config.username {
+        builder = builder.username(user);
+    }
+    if let Some(password) = &config.password {
+        builder = builder.password(password);
+    }
+    let client = builder.build().map_err(|e| Error::Config(e.to_string()))?;
+    let mut conn = client.get_async_connection().await?;
+    let sharded = match config.sharded_pubsub {
+        Some(choice) => choice,
+        // As Redisson: sharded pub/sub in cluster mode on servers that have it.
+        None => server_major_version(&mut conn)
+            .await
+            .is_some_and(|major| major >= 7),
+    };
+    Ok(Conn::Cluster { conn, sharded })
+}
+
+/// The major version of a server the connection reaches (INFO server).
+async fn server_major_version(conn: &mut impl redis::aio::ConnectionLike) -> Option<u32> {
+    let reply: redis::Value = redis::cmd("INFO")
+        .arg("server")
+        .query_async(conn)
+        .await
+        .ok()?;
+    // A cluster answers per node; any node's version will do.
+    let text = format!("{reply:?}");
+    let at = text.find("redis_version:")? + "redis_version:".len();
+    text[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Reads the server settings locks depend on; see [`Client::warnings`].
-async fn check_server(conn: &mut ConnectionManager) -> Vec<String> {
+async fn check_server(conn: &mut Conn) -> Vec<String> {
     let reply: redis::RedisResult<redis::Value> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("maxmemory-policy")

@@ -62,6 +62,15 @@ pub struct Config {
     /// How long a fair-lock waiter may stay silent before the queue skips it
     /// (Redisson `fairLockWaitTimeout`). Default 300 s.
     pub fair_lock_wait_timeout: Duration,
+    /// Redis Cluster seed nodes, `redis://host:port` each (Redisson
+    /// `clusterServersConfig.nodeAddresses`). Empty (the default): a single server
+    /// at [`address`](Config::address). Set: cluster mode, `address` is ignored.
+    pub cluster_nodes: Vec<String>,
+    /// Whether unlock messages use sharded pub/sub (SPUBLISH/SSUBSCRIBE). `None`
+    /// (the default) decides as Redisson does: in cluster mode on Redis 7 or newer.
+    /// Sharded and plain messages do not reach each other, so every client of a
+    /// lock, Java ones included, must agree.
+    pub sharded_pubsub: Option<bool>,
 }
 
 impl Default for Config {
@@ -77,6 +86,8 @@ impl Default for Config {
             retry_interval: Duration::from_millis(1_500),
             lock_watchdog_timeout: Duration::from_millis(30_000),
             fair_lock_wait_timeout: Duration::from_millis(300_000),
+            cluster_nodes: Vec::new(),
+            sharded_pubsub: None,
         }
     }
 }
@@ -112,8 +123,10 @@ impl Config {
     /// Parses Redisson's JSON configuration layout.
     ///
     /// Read are `singleServerConfig.{address, username, password, database,
-    /// connectTimeout, timeout, retryAttempts, retryInterval}`, `lockWatchdogTimeout`
-    /// and `fairLockWaitTimeout` (times in milliseconds). Other fields are ignored, so a
+    /// connectTimeout, timeout, retryAttempts, retryInterval}`,
+    /// `clusterServersConfig.{nodeAddresses, username, password, connectTimeout,
+    /// timeout, retryAttempts, retryInterval}`, `lockWatchdogTimeout` and
+    /// `fairLockWaitTimeout` (times in milliseconds). Other fields are ignored, so a
     /// Java service's file can be shared; missing ones keep their defaults.
     ///
     /// ```
@@ -134,21 +147,18 @@ impl Config {
         let file: RedissonJson = serde_json::from_str(json)
             .map_err(|e| Error::Config(format!("redisson JSON config: {e}")))?;
         let mut config = Config::default();
-        if let Some(server) = file.single_server_config {
-            if let Some(address) = server.address {
+        if let Some(single) = file.single_server_config {
+            if let Some(address) = single.address {
                 config.address = address;
             }
-            config.username = server.username.or(config.username);
-            config.password = server.password.or(config.password);
-            if let Some(db) = server.database {
+            if let Some(db) = single.database {
                 config.database = db;
             }
-            set_millis(&mut config.connect_timeout, server.connect_timeout);
-            set_millis(&mut config.timeout, server.timeout);
-            set_millis(&mut config.retry_interval, server.retry_interval);
-            if let Some(attempts) = server.retry_attempts {
-                config.retry_attempts = attempts;
-            }
+            single.common.apply(&mut config);
+        }
+        if let Some(cluster) = file.cluster_servers_config {
+            config.cluster_nodes = cluster.node_addresses.unwrap_or_default();
+            cluster.common.apply(&mut config);
         }
         set_millis(
             &mut config.lock_watchdog_timeout,
@@ -168,6 +178,7 @@ impl Config {
     /// [`Error::Config`] naming the first bad field.
     pub fn validate(&self) -> Result<()> {
         parse_address(&self.address)?;
+        self.cluster_node_infos()?;
         if self.database < 0 {
             return Err(Error::Config("database must not be negative".into()));
         }
@@ -192,6 +203,14 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// The cluster seed nodes as connection infos.
+    pub(crate) fn cluster_node_infos(&self) -> Result<Vec<redis::ConnectionInfo>> {
+        self.cluster_nodes
+            .iter()
+            .map(|node| parse_address(node))
+            .collect()
     }
 
     /// The `redis` crate's connection info for this configuration, speaking RESP3 so
@@ -236,6 +255,7 @@ fn set_millis(field: &mut Duration, millis: Option<u64>) {
 #[serde(rename_all = "camelCase")]
 struct RedissonJson {
     single_server_config: Option<SingleServerJson>,
+    cluster_servers_config: Option<ClusterServersJson>,
     lock_watchdog_timeout: Option<u64>,
     fair_lock_wait_timeout: Option<u64>,
 }
@@ -244,13 +264,46 @@ struct RedissonJson {
 #[serde(rename_all = "camelCase")]
 struct SingleServerJson {
     address: Option<String>,
+    database: Option<i64>,
+    #[serde(flatten)]
+    common: ServerJson,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClusterServersJson {
+    node_addresses: Option<Vec<String>>,
+    #[serde(flatten)]
+    common: ServerJson,
+}
+
+/// The settings `singleServerConfig` and `clusterServersConfig` share.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ServerJson {
     username: Option<String>,
     password: Option<String>,
-    database: Option<i64>,
     connect_timeout: Option<u64>,
     timeout: Option<u64>,
     retry_attempts: Option<u32>,
     retry_interval: Option<u64>,
+}
+
+impl ServerJson {
+    fn apply(self, config: &mut Config) {
+        if self.username.is_some() {
+            config.username = self.username;
+        }
+        if self.password.is_some() {
+            config.password = self.password;
+        }
+        set_millis(&mut config.connect_timeout, self.connect_timeout);
+        set_millis(&mut config.timeout, self.timeout);
+        set_millis(&mut config.retry_interval, self.retry_interval);
+        if let Some(attempts) = self.retry_attempts {
+            config.retry_attempts = attempts;
+        }
+    }
 }
 
 /// Converts a lease or wait to whole milliseconds, rounding up so that a positive
@@ -315,6 +368,22 @@ mod tests {
         assert_eq!(c.password.as_deref(), Some("p"));
         assert_eq!(c.timeout, Duration::from_millis(500));
         assert_eq!(c.lock_watchdog_timeout, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn json_reads_redisson_cluster_layout() {
+        let c = Config::from_json(
+            r#"{"clusterServersConfig":{"nodeAddresses":["redis://a:7000","redis://b:7001"],
+                "password":"p","scanInterval":1000}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.cluster_nodes, vec!["redis://a:7000", "redis://b:7001"]);
+        assert_eq!(c.password.as_deref(), Some("p"));
+        assert!(
+            Config::from_json(r#"{"clusterServersConfig":{"nodeAddresses":["a:1"]}}"#)
+                .unwrap_err()
+                .is_config()
+        );
     }
 
     #[test]

@@ -65,6 +65,49 @@ pub(crate) fn read_hold_key(name: &str, owner: &str, i: u64) -> String {
     format!("{}:rwlock_timeout:{i}", suffixed(name, owner))
 }
 
+/// The part of `key` Redis Cluster hashes: the content of the first `{...}` when it
+/// is non-empty, else the whole key.
+fn hash_tag(key: &str) -> &str {
+    if let Some(open) = key.find('{') {
+        if let Some(len) = key[open + 1..].find('}') {
+            if len > 0 {
+                return &key[open + 1..open + 1 + len];
+            }
+        }
+    }
+    key
+}
+
+/// The Redis Cluster slot of `key` (CRC16/XMODEM of its hash tag, mod 16384).
+pub(crate) fn cluster_slot(key: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for byte in hash_tag(key).bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// In a cluster every key and channel of one lock must live in one slot. A name
+/// with its own hash tag keeps it for the auxiliary names; a name with an
+/// unbalanced or empty `{` would scatter them, and is refused before any I/O.
+pub(crate) fn validate_cluster_name(name: &str) -> Result<()> {
+    if hash_tag(name) == hash_tag(&prefixed("redisson_lock__channel", name)) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "lock name '{name}' has an unbalanced or empty hash tag: in a cluster its \
+             keys would land in different slots"
+        )))
+    }
+}
+
 /// Checks a lock name before any I/O.
 pub(crate) fn validate_name(name: &str) -> Result<()> {
     if name.is_empty() {
@@ -120,6 +163,33 @@ mod tests {
             "redisson_lock__channel:{order}:a"
         );
         assert_eq!(suffixed("{order}:a", "x"), "{order}:a:x");
+    }
+
+    #[test]
+    fn cluster_slots_match_redis() {
+        // Values from CLUSTER KEYSLOT.
+        assert_eq!(cluster_slot("foo"), 12182);
+        assert_eq!(
+            cluster_slot("{user1000}.following"),
+            cluster_slot("user1000")
+        );
+        assert_eq!(cluster_slot("123456789"), 12739);
+        assert_eq!(
+            cluster_slot("orders"),
+            cluster_slot(&lock_channel("orders"))
+        );
+    }
+
+    #[test]
+    fn cluster_names_must_keep_one_slot() {
+        assert!(validate_cluster_name("orders").is_ok());
+        assert!(validate_cluster_name("{order}:a").is_ok());
+        assert!(validate_cluster_name("a{b")
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(validate_cluster_name("a{}b")
+            .unwrap_err()
+            .is_invalid_argument());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 mod client;
 mod config;
+mod conn;
 mod error;
 mod keys;
 mod lock;

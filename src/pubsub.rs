@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use redis::aio::ConnectionManager;
+use crate::conn::Conn;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::futures::Notified;
 use tokio::sync::{mpsc, watch, Notify};
@@ -219,7 +219,7 @@ impl PushHandler {
     }
 
     /// Starts the task that sends SUBSCRIBE/UNSUBSCRIBE on `conn`.
-    pub(crate) fn start(self, conn: ConnectionManager) -> PubSub {
+    pub(crate) fn start(self, conn: Conn) -> PubSub {
         let (commands, queue) = mpsc::unbounded_channel();
         let _ = self.0.commands.set(commands.downgrade());
         tokio::spawn(run_subscriber(self.0.clone(), conn, queue));
@@ -234,7 +234,7 @@ impl PushHandler {
 /// Ends when the client and every subscription are gone.
 async fn run_subscriber(
     channels: Arc<Channels>,
-    mut conn: ConnectionManager,
+    mut conn: Conn,
     mut queue: mpsc::UnboundedReceiver<Command>,
 ) {
     let mut batch = Vec::new();

@@ -7,15 +7,11 @@
 
 use std::sync::LazyLock;
 
-use redis::aio::ConnectionManager;
+use crate::conn::Conn;
 use redis::{Script, ScriptInvocation, Value};
 
 use crate::error::{Error, Result};
 use crate::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
-
-/// The publish command the release scripts call. Plain pub/sub on a single server;
-/// sharded pub/sub (`spublish`) belongs to cluster mode.
-const PUBLISH: &str = "publish";
 
 /// `lua_script!(NAME, "file.lua")`, or with shared helpers prepended:
 /// `lua_script!(NAME, "common.lua" + "file.lua")`.
@@ -113,11 +109,7 @@ pub(crate) enum Released {
 
 /// Sends one script call about lock `name`; a refusal (WRONGTYPE, NOPERM, ...)
 /// becomes this crate's error.
-async fn call(
-    conn: &mut ConnectionManager,
-    name: &str,
-    invocation: &ScriptInvocation<'_>,
-) -> Result<Value> {
+async fn call(conn: &mut Conn, name: &str, invocation: &ScriptInvocation<'_>) -> Result<Value> {
     invocation
         .invoke_async(conn)
         .await
@@ -154,7 +146,7 @@ fn decode_flag(operation: &'static str, reply: Value) -> Result<bool> {
 /// Reentrant acquire: `Ok(None)` when `owner` now holds `name`, `Ok(Some(ttl))` when
 /// another owner does.
 pub(crate) async fn lock_acquire(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     name: &str,
     lease_ms: u64,
     owner: &str,
@@ -165,7 +157,7 @@ pub(crate) async fn lock_acquire(
 
 /// Reentrant release of one hold by `owner`, waking one waiter when it frees the lock.
 pub(crate) async fn lock_release(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     name: &str,
     channel: &str,
     lease_ms: u64,
@@ -177,25 +169,24 @@ pub(crate) async fn lock_release(
         .arg(UNLOCK_MESSAGE)
         .arg(lease_ms)
         .arg(owner)
-        .arg(PUBLISH);
+        .arg(conn.publish_command());
     decode_release("lock release", call(conn, name, &invocation).await?)
 }
 
 /// Deletes the lock whoever holds it; `true` when there was one (a waiter is woken).
-pub(crate) async fn lock_force_release(
-    conn: &mut ConnectionManager,
-    name: &str,
-    channel: &str,
-) -> Result<bool> {
+pub(crate) async fn lock_force_release(conn: &mut Conn, name: &str, channel: &str) -> Result<bool> {
     let mut invocation = LOCK_FORCE_RELEASE.key(name);
-    invocation.key(channel).arg(UNLOCK_MESSAGE).arg(PUBLISH);
+    invocation
+        .key(channel)
+        .arg(UNLOCK_MESSAGE)
+        .arg(conn.publish_command());
     decode_flag("force unlock", call(conn, name, &invocation).await?)
 }
 
 /// Restarts the lease of every `(lock, owner)` hold still present; one flag per hold,
 /// `false` for a hold that is gone.
 pub(crate) async fn lock_renew(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     holds: &[(&str, &str)],
     lease_ms: u64,
 ) -> Result<Vec<bool>> {
@@ -205,7 +196,7 @@ pub(crate) async fn lock_renew(
 /// [`lock_renew`] for readers of read-write locks: extends each owner's own read
 /// holds (never another reader's) and keeps the hash alive as long.
 pub(crate) async fn read_renew(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     holds: &[(&str, &str)],
     lease_ms: u64,
 ) -> Result<Vec<bool>> {
@@ -214,7 +205,7 @@ pub(crate) async fn read_renew(
 
 async fn renew_with(
     script: &Script,
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     holds: &[(&str, &str)],
     lease_ms: u64,
 ) -> Result<Vec<bool>> {
@@ -236,7 +227,7 @@ async fn renew_with(
 /// Fair acquire: `Ok(None)` when `owner` now holds the lock, `Ok(Some(ms))` how long
 /// to sleep before trying again. With `queue`, joins (or keeps) a place in line.
 pub(crate) async fn fair_acquire(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     keys: &FairKeys,
     lease_ms: u64,
     owner: &str,
@@ -258,7 +249,7 @@ pub(crate) async fn fair_acquire(
 
 /// Takes `owner` out of the fair lock's line; `true` when it was in it.
 pub(crate) async fn fair_cancel(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     keys: &FairKeys,
     owner: &str,
     wait_ms: u64,
@@ -269,7 +260,7 @@ pub(crate) async fn fair_cancel(
         .arg(owner)
         .arg(wait_ms)
         .arg(UNLOCK_MESSAGE)
-        .arg(PUBLISH)
+        .arg(conn.publish_command())
         .arg(epoch_millis())
         .arg(handoff_ms);
     decode_flag(
@@ -281,7 +272,7 @@ pub(crate) async fn fair_cancel(
 /// Fair release of one hold by `owner`; when it frees the lock, the first in line
 /// is woken and given `wait_ms` to take it.
 pub(crate) async fn fair_release(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     keys: &FairKeys,
     lease_ms: u64,
     owner: &str,
@@ -293,7 +284,7 @@ pub(crate) async fn fair_release(
         .arg(lease_ms)
         .arg(owner)
         .arg(epoch_millis())
-        .arg(PUBLISH)
+        .arg(conn.publish_command())
         .arg(wait_ms);
     decode_release(
         "fair lock release",
@@ -304,7 +295,7 @@ pub(crate) async fn fair_release(
 /// Deletes the fair lock whoever holds it; the first in line is woken and given
 /// `wait_ms` to take it.
 pub(crate) async fn fair_force_release(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     keys: &FairKeys,
     wait_ms: u64,
 ) -> Result<bool> {
@@ -312,7 +303,7 @@ pub(crate) async fn fair_force_release(
     invocation
         .arg(UNLOCK_MESSAGE)
         .arg(epoch_millis())
-        .arg(PUBLISH)
+        .arg(conn.publish_command())
         .arg(wait_ms);
     decode_flag(
         "fair force unlock",
@@ -322,7 +313,7 @@ pub(crate) async fn fair_force_release(
 
 /// Read acquire: `Ok(None)` when `owner` now holds one more read hold.
 pub(crate) async fn read_acquire(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     name: &str,
     lease_ms: u64,
     owner: &str,
@@ -338,7 +329,7 @@ pub(crate) async fn read_acquire(
 
 /// Releases one read hold of `owner`; a release that frees the lock wakes one waiter.
 pub(crate) async fn read_release(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     name: &str,
     channel: &str,
     owner: &str,
@@ -348,7 +339,7 @@ pub(crate) async fn read_release(
         .key(channel)
         .arg(UNLOCK_MESSAGE)
         .arg(owner)
-        .arg(PUBLISH);
+        .arg(conn.publish_command());
     decode_release("read lock release", call(conn, name, &invocation).await?)
 }
 
@@ -359,7 +350,7 @@ pub(crate) const HOLDS_READ: BusyTtl = -3;
 /// Write acquire: `Ok(None)` when `owner` now holds one more write hold; with
 /// `refuse_upgrade`, `Ok(Some(HOLDS_READ))` when the owner holds a read.
 pub(crate) async fn write_acquire(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     name: &str,
     lease_ms: u64,
     owner: &str,
@@ -376,7 +367,7 @@ pub(crate) async fn write_acquire(
 /// Releases one write hold of `owner`; freeing the lock or completing a downgrade
 /// wakes every waiter.
 pub(crate) async fn write_release(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     name: &str,
     channel: &str,
     lease_ms: u64,
@@ -388,14 +379,14 @@ pub(crate) async fn write_release(
         .arg(READ_UNLOCK_MESSAGE)
         .arg(lease_ms)
         .arg(owner)
-        .arg(PUBLISH);
+        .arg(conn.publish_command());
     decode_release("write lock release", call(conn, name, &invocation).await?)
 }
 
 /// Deletes the read-write lock when it is in `mode` ("read" or "write"), with
 /// every read hold's key, and wakes every waiter.
 pub(crate) async fn rw_force_release(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     name: &str,
     channel: &str,
     mode: &str,
@@ -405,7 +396,7 @@ pub(crate) async fn rw_force_release(
         .key(channel)
         .arg(mode)
         .arg(READ_UNLOCK_MESSAGE)
-        .arg(PUBLISH);
+        .arg(conn.publish_command());
     decode_flag(
         "read-write force unlock",
         call(conn, name, &invocation).await?,

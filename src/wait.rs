@@ -18,7 +18,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use crate::conn::Conn;
 use tokio::time::Instant;
 
 use crate::client::ClientInner;
@@ -74,24 +74,20 @@ pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
     /// `queue`, a fair lock keeps (or takes) the caller's place in line.
     fn attempt(
         self: Arc<Self>,
-        conn: ConnectionManager,
+        conn: Conn,
         lease_ms: u64,
         queue: bool,
     ) -> BoxFuture<Result<Option<BusyTtl>>>;
     /// Releases one hold of this owner, restarting the lease of any that remain
     /// with `lease_ms` (never shortening it).
-    fn release(
-        self: Arc<Self>,
-        conn: ConnectionManager,
-        lease_ms: u64,
-    ) -> BoxFuture<Result<Released>>;
+    fn release(self: Arc<Self>, conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>>;
     /// Does a busy attempt leave state behind (a queue place) that a waiter
     /// giving up must remove with [`abandon`](Acquirer::abandon)?
     fn queues(&self) -> bool {
         false
     }
     /// Leaves the queue. Only called when [`queues`](Acquirer::queues) is true.
-    fn abandon(self: Arc<Self>, _conn: ConnectionManager) -> BoxFuture<Result<()>> {
+    fn abandon(self: Arc<Self>, _conn: Conn) -> BoxFuture<Result<()>> {
         Box::pin(async { Ok(()) })
     }
     /// The longest a waiter may sleep between attempts, whatever the TTL says.
@@ -389,7 +385,7 @@ fn sleep_bound(ttl: BusyTtl, cap: Option<Duration>) -> Duration {
 /// without [`keep`](QueuePlace::keep) or [`leave`](QueuePlace::leave) (the caller's
 /// future was dropped), it leaves from a spawned task.
 struct QueuePlace {
-    leave: Option<(Arc<dyn Acquirer>, ConnectionManager)>,
+    leave: Option<(Arc<dyn Acquirer>, Conn)>,
 }
 
 impl QueuePlace {
@@ -455,7 +451,7 @@ fn attempt(
 struct InFlight {
     attempt: Option<BoxFuture<Result<Option<BusyTtl>>>>,
     acquirer: Arc<dyn Acquirer>,
-    conn: ConnectionManager,
+    conn: Conn,
     lease_ms: u64,
 }
 
@@ -494,7 +490,7 @@ impl Drop for InFlight {
 /// leaves a queue place it may have taken.
 async fn undo(
     acquirer: Arc<dyn Acquirer>,
-    conn: ConnectionManager,
+    conn: Conn,
     lease_ms: u64,
     outcome: Result<Option<BusyTtl>>,
 ) {

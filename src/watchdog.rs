@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use crate::conn::Conn;
 use tokio::sync::{oneshot, Notify};
 
 use crate::scripts;
@@ -54,7 +54,7 @@ impl HoldState {
 }
 
 /// How a hold is renewed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub(crate) enum RenewKind {
     /// A hash field counting holds (reentrant, fair, write): extend the hash.
     #[default]
@@ -136,7 +136,7 @@ pub(crate) struct Watchdog {
 
 impl Watchdog {
     /// Starts the renewal task: every `lease / 3`, restart `lease` on every active hold.
-    pub(crate) fn start(conn: ConnectionManager, lease: Duration) -> Self {
+    pub(crate) fn start(conn: Conn, lease: Duration) -> Self {
         let registry = Arc::new(Registry::default());
         let (stop, stopped) = oneshot::channel();
         tokio::spawn(run_renewals(registry.clone(), conn, lease, stopped));
@@ -281,7 +281,7 @@ impl Drop for Renewal {
 
 async fn run_renewals(
     registry: Arc<Registry>,
-    mut conn: ConnectionManager,
+    mut conn: Conn,
     lease: Duration,
     mut stopped: oneshot::Receiver<()>,
 ) {
@@ -298,16 +298,27 @@ async fn run_renewals(
 }
 
 /// One renewal round over every active hold, batched per kind.
-async fn renew_all(registry: &Registry, conn: &mut ConnectionManager, lease_ms: u64) {
+async fn renew_all(registry: &Registry, conn: &mut Conn, lease_ms: u64) {
     let due: Vec<(HoldKey, u64)> = registry
         .holds()
         .iter()
         .filter_map(|(key, entry)| Some((key.clone(), entry.holds.last()?.generation)))
         .collect();
-    for kind in [RenewKind::HashField, RenewKind::ReadHolds] {
-        let of_kind: Vec<&(HoldKey, u64)> =
-            due.iter().filter(|((_, _, k), _)| *k == kind).collect();
-        for batch in of_kind.chunks(RENEW_BATCH) {
+    // One script call touches keys of one slot only in a cluster: group by kind
+    // and, there, by slot.
+    let mut groups: std::collections::BTreeMap<(RenewKind, u16), Vec<&(HoldKey, u64)>> =
+        std::collections::BTreeMap::new();
+    for hold in &due {
+        let ((name, _, kind), _) = hold;
+        let slot = if conn.is_cluster() {
+            crate::keys::cluster_slot(name)
+        } else {
+            0
+        };
+        groups.entry((*kind, slot)).or_default().push(hold);
+    }
+    for ((kind, _), holds) in groups {
+        for batch in holds.chunks(RENEW_BATCH) {
             let holds: Vec<(&str, &str)> = batch
                 .iter()
                 .map(|((name, field, _), _)| (name.as_str(), field.as_str()))

@@ -6,6 +6,7 @@ mod support;
 
 mod locks {
     mod cancellation;
+    mod cluster;
     mod errors;
     mod fair;
     mod faults;

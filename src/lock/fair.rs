@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use crate::conn::Conn;
 
 use crate::config::duration_to_millis;
 use crate::error::Result;
@@ -71,7 +71,7 @@ impl Acquirer for FairOps {
 
     fn attempt(
         self: Arc<Self>,
-        mut conn: ConnectionManager,
+        mut conn: Conn,
         lease_ms: u64,
         queue: bool,
     ) -> BoxFuture<Result<Option<BusyTtl>>> {
@@ -89,11 +89,7 @@ impl Acquirer for FairOps {
         })
     }
 
-    fn release(
-        self: Arc<Self>,
-        mut conn: ConnectionManager,
-        lease_ms: u64,
-    ) -> BoxFuture<Result<Released>> {
+    fn release(self: Arc<Self>, mut conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>> {
         Box::pin(async move {
             let handoff_ms = duration_to_millis("fair lock wait", self.handoff)?;
             scripts::fair_release(&mut conn, &self.keys, lease_ms, self.owner(), handoff_ms).await
@@ -104,7 +100,7 @@ impl Acquirer for FairOps {
         true
     }
 
-    fn abandon(self: Arc<Self>, mut conn: ConnectionManager) -> BoxFuture<Result<()>> {
+    fn abandon(self: Arc<Self>, mut conn: Conn) -> BoxFuture<Result<()>> {
         Box::pin(async move {
             let grace_ms = self.grace_ms()?;
             let handoff_ms = duration_to_millis("fair lock wait", self.handoff)?;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use redis::aio::ConnectionManager;
+use crate::conn::Conn;
 
 use super::rlock::{Kind, RLock};
 use crate::client::ClientInner;
@@ -105,7 +105,7 @@ impl Acquirer for ReadOps {
 
     fn attempt(
         self: Arc<Self>,
-        mut conn: ConnectionManager,
+        mut conn: Conn,
         lease_ms: u64,
         _queue: bool,
     ) -> BoxFuture<Result<Option<BusyTtl>>> {
@@ -114,11 +114,7 @@ impl Acquirer for ReadOps {
         })
     }
 
-    fn release(
-        self: Arc<Self>,
-        mut conn: ConnectionManager,
-        _lease_ms: u64,
-    ) -> BoxFuture<Result<Released>> {
+    fn release(self: Arc<Self>, mut conn: Conn, _lease_ms: u64) -> BoxFuture<Result<Released>> {
         Box::pin(async move {
             scripts::read_release(&mut conn, self.name(), self.channel(), self.owner()).await
         })
@@ -161,7 +157,7 @@ impl Acquirer for WriteOps {
 
     fn attempt(
         self: Arc<Self>,
-        mut conn: ConnectionManager,
+        mut conn: Conn,
         lease_ms: u64,
         _queue: bool,
     ) -> BoxFuture<Result<Option<BusyTtl>>> {
@@ -183,11 +179,7 @@ impl Acquirer for WriteOps {
         })
     }
 
-    fn release(
-        self: Arc<Self>,
-        mut conn: ConnectionManager,
-        lease_ms: u64,
-    ) -> BoxFuture<Result<Released>> {
+    fn release(self: Arc<Self>, mut conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>> {
         Box::pin(async move {
             scripts::write_release(
                 &mut conn,

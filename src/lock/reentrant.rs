@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use redis::aio::ConnectionManager;
+use crate::conn::Conn;
 
 use crate::error::Result;
 use crate::keys::lock_channel;
@@ -35,7 +35,7 @@ impl Acquirer for ReentrantOps {
 
     fn attempt(
         self: Arc<Self>,
-        mut conn: ConnectionManager,
+        mut conn: Conn,
         lease_ms: u64,
         _queue: bool,
     ) -> BoxFuture<Result<Option<BusyTtl>>> {
@@ -44,11 +44,7 @@ impl Acquirer for ReentrantOps {
         })
     }
 
-    fn release(
-        self: Arc<Self>,
-        mut conn: ConnectionManager,
-        lease_ms: u64,
-    ) -> BoxFuture<Result<Released>> {
+    fn release(self: Arc<Self>, mut conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>> {
         Box::pin(async move {
             scripts::lock_release(
                 &mut conn,

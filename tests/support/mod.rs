@@ -6,6 +6,7 @@
 
 pub mod checker;
 pub mod child;
+pub mod cluster;
 pub mod fake_resp;
 pub mod proxy;
 
@@ -27,7 +28,7 @@ pub struct RedisServer {
 
 static NEXT_DIR: AtomicU32 = AtomicU32::new(0);
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -105,6 +106,10 @@ impl RedisServer {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
     }
 
     pub fn dir(&self) -> &std::path::Path {

@@ -1,0 +1,198 @@
+//! Every lock kind on a real Redis Cluster (3 primaries, 3 replicas), sharded
+//! pub/sub, slot checks, and a primary killed under a held lock.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::support::cluster::RedisCluster;
+use crate::support::{eventually, within};
+
+const T: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_lock_kind_works_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    let a = cluster.client().await;
+    let b = cluster.client().await;
+
+    // Reentrant, on names spread over slots; a waiter of another client is woken
+    // through sharded pub/sub long before the 30 s lease.
+    for name in ["alpha", "beta", "gamma", "{order}:1"] {
+        let lock = a.get_lock(name).unwrap();
+        let outer = lock.lock().await.unwrap();
+        let inner = lock.lock().await.unwrap();
+        assert_eq!(lock.hold_count().await.unwrap(), 2);
+        let theirs = b.get_lock(name).unwrap();
+        let waiting = tokio::spawn(async move { theirs.lock().await.unwrap() });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        inner.unlock().await.unwrap();
+        let released = tokio::time::Instant::now();
+        outer.unlock().await.unwrap();
+        let guard = within(T, "cluster waiter", waiting).await.unwrap();
+        assert!(
+            released.elapsed() < Duration::from_secs(3),
+            "woken after {:?}",
+            released.elapsed()
+        );
+        guard.unlock().await.unwrap();
+    }
+
+    // Fair: served in the order they joined.
+    let held = a.get_fair_lock("fair-c").unwrap().lock().await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..4 {
+        let lock = if i % 2 == 0 { &a } else { &b }
+            .get_fair_lock("fair-c")
+            .unwrap();
+        let order = order.clone();
+        waiters.push(tokio::spawn(async move {
+            let g = lock.lock().await.unwrap();
+            order.lock().unwrap().push(i);
+            g.unlock().await.unwrap();
+        }));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    held.unlock().await.unwrap();
+    within(T, "fair waiters", async {
+        for w in waiters {
+            w.await.unwrap();
+        }
+    })
+    .await;
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
+
+    // Read-write: readers share, a writer waits for them and is woken.
+    let r1 = a
+        .get_read_write_lock("rw-c")
+        .unwrap()
+        .read_lock()
+        .lock()
+        .await
+        .unwrap();
+    let r2 = b
+        .get_read_write_lock("rw-c")
+        .unwrap()
+        .read_lock()
+        .lock()
+        .await
+        .unwrap();
+    let write = b.get_read_write_lock("rw-c").unwrap().write_lock();
+    assert!(write.try_lock().await.unwrap().is_none());
+    let waiting = tokio::spawn(async move { write.lock().await.unwrap() });
+    r1.unlock().await.unwrap();
+    r2.unlock().await.unwrap();
+    let w = within(T, "cluster writer", waiting).await.unwrap();
+    w.unlock().await.unwrap();
+
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            cluster.keys().await.is_empty()
+        })
+        .await,
+        "{:?}",
+        cluster.keys().await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_names_that_would_span_slots_are_refused_and_renewals_batch_per_slot() {
+    let cluster = RedisCluster::start();
+    let mut config = cluster.config();
+    config.lock_watchdog_timeout = Duration::from_secs(1);
+    let client = redisson_locks::Client::connect(config).await.unwrap();
+    assert!(client.get_lock("a{b").unwrap_err().is_invalid_argument());
+    assert!(client
+        .get_fair_lock("a{}b")
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(client.get_lock("{ok}:name").is_ok());
+
+    // 150 watchdog holds over many slots stay held for three leases.
+    let mut guards = Vec::new();
+    for i in 0..150 {
+        guards.push(
+            client
+                .get_lock(format!("renewed-{i}"))
+                .unwrap()
+                .lock()
+                .await
+                .unwrap(),
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(guards.iter().all(|g| !g.is_lease_lost()), "a hold was lost");
+    assert_eq!(cluster.keys().await.len(), 150);
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            cluster.keys().await.is_empty()
+        })
+        .await
+    );
+}
+
+/// Fails today: after the primary serving the lock's slot is SIGKILLed and its
+/// replica promoted (the cluster reports ok within ~3 s), every command of the
+/// existing clients still times out 60 s later: the `redis` crate's cluster
+/// connection keeps routing to the dead node. Recovering from that (rebuilding the
+/// cluster connection and re-subscribing) is open work; see the issue notes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "known failure: cluster connections do not recover from a killed primary yet"]
+async fn the_library_recovers_when_a_primary_dies_under_a_held_lock() {
+    let mut cluster = RedisCluster::start();
+    let mut config = cluster.config();
+    config.lock_watchdog_timeout = Duration::from_secs(2);
+    let holder = redisson_locks::Client::connect(config.clone())
+        .await
+        .unwrap();
+    let waiters = redisson_locks::Client::connect(config).await.unwrap();
+    let lock = holder.get_lock("failover").unwrap();
+    let guard = lock.lock().await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let lock = waiters.get_lock("failover").unwrap();
+        tasks.push(tokio::spawn(async move {
+            // Ride out the failover: errors while the slot has no primary are retried.
+            loop {
+                match lock.try_lock_wait(Duration::from_secs(20)).await {
+                    Ok(Some(g)) => {
+                        g.unlock().await.ok();
+                        return true;
+                    }
+                    Ok(None) => return false,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let primary = cluster.primary_for("failover");
+    cluster.nodes[primary].kill();
+    assert!(
+        cluster.wait_until_ok(Duration::from_secs(20)),
+        "no failover"
+    );
+    // The holder releases (or learns its hold was lost in the failover).
+    let _ = within(T, "holder unlock after failover", guard.unlock()).await;
+    let acquired = within(Duration::from_secs(60), "waiters after failover", async {
+        let mut all = true;
+        for t in tasks {
+            all &= t.await.unwrap();
+        }
+        all
+    })
+    .await;
+    assert!(acquired, "a waiter gave up after the failover");
+    // And new locks work at once.
+    let g = within(
+        T,
+        "lock after failover",
+        holder.get_lock("failover").unwrap().lock(),
+    )
+    .await
+    .unwrap();
+    g.unlock().await.unwrap();
+}

@@ -1,0 +1,159 @@
+//! A real Redis Cluster on loopback: six `redis-server` processes (three primaries,
+//! three replicas) joined with `redis-cli --cluster create`, each killed on drop.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{free_port, RedisServer};
+use redisson_locks::{Client, Config};
+
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts and joins a 3 primary + 3 replica cluster; waits until it serves.
+    pub fn start() -> RedisCluster {
+        for _ in 0..3 {
+            if let Some(cluster) = Self::try_start() {
+                return cluster;
+            }
+        }
+        panic!("could not form a redis cluster");
+    }
+
+    fn try_start() -> Option<RedisCluster> {
+        let mut nodes = Vec::new();
+        for _ in 0..6 {
+            let bus = free_port().to_string();
+            nodes.push(RedisServer::start_with(&[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "1000",
+                "--cluster-port",
+                &bus,
+            ]));
+        }
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for node in &nodes {
+            create.arg(format!("127.0.0.1:{}", node.port()));
+        }
+        let status = create
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .ok()?;
+        if !status.success() {
+            return None;
+        }
+        let cluster = RedisCluster { nodes };
+        cluster
+            .wait_until_ok(Duration::from_secs(30))
+            .then_some(cluster)
+    }
+
+    /// Waits until every live node reports `cluster_state:ok`.
+    pub fn wait_until_ok(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            let all_ok = self.nodes.iter().filter(|n| n.is_running()).all(|node| {
+                Command::new("redis-cli")
+                    .args(["-p", &node.port().to_string(), "cluster", "info"])
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).contains("cluster_state:ok"))
+                    .unwrap_or(false)
+            });
+            if all_ok {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    pub fn config(&self) -> Config {
+        let mut config = Config::default();
+        config.cluster_nodes = self
+            .nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}", n.port()))
+            .collect();
+        config.connect_timeout = Duration::from_secs(5);
+        config.timeout = Duration::from_secs(2);
+        config.retry_interval = Duration::from_millis(300);
+        config.retry_attempts = 6;
+        config
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(self.config())
+            .await
+            .expect("cluster connect")
+    }
+
+    /// The index of the node serving `key` as a primary (CLUSTER NODES seen from a
+    /// live node).
+    pub fn primary_for(&self, key: &str) -> usize {
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| n.is_running())
+            .expect("a live node");
+        let slot = Command::new("redis-cli")
+            .args(["-p", &node.port().to_string(), "cluster", "keyslot", key])
+            .output()
+            .expect("redis-cli");
+        let slot: u16 = String::from_utf8_lossy(&slot.stdout)
+            .trim()
+            .parse()
+            .expect("slot");
+        let nodes = Command::new("redis-cli")
+            .args(["-p", &node.port().to_string(), "cluster", "nodes"])
+            .output()
+            .expect("redis-cli");
+        for line in String::from_utf8_lossy(&nodes.stdout).lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            if !fields.get(2).is_some_and(|f| f.contains("master"))
+                || fields.get(2).is_some_and(|f| f.contains("fail"))
+            {
+                continue;
+            }
+            let serves = fields[8..].iter().any(|range| match range.split_once('-') {
+                Some((a, b)) => {
+                    a.parse::<u16>().is_ok_and(|a| a <= slot)
+                        && b.parse::<u16>().is_ok_and(|b| slot <= b)
+                }
+                None => range.parse::<u16>() == Ok(slot),
+            });
+            if serves {
+                let port: u16 = fields[1]
+                    .split(['@', ':'])
+                    .nth(1)
+                    .and_then(|p| p.parse().ok())
+                    .expect("port");
+                return self
+                    .nodes
+                    .iter()
+                    .position(|n| n.port() == port)
+                    .expect("known node");
+            }
+        }
+        panic!("no primary serves slot {slot}");
+    }
+
+    /// Every key on every live primary and replica (deduplicated).
+    pub async fn keys(&self) -> Vec<String> {
+        let mut all = Vec::new();
+        for node in self.nodes.iter().filter(|n| n.is_running()) {
+            all.extend(node.keys().await);
+        }
+        all.sort();
+        all.dedup();
+        all
+    }
+}
