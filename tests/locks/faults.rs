@@ -11,6 +11,7 @@ use redisson_locks::{Client, Config, RemainingTtl};
 
 use crate::support::checker::{monotonic_ns, HoldLog, HoldRecord};
 use crate::support::child::ChildHolder;
+use crate::support::fair::{join_in_turn, queue_len};
 use crate::support::proxy::{Mode, Proxy};
 use crate::support::{assert_nothing_left, eventually, within, RedisServer};
 
@@ -550,36 +551,13 @@ async fn aborted_read_write_waiters_leave_nothing_and_fair_waiters_keep_order() 
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut waiters = Vec::new();
     for i in 0..6 {
-        let lock = client.get_fair_lock("fair-abort").unwrap();
-        let order = order.clone();
-        waiters.push(tokio::spawn(async move {
-            let g = lock.lock().await.unwrap();
-            order.lock().unwrap().push(i);
-            g.unlock().await.unwrap();
-        }));
-        let expected = i + 1;
-        assert!(
-            eventually(Duration::from_secs(5), || async {
-                let mut admin = server.admin().await;
-                admin
-                    .llen::<_, usize>("redisson_lock_queue:{fair-abort}")
-                    .await
-                    .unwrap()
-                    == expected
-            })
-            .await
-        );
+        waiters.push(join_in_turn(&server, &client, "fair-abort", i, &order).await);
     }
     waiters[2].abort();
     waiters[3].abort();
     assert!(
         eventually(Duration::from_secs(5), || async {
-            let mut admin = server.admin().await;
-            admin
-                .llen::<_, usize>("redisson_lock_queue:{fair-abort}")
-                .await
-                .unwrap()
-                == 4
+            queue_len(&server, "fair-abort").await == 4
         })
         .await
     );
@@ -853,12 +831,7 @@ async fn a_fair_waiter_whose_process_dies_at_the_head_is_skipped_in_order() {
     ]);
     assert!(
         eventually(Duration::from_secs(10), || async {
-            let mut admin = server.admin().await;
-            admin
-                .llen::<_, usize>("redisson_lock_queue:{dying-head}")
-                .await
-                .unwrap()
-                == 1
+            queue_len(&server, "dying-head").await == 1
         })
         .await,
         "the child did not join the line"
@@ -866,25 +839,7 @@ async fn a_fair_waiter_whose_process_dies_at_the_head_is_skipped_in_order() {
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut waiters = Vec::new();
     for i in 0..3 {
-        let lock = client.get_fair_lock("dying-head").unwrap();
-        let order = order.clone();
-        waiters.push(tokio::spawn(async move {
-            let g = lock.lock().await.unwrap();
-            order.lock().unwrap().push(i);
-            g.unlock().await.unwrap();
-        }));
-        let expected = i + 2;
-        assert!(
-            eventually(Duration::from_secs(5), || async {
-                let mut admin = server.admin().await;
-                admin
-                    .llen::<_, usize>("redisson_lock_queue:{dying-head}")
-                    .await
-                    .unwrap()
-                    == expected
-            })
-            .await
-        );
+        waiters.push(join_in_turn(&server, &client, "dying-head", i, &order).await);
     }
     // The child, first in line, dies without leaving the line.
     child.kill();

@@ -7,6 +7,7 @@
 pub mod checker;
 pub mod child;
 pub mod cluster;
+pub mod fair;
 pub mod fake_resp;
 pub mod proxy;
 
