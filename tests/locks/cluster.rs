@@ -134,13 +134,10 @@ async fn cluster_names_that_would_span_slots_are_refused_and_renewals_batch_per_
     );
 }
 
-/// Fails today: after the primary serving the lock's slot is SIGKILLed and its
-/// replica promoted (the cluster reports ok within ~3 s), every command of the
-/// existing clients still times out 60 s later: the `redis` crate's cluster
-/// connection keeps routing to the dead node. Recovering from that (rebuilding the
-/// cluster connection and re-subscribing) is open work; see the issue notes.
+/// The primary serving the lock's slot is SIGKILLed while the lock is held and
+/// three tasks of another client wait; once a replica has taken over, the waiters
+/// acquire and new locks work, with the same clients.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known failure: cluster connections do not recover from a killed primary yet"]
 async fn the_library_recovers_when_a_primary_dies_under_a_held_lock() {
     let mut cluster = RedisCluster::start();
     let mut config = cluster.config();
@@ -171,8 +168,9 @@ async fn the_library_recovers_when_a_primary_dies_under_a_held_lock() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let primary = cluster.primary_for("failover");
     cluster.nodes[primary].kill();
+    // Wait for the failure to be noticed (state goes bad) and a replica to take over.
     assert!(
-        cluster.wait_until_ok(Duration::from_secs(20)),
+        cluster.wait_until_failed_over(primary, Duration::from_secs(20)),
         "no failover"
     );
     // The holder releases (or learns its hold was lost in the failover).

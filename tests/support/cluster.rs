@@ -33,6 +33,10 @@ impl RedisCluster {
                 "nodes.conf",
                 "--cluster-node-timeout",
                 "1000",
+                // A replica may take over however long it was cut off (tests kill
+                // primaries soon after the cluster forms).
+                "--cluster-replica-validity-factor",
+                "0",
                 "--cluster-port",
                 &bus,
             ]));
@@ -69,6 +73,59 @@ impl RedisCluster {
                     .unwrap_or(false)
             });
             if all_ok {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    /// Waits until a live node reports the killed node `index` as failed and the
+    /// cluster serves every slot again.
+    pub fn wait_until_failed_over(&self, index: usize, limit: Duration) -> bool {
+        let dead = format!("127.0.0.1:{}", self.nodes[index].port());
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            let live = self
+                .nodes
+                .iter()
+                .find(|n| n.is_running())
+                .expect("a live node");
+            let nodes = Command::new("redis-cli")
+                .args(["-p", &live.port().to_string(), "cluster", "nodes"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            let dead_failed = nodes
+                .lines()
+                .any(|l| l.contains(&dead) && l.contains("fail") && !l.contains("fail?"));
+            let dead_has_no_slots = nodes
+                .lines()
+                .filter(|l| l.contains(&dead))
+                .all(|l| l.split(' ').count() <= 8);
+            if dead_failed && dead_has_no_slots {
+                return self.wait_until_ok(deadline.saturating_duration_since(Instant::now()));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    /// Waits until every replica's link to its primary is up (initial sync done).
+    fn wait_for_replicas(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            let synced = self.nodes.iter().all(|node| {
+                Command::new("redis-cli")
+                    .args(["-p", &node.port().to_string(), "info", "replication"])
+                    .output()
+                    .map(|o| {
+                        let info = String::from_utf8_lossy(&o.stdout).into_owned();
+                        info.contains("role:master") || info.contains("master_link_status:up")
+                    })
+                    .unwrap_or(false)
+            });
+            if synced {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(100));
