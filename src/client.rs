@@ -48,7 +48,20 @@ pub(crate) struct ClientInner {
     pub(crate) conn: Conn,
     pub(crate) pubsub: PubSub,
     pub(crate) watchdog: Watchdog,
+    /// How many replicas must acknowledge each acquire (0: no replica sync).
+    pub(crate) replica_sync: u32,
     warnings: Vec<String>,
+}
+
+impl ClientInner {
+    /// How releases and renewals are followed by WAIT.
+    pub(crate) fn quiet_sync(&self) -> crate::replication::QuietSync {
+        crate::replication::QuietSync {
+            replicas: self.replica_sync,
+            timeout_ms: u64::try_from(self.config.replica_sync_timeout.as_millis())
+                .unwrap_or(u64::MAX),
+        }
+    }
 }
 
 impl Client {
@@ -79,8 +92,14 @@ impl Client {
             }
         };
         let warnings = check_server(&mut conn.clone()).await;
+        let replica_sync =
+            crate::replication::replicas_to_sync(config.replica_sync, &mut conn.clone()).await;
+        let renewal_sync = crate::replication::QuietSync {
+            replicas: replica_sync,
+            timeout_ms: u64::try_from(config.replica_sync_timeout.as_millis()).unwrap_or(u64::MAX),
+        };
         let pubsub = pushes.start(conn.clone());
-        let watchdog = Watchdog::start(conn.clone(), config.lock_watchdog_timeout);
+        let watchdog = Watchdog::start(conn.clone(), config.lock_watchdog_timeout, renewal_sync);
         Ok(Client {
             inner: Arc::new(ClientInner {
                 id: uuid::Uuid::new_v4().to_string(),
@@ -88,6 +107,7 @@ impl Client {
                 conn,
                 pubsub,
                 watchdog,
+                replica_sync,
                 warnings,
             }),
         })
@@ -150,6 +170,12 @@ impl Client {
             validate_cluster_name(&name)?;
         }
         Ok(name)
+    }
+
+    /// How many replicas must acknowledge each acquire (see
+    /// [`Config::replica_sync`]); 0 when replica sync is off.
+    pub fn replica_sync(&self) -> u32 {
+        self.inner.replica_sync
     }
 
     /// How many pub/sub channels this client is subscribed to right now: one per

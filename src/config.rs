@@ -71,6 +71,20 @@ pub struct Config {
     /// Sharded and plain messages do not reach each other, so every client of a
     /// lock, Java ones included, must agree.
     pub sharded_pubsub: Option<bool>,
+    /// How many replicas must acknowledge each acquire (Redis `WAIT`), as
+    /// Redisson's replica sync does. `None` (the default): as many as were
+    /// connected to the server at connect time, none when there were none.
+    /// `Some(0)` turns it off. Single server only for now; off in cluster mode.
+    ///
+    /// With it, an acquire no replica acknowledged is released again and reported
+    /// as [`Error::NotReplicated`]: a hold that only the primary knows would be lost
+    /// in a failover and let a second owner in. It narrows that window; it does not
+    /// close it (WAIT is not a consensus: a replica that acknowledged can still lose
+    /// the write, and a failover can promote one that did not acknowledge).
+    pub replica_sync: Option<u32>,
+    /// How long to wait for replicas to acknowledge (Redisson `syncSlavesTimeout`).
+    /// Default 1 s. While waiting, this client's connection is blocked.
+    pub replica_sync_timeout: Duration,
 }
 
 impl Default for Config {
@@ -88,6 +102,8 @@ impl Default for Config {
             fair_lock_wait_timeout: Duration::from_millis(300_000),
             cluster_nodes: Vec::new(),
             sharded_pubsub: None,
+            replica_sync: None,
+            replica_sync_timeout: Duration::from_millis(1_000),
         }
     }
 }
@@ -188,6 +204,7 @@ impl Config {
             ("retry_interval", self.retry_interval),
             ("lock_watchdog_timeout", self.lock_watchdog_timeout),
             ("fair_lock_wait_timeout", self.fair_lock_wait_timeout),
+            ("replica_sync_timeout", self.replica_sync_timeout),
         ] {
             if value.is_zero() || value > MAX_DURATION {
                 return Err(Error::Config(format!(

@@ -39,6 +39,15 @@ pub enum Error {
         /// The lock name.
         name: String,
     },
+    /// The lock was acquired on the primary but no replica acknowledged it within
+    /// `replica_sync_timeout`; it was released again (see
+    /// [`Config::replica_sync`](crate::Config::replica_sync)).
+    NotReplicated {
+        /// The lock name.
+        name: String,
+        /// How many replicas were asked to acknowledge.
+        replicas: u32,
+    },
     /// Redis could not be reached, the connection broke, a command timed out, or the
     /// server refused the command (authentication, ACL, ...).
     Redis(redis::RedisError),
@@ -75,6 +84,11 @@ impl Error {
     /// Was a write lock refused because the owner holds the read lock?
     pub fn is_would_deadlock(&self) -> bool {
         matches!(self, Error::WouldDeadlock { .. })
+    }
+
+    /// Was an acquire released again because no replica acknowledged it?
+    pub fn is_not_replicated(&self) -> bool {
+        matches!(self, Error::NotReplicated { .. })
     }
 
     /// Is this an error from Redis or the connection to it?
@@ -172,6 +186,11 @@ impl fmt::Display for Error {
                 f,
                 "the write lock of '{name}' was requested without a time limit by an owner \
                  holding its read lock; upgrading is not supported"
+            ),
+            Error::NotReplicated { name, replicas } => write!(
+                f,
+                "lock '{name}' was acquired but none of {replicas} replica(s) acknowledged \
+                 it in time; it was released"
             ),
             Error::Redis(e) => write!(f, "redis error: {e}"),
             Error::UnexpectedReply { operation, reply } => {

@@ -9,6 +9,7 @@ mod keys;
 mod lock;
 mod owner;
 mod pubsub;
+mod replication;
 mod scripts;
 mod wait;
 mod watchdog;

@@ -147,13 +147,69 @@ pub(crate) fn validate_wait(wait: Duration) -> Result<()> {
     Ok(())
 }
 
-/// Acquires with `acquirer`, waiting as `wait` says. `Ok(None)`: not acquired in time.
+/// Acquires with `acquirer`, waiting as `wait` says, then (with replica sync on)
+/// makes sure a replica has the hold. `Ok(None)`: not acquired in time.
 ///
 /// # Cancel safety
 /// Cancel safe at every await: the subscription, the watchdog registration, a queue
 /// place and any hold a detached attempt obtained are all given back when this
-/// future is dropped.
+/// future is dropped, and so is a hold whose replication was still awaited.
 pub(crate) async fn acquire(
+    client: &Arc<ClientInner>,
+    acquirer: &Arc<dyn Acquirer>,
+    lease: Lease,
+    wait: Wait,
+) -> Result<Option<Hold>> {
+    let Some(hold) = acquire_on_primary(client, acquirer, lease, wait).await? else {
+        return Ok(None);
+    };
+    let replicas = client.replica_sync;
+    if replicas == 0 {
+        return Ok(Some(hold));
+    }
+    // Given back if this future is dropped while waiting for the replicas.
+    let mut unconfirmed = UndoOnDrop {
+        undo: Some((acquirer.clone(), client.conn.clone(), hold.lease_ms)),
+    };
+    let acked = crate::replication::wait_for_replicas(client, replicas).await;
+    if matches!(acked, Ok(n) if n > 0) {
+        unconfirmed.undo = None;
+        return Ok(Some(hold));
+    }
+    // Unconfirmed: stop renewing, give it back, report why.
+    let lease_ms = hold.lease_ms;
+    drop(hold);
+    unconfirmed.undo = None;
+    let _ = acquirer
+        .clone()
+        .release(client.conn.clone(), lease_ms)
+        .await;
+    match acked {
+        Err(e) => Err(e),
+        Ok(_) => Err(Error::NotReplicated {
+            name: acquirer.name().to_owned(),
+            replicas,
+        }),
+    }
+}
+
+/// Releases one hold from a spawned task if dropped while armed.
+struct UndoOnDrop {
+    undo: Option<(Arc<dyn Acquirer>, Conn, u64)>,
+}
+
+impl Drop for UndoOnDrop {
+    fn drop(&mut self) {
+        if let Some((acquirer, conn, lease_ms)) = self.undo.take() {
+            spawn_detached(async move {
+                let _ = acquirer.release(conn, lease_ms).await;
+            });
+        }
+    }
+}
+
+/// [`acquire`] up to the point the primary granted the hold.
+async fn acquire_on_primary(
     client: &Arc<ClientInner>,
     acquirer: &Arc<dyn Acquirer>,
     lease: Lease,

@@ -17,6 +17,7 @@ use std::time::Duration;
 use crate::conn::Conn;
 use tokio::sync::{oneshot, Notify};
 
+use crate::replication::QuietSync;
 use crate::scripts;
 
 /// Holds renewed per script call, as Redisson does.
@@ -136,10 +137,10 @@ pub(crate) struct Watchdog {
 
 impl Watchdog {
     /// Starts the renewal task: every `lease / 3`, restart `lease` on every active hold.
-    pub(crate) fn start(conn: Conn, lease: Duration) -> Self {
+    pub(crate) fn start(conn: Conn, lease: Duration, sync: QuietSync) -> Self {
         let registry = Arc::new(Registry::default());
         let (stop, stopped) = oneshot::channel();
-        tokio::spawn(run_renewals(registry.clone(), conn, lease, stopped));
+        tokio::spawn(run_renewals(registry.clone(), conn, lease, sync, stopped));
         Watchdog {
             registry,
             _stop: stop,
@@ -283,6 +284,7 @@ async fn run_renewals(
     registry: Arc<Registry>,
     mut conn: Conn,
     lease: Duration,
+    sync: QuietSync,
     mut stopped: oneshot::Receiver<()>,
 ) {
     let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
@@ -292,7 +294,10 @@ async fn run_renewals(
     loop {
         tokio::select! {
             _ = &mut stopped => return,
-            _ = ticks.tick() => renew_all(&registry, &mut conn, lease_ms).await,
+            _ = ticks.tick() => {
+                renew_all(&registry, &mut conn, lease_ms).await;
+                sync.run(&mut conn).await;
+            }
         }
     }
 }

@@ -15,5 +15,6 @@ mod locks {
     mod pubsub;
     mod read_write;
     mod reentrant;
+    mod replication;
     mod watchdog;
 }

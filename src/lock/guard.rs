@@ -153,7 +153,9 @@ pub(crate) async fn release(
     ops: &Arc<dyn Acquirer>,
     lease_ms: u64,
 ) -> Result<()> {
-    match ops.clone().release(client.conn.clone(), lease_ms).await? {
+    let released = ops.clone().release(client.conn.clone(), lease_ms).await?;
+    client.quiet_sync().run(&mut client.conn.clone()).await;
+    match released {
         Released::NotHeld => Err(Error::NotHeld {
             name: ops.name().to_owned(),
             owner: ops.owner().to_owned(),

@@ -1,0 +1,68 @@
+//! Replica sync: making sure a replica has a write before relying on it (Redis
+//! `WAIT`), as Redisson's `syncSlaves` does.
+
+use crate::client::ClientInner;
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+
+/// Waits until `replicas` replicas acknowledged every write this client's
+/// connection made so far, or `replica_sync_timeout` passed; how many did.
+///
+/// WAIT applies to the connection's own writes. The client has one connection, so
+/// this covers the write just made (and any other of this client's, which only
+/// makes it stricter).
+pub(crate) async fn wait_for_replicas(client: &ClientInner, replicas: u32) -> Result<u32> {
+    let timeout_ms =
+        u64::try_from(client.config.replica_sync_timeout.as_millis()).unwrap_or(u64::MAX);
+    let mut conn = client.conn.clone();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(replicas)
+        .arg(timeout_ms)
+        .query_async(&mut conn)
+        .await?;
+    u32::try_from(acked).map_err(|_| Error::unexpected("WAIT", acked))
+}
+
+/// How a client syncs releases and renewals: best effort, since a lost one costs
+/// liveness (the hold lives on until its lease ends), never exclusion.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QuietSync {
+    pub(crate) replicas: u32,
+    pub(crate) timeout_ms: u64,
+}
+
+impl QuietSync {
+    pub(crate) async fn run(self, conn: &mut Conn) {
+        if self.replicas == 0 {
+            return;
+        }
+        let _: redis::RedisResult<i64> = redis::cmd("WAIT")
+            .arg(self.replicas)
+            .arg(self.timeout_ms)
+            .query_async(conn)
+            .await;
+    }
+}
+
+/// How many replicas to wait for: the configured number, or (by default) as many
+/// as the server has connected right now. Never in cluster mode (WAIT would have
+/// to reach the node that took each write).
+pub(crate) async fn replicas_to_sync(configured: Option<u32>, conn: &mut Conn) -> u32 {
+    if conn.is_cluster() {
+        return 0;
+    }
+    if let Some(n) = configured {
+        return n;
+    }
+    let info: redis::RedisResult<String> = redis::cmd("INFO")
+        .arg("replication")
+        .query_async(conn)
+        .await;
+    info.ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("connected_slaves:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}

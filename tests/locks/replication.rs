@@ -1,0 +1,96 @@
+//! Replica sync (WAIT): the known unsafety of asynchronous replication shown, and
+//! the sync option detecting it.
+
+use std::time::Duration;
+
+use redisson_locks::Client;
+
+use crate::support::{eventually, RedisServer};
+
+/// A primary and a replica of it, the replica's initial sync done.
+async fn primary_with_replica() -> (RedisServer, RedisServer) {
+    let primary = RedisServer::start();
+    let replica =
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            let mut admin = replica.admin().await;
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            info.contains("master_link_status:up")
+        })
+        .await,
+        "the replica did not sync"
+    );
+    (primary, replica)
+}
+
+async fn detach(replica: &RedisServer) {
+    let mut admin = replica.admin().await;
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_no_replica_acknowledged_is_released_and_reported() {
+    let (primary, replica) = primary_with_replica().await;
+    let client = primary.client().await;
+    assert_eq!(
+        client.replica_sync(),
+        1,
+        "replica sync is on where replicas exist"
+    );
+    let lock = client.get_lock("synced").unwrap();
+    // Acknowledged: a normal hold, on both.
+    let guard = lock.lock().await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            replica.keys().await == vec!["synced".to_owned()]
+        })
+        .await
+    );
+    guard.unlock().await.unwrap();
+
+    // The replica stops following before the acquire: nobody acknowledges it.
+    detach(&replica).await;
+    let err = lock.lock().await.unwrap_err();
+    assert!(err.is_not_replicated(), "{err:?}");
+    assert!(
+        primary.keys().await.is_empty(),
+        "the unacknowledged hold was kept"
+    );
+    assert_eq!(client.renewed_holds(), 0);
+    assert!(lock.try_lock().await.unwrap_err().is_not_replicated());
+    assert!(primary.keys().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_sync_a_grant_lost_in_failover_lets_a_second_owner_in() {
+    let (primary, replica) = primary_with_replica().await;
+    let mut config = primary.config();
+    config.replica_sync = Some(0);
+    let first = Client::connect(config).await.unwrap();
+    assert_eq!(first.replica_sync(), 0);
+    // The grant does not reach the replica (replication lag, here a detached one)...
+    detach(&replica).await;
+    let theirs = first.get_lock("unsafe").unwrap().lock().await.unwrap();
+    // ...and the replica is promoted: clients now reach it, where the lock is free.
+    let second = replica.client().await;
+    let ours = second.get_lock("unsafe").unwrap().try_lock().await.unwrap();
+    assert!(
+        ours.is_some(),
+        "expected the known unsafety: two owners after a lost grant"
+    );
+    // Both believe they hold it. With replica sync on, the first acquire would have
+    // failed with NotReplicated instead (previous test).
+    assert!(!theirs.is_lease_lost());
+    ours.unwrap().unlock().await.unwrap();
+    theirs.unlock().await.unwrap();
+}
