@@ -75,10 +75,12 @@ impl Client {
         config.validate()?;
         let pushes = PushHandler::new();
         let connect = async {
-            if config.cluster_nodes.is_empty() {
-                connect_single(&config, &pushes).await
-            } else {
+            if !config.cluster_nodes.is_empty() {
                 connect_cluster(&config, &pushes).await
+            } else if !config.sentinel_addresses.is_empty() {
+                connect_sentinel(&config, &pushes).await
+            } else {
+                connect_single(&config, &pushes).await
             }
         };
         let conn = match tokio::time::timeout(config.connect_timeout, connect).await {
@@ -190,18 +192,49 @@ impl Client {
     }
 }
 
-async fn connect_single(config: &Config, pushes: &PushHandler) -> Result<Conn> {
-    let info = config.connection_info()?;
-    let redis_client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
-    let manager_config = ConnectionManagerConfig::new()
+fn manager_config(config: &Config, pushes: &PushHandler) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
         .set_connection_timeout(Some(config.connect_timeout))
         .set_response_timeout(Some(config.timeout))
         .set_number_of_retries(config.retry_attempts as usize)
         .set_max_delay(config.retry_interval)
-        .set_push_sender(pushes.sender());
+        .set_push_sender(pushes.sender())
+}
+
+async fn connect_single(config: &Config, pushes: &PushHandler) -> Result<Conn> {
+    let info = config.connection_info()?;
+    let redis_client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
     Ok(Conn::Single(
-        ConnectionManager::new_with_config(redis_client, manager_config).await?,
+        ConnectionManager::new_with_config(redis_client, manager_config(config, pushes)).await?,
     ))
+}
+
+async fn connect_sentinel(config: &Config, pushes: &PushHandler) -> Result<Conn> {
+    use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+    let addresses = config
+        .sentinel_infos()?
+        .into_iter()
+        .map(|info| info.addr().clone());
+    let master = config.sentinel_master_name.clone().unwrap_or_default();
+    let mut builder = SentinelClientBuilder::new(addresses, master, SentinelServerType::Master)?
+        .set_client_to_redis_protocol(redis::ProtocolVersion::RESP3)
+        .set_client_to_redis_db(config.database);
+    if let Some(user) = &config.username {
+        builder = builder.set_client_to_redis_username(user);
+    }
+    if let Some(password) = &config.password {
+        builder = builder.set_client_to_redis_password(password);
+    }
+    let sentinel = builder.build().map_err(|e| Error::Config(e.to_string()))?;
+    // Few re-dials of one address: after a failover it stays dead, and the sooner
+    // a command fails, the sooner the sentinels are asked again.
+    let conn = crate::conn::SentinelConn::connect(
+        sentinel,
+        manager_config(config, pushes).set_number_of_retries(1),
+        pushes.reconnect_signal(),
+    )
+    .await?;
+    Ok(Conn::Sentinel(std::sync::Arc::new(conn)))
 }
 
 async fn connect_cluster(config: &Config, pushes: &PushHandler) -> Result<Conn> {

@@ -71,6 +71,15 @@ pub struct Config {
     /// Sharded and plain messages do not reach each other, so every client of a
     /// lock, Java ones included, must agree.
     pub sharded_pubsub: Option<bool>,
+    /// Sentinel addresses, `redis://host:port` each (Redisson
+    /// `sentinelServersConfig.sentinelAddresses`). Empty (the default): no
+    /// Sentinel. Set: the client asks them for the primary of
+    /// [`sentinel_master_name`](Config::sentinel_master_name) and follows failovers;
+    /// `address` is ignored.
+    pub sentinel_addresses: Vec<String>,
+    /// The monitored primary's name (Redisson `masterName`); required with
+    /// `sentinel_addresses`.
+    pub sentinel_master_name: Option<String>,
     /// How many replicas must acknowledge each acquire (Redis `WAIT`), as
     /// Redisson's replica sync does. `None` (the default): as many as were
     /// connected to the server at connect time, none when there were none.
@@ -102,6 +111,8 @@ impl Default for Config {
             fair_lock_wait_timeout: Duration::from_millis(300_000),
             cluster_nodes: Vec::new(),
             sharded_pubsub: None,
+            sentinel_addresses: Vec::new(),
+            sentinel_master_name: None,
             replica_sync: None,
             replica_sync_timeout: Duration::from_millis(1_000),
         }
@@ -176,6 +187,14 @@ impl Config {
             config.cluster_nodes = cluster.node_addresses.unwrap_or_default();
             cluster.common.apply(&mut config);
         }
+        if let Some(sentinel) = file.sentinel_servers_config {
+            config.sentinel_addresses = sentinel.sentinel_addresses.unwrap_or_default();
+            config.sentinel_master_name = sentinel.master_name;
+            if let Some(db) = sentinel.database {
+                config.database = db;
+            }
+            sentinel.common.apply(&mut config);
+        }
         set_millis(
             &mut config.lock_watchdog_timeout,
             file.lock_watchdog_timeout,
@@ -195,6 +214,17 @@ impl Config {
     pub fn validate(&self) -> Result<()> {
         parse_address(&self.address)?;
         self.cluster_node_infos()?;
+        self.sentinel_infos()?;
+        if !self.sentinel_addresses.is_empty() && self.sentinel_master_name.is_none() {
+            return Err(Error::Config(
+                "sentinel_master_name is required with sentinel_addresses".into(),
+            ));
+        }
+        if !self.sentinel_addresses.is_empty() && !self.cluster_nodes.is_empty() {
+            return Err(Error::Config(
+                "cluster_nodes and sentinel_addresses cannot both be set".into(),
+            ));
+        }
         if self.database < 0 {
             return Err(Error::Config("database must not be negative".into()));
         }
@@ -220,6 +250,14 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// The sentinels as connection infos.
+    pub(crate) fn sentinel_infos(&self) -> Result<Vec<redis::ConnectionInfo>> {
+        self.sentinel_addresses
+            .iter()
+            .map(|node| parse_address(node))
+            .collect()
     }
 
     /// The cluster seed nodes as connection infos.
@@ -273,6 +311,7 @@ fn set_millis(field: &mut Duration, millis: Option<u64>) {
 struct RedissonJson {
     single_server_config: Option<SingleServerJson>,
     cluster_servers_config: Option<ClusterServersJson>,
+    sentinel_servers_config: Option<SentinelServersJson>,
     lock_watchdog_timeout: Option<u64>,
     fair_lock_wait_timeout: Option<u64>,
 }
@@ -294,7 +333,18 @@ struct ClusterServersJson {
     common: ServerJson,
 }
 
-/// The settings `singleServerConfig` and `clusterServersConfig` share.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SentinelServersJson {
+    sentinel_addresses: Option<Vec<String>>,
+    master_name: Option<String>,
+    database: Option<i64>,
+    #[serde(flatten)]
+    common: ServerJson,
+}
+
+/// The settings `singleServerConfig`, `clusterServersConfig` and
+/// `sentinelServersConfig` share.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ServerJson {
@@ -401,6 +451,23 @@ mod tests {
                 .unwrap_err()
                 .is_config()
         );
+    }
+
+    #[test]
+    fn json_reads_redisson_sentinel_layout() {
+        let c = Config::from_json(
+            r#"{"sentinelServersConfig":{"sentinelAddresses":["redis://s1:26379"],
+                "masterName":"mymaster","database":2}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.sentinel_addresses, vec!["redis://s1:26379"]);
+        assert_eq!(c.sentinel_master_name.as_deref(), Some("mymaster"));
+        assert_eq!(c.database, 2);
+        assert!(Config::from_json(
+            r#"{"sentinelServersConfig":{"sentinelAddresses":["redis://s1:26379"]}}"#
+        )
+        .unwrap_err()
+        .is_config());
     }
 
     #[test]

@@ -2,8 +2,11 @@
 //! connection, or a Redis Cluster connection that routes each command by slot and
 //! follows MOVED/ASK and slot-map changes after a failover.
 
-use redis::aio::ConnectionManager;
+use std::sync::{Arc, RwLock};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
+use redis::sentinel::SentinelClient;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 /// Either kind of connection; cheap to clone, as both are handles.
@@ -15,6 +18,89 @@ pub(crate) enum Conn {
         /// Whether unlock messages travel on sharded pub/sub (SPUBLISH/SSUBSCRIBE).
         sharded: bool,
     },
+    /// The primary that Sentinel names, followed across failovers.
+    Sentinel(Arc<SentinelConn>),
+}
+
+/// A connection to whichever server Sentinel says is the primary. A command that
+/// fails the way a failover makes commands fail (refused, cut, timed out, or a
+/// READONLY from a demoted primary) makes it ask the sentinels again; when they
+/// name another primary it connects there, and tells the subscriber to subscribe
+/// again (as after any reconnect), so waiters follow.
+pub(crate) struct SentinelConn {
+    sentinel: tokio::sync::Mutex<SentinelClient>,
+    manager_config: ConnectionManagerConfig,
+    current: RwLock<(String, ConnectionManager)>,
+    on_switch: Box<dyn Fn() + Send + Sync>,
+}
+
+impl SentinelConn {
+    pub(crate) async fn connect(
+        mut sentinel: SentinelClient,
+        manager_config: ConnectionManagerConfig,
+        on_switch: Box<dyn Fn() + Send + Sync>,
+    ) -> redis::RedisResult<SentinelConn> {
+        let client = sentinel.async_get_client().await?;
+        let address = client.get_connection_info().addr().to_string();
+        let manager = ConnectionManager::new_with_config(client, manager_config.clone()).await?;
+        Ok(SentinelConn {
+            sentinel: tokio::sync::Mutex::new(sentinel),
+            manager_config,
+            current: RwLock::new((address, manager)),
+            on_switch,
+        })
+    }
+
+    fn manager(&self) -> ConnectionManager {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .clone()
+    }
+
+    /// After a failed command: follow the primary if the failure suggests it moved.
+    async fn follow_if_moved<T>(&self, result: &redis::RedisResult<T>) {
+        if let Err(err) = result {
+            if primary_may_have_moved(err) {
+                self.follow().await;
+            }
+        }
+    }
+
+    /// Asks the sentinels for the primary; moves there if it changed.
+    async fn follow(&self) {
+        let mut sentinel = self.sentinel.lock().await;
+        let Ok(client) = sentinel.async_get_client().await else {
+            return;
+        };
+        let address = client.get_connection_info().addr().to_string();
+        if self.current.read().unwrap_or_else(|p| p.into_inner()).0 == address {
+            return;
+        }
+        let Ok(manager) =
+            ConnectionManager::new_with_config(client, self.manager_config.clone()).await
+        else {
+            return;
+        };
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = (address, manager);
+        drop(sentinel);
+        (self.on_switch)();
+    }
+}
+
+/// Does `err` look like the primary moved?
+fn primary_may_have_moved(err: &redis::RedisError) -> bool {
+    err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+        || matches!(
+            err.kind(),
+            redis::ErrorKind::Server(
+                redis::ServerErrorKind::ReadOnly | redis::ServerErrorKind::MasterDown
+            )
+        )
 }
 
 impl std::fmt::Debug for Conn {
@@ -22,6 +108,7 @@ impl std::fmt::Debug for Conn {
         match self {
             Conn::Single(_) => f.write_str("Conn::Single"),
             Conn::Cluster { sharded, .. } => write!(f, "Conn::Cluster {{ sharded: {sharded} }}"),
+            Conn::Sentinel(_) => f.write_str("Conn::Sentinel"),
         }
     }
 }
@@ -45,6 +132,11 @@ impl Conn {
     pub(crate) async fn subscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
         match self {
             Conn::Single(conn) => conn.subscribe(channels).await,
+            Conn::Sentinel(sentinel) => {
+                let result = sentinel.manager().subscribe(channels).await;
+                sentinel.follow_if_moved(&result).await;
+                result
+            }
             Conn::Cluster {
                 conn,
                 sharded: true,
@@ -56,6 +148,7 @@ impl Conn {
     pub(crate) async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
         match self {
             Conn::Single(conn) => conn.unsubscribe(channels).await,
+            Conn::Sentinel(sentinel) => sentinel.manager().unsubscribe(channels).await,
             Conn::Cluster {
                 conn,
                 sharded: true,
@@ -68,6 +161,11 @@ impl Conn {
 impl redis::aio::ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
+            Conn::Sentinel(sentinel) => Box::pin(async move {
+                let result = sentinel.manager().req_packed_command(cmd).await;
+                sentinel.follow_if_moved(&result).await;
+                result
+            }),
             Conn::Single(conn) => conn.req_packed_command(cmd),
             Conn::Cluster { conn, .. } => conn.req_packed_command(cmd),
         }
@@ -80,6 +178,12 @@ impl redis::aio::ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
+            Conn::Sentinel(sentinel) => Box::pin(async move {
+                sentinel
+                    .manager()
+                    .req_packed_commands(pipeline, offset, count)
+                    .await
+            }),
             Conn::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
             Conn::Cluster { conn, .. } => conn.req_packed_commands(pipeline, offset, count),
         }
@@ -87,6 +191,7 @@ impl redis::aio::ConnectionLike for Conn {
 
     fn get_db(&self) -> i64 {
         match self {
+            Conn::Sentinel(sentinel) => sentinel.manager().get_db(),
             Conn::Single(conn) => conn.get_db(),
             Conn::Cluster { conn, .. } => conn.get_db(),
         }

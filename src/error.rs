@@ -116,6 +116,7 @@ impl Error {
                             redis::ServerErrorKind::BusyLoading
                                 | redis::ServerErrorKind::TryAgain
                                 | redis::ServerErrorKind::MasterDown
+                                | redis::ServerErrorKind::ReadOnly
                         )
                     )
             }
@@ -125,7 +126,7 @@ impl Error {
 
     /// Did the server surely not run the command? True for a refused connection
     /// and for the server's "not now" refusals (LOADING, TRYAGAIN, MASTERDOWN,
-    /// CLUSTERDOWN); false for a timeout or a connection cut mid-request, after
+    /// CLUSTERDOWN, READONLY from a demoted primary); false for a timeout or a connection cut mid-request, after
     /// which the command may or may not have run.
     pub(crate) fn is_surely_not_executed(&self) -> bool {
         match self {
@@ -138,6 +139,7 @@ impl Error {
                                 | redis::ServerErrorKind::TryAgain
                                 | redis::ServerErrorKind::MasterDown
                                 | redis::ServerErrorKind::ClusterDown
+                                | redis::ServerErrorKind::ReadOnly
                         )
                     )
             }

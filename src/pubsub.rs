@@ -218,6 +218,18 @@ impl PushHandler {
         }
     }
 
+    /// A signal that the connection was replaced (a Sentinel failover): every
+    /// channel is subscribed again and every waiter retries, as after a reconnect.
+    pub(crate) fn reconnect_signal(&self) -> Box<dyn Fn() + Send + Sync> {
+        let channels = self.0.clone();
+        Box::new(move || {
+            channels.deliver(PushInfo {
+                kind: PushKind::Disconnection,
+                data: Vec::new(),
+            })
+        })
+    }
+
     /// Starts the task that sends SUBSCRIBE/UNSUBSCRIBE on `conn`.
     pub(crate) fn start(self, conn: Conn) -> PubSub {
         let (commands, queue) = mpsc::unbounded_channel();

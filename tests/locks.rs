@@ -16,5 +16,6 @@ mod locks {
     mod read_write;
     mod reentrant;
     mod replication;
+    mod sentinel;
     mod watchdog;
 }

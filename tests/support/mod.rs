@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod fair;
 pub mod fake_resp;
 pub mod proxy;
+pub mod sentinel;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
