@@ -58,8 +58,7 @@ impl ClientInner {
     pub(crate) fn quiet_sync(&self) -> crate::replication::QuietSync {
         crate::replication::QuietSync {
             replicas: self.replica_sync,
-            timeout_ms: u64::try_from(self.config.replica_sync_timeout.as_millis())
-                .unwrap_or(u64::MAX),
+            timeout_ms: self.config.effective_replica_sync_timeout_ms(),
         }
     }
 }
@@ -93,12 +92,13 @@ impl Client {
                 ))))
             }
         };
-        let warnings = check_server(&mut conn.clone()).await;
-        let replica_sync =
+        let mut warnings = check_server(&mut conn.clone()).await;
+        let (replica_sync, sync_warning) =
             crate::replication::replicas_to_sync(config.replica_sync, &mut conn.clone()).await;
+        warnings.extend(sync_warning);
         let renewal_sync = crate::replication::QuietSync {
             replicas: replica_sync,
-            timeout_ms: u64::try_from(config.replica_sync_timeout.as_millis()).unwrap_or(u64::MAX),
+            timeout_ms: config.effective_replica_sync_timeout_ms(),
         };
         let pubsub = pushes.start(conn.clone());
         let watchdog = Watchdog::start(conn.clone(), config.lock_watchdog_timeout, renewal_sync);
@@ -211,10 +211,16 @@ async fn connect_single(config: &Config, pushes: &PushHandler) -> Result<Conn> {
 
 async fn connect_sentinel(config: &Config, pushes: &PushHandler) -> Result<Conn> {
     use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
-    let addresses = config
-        .sentinel_infos()?
-        .into_iter()
-        .map(|info| info.addr().clone());
+    let sentinels = config.sentinel_infos()?;
+    // Credentials in the sentinel URLs are the sentinels' own.
+    let sentinel_auth = sentinels.first().map(|info| {
+        let settings = info.redis_settings();
+        (
+            settings.username().map(str::to_owned),
+            settings.password().map(str::to_owned),
+        )
+    });
+    let addresses = sentinels.iter().map(|info| info.addr().clone());
     let master = config.sentinel_master_name.clone().unwrap_or_default();
     let mut builder = SentinelClientBuilder::new(addresses, master, SentinelServerType::Master)?
         .set_client_to_redis_protocol(redis::ProtocolVersion::RESP3)
@@ -224,6 +230,14 @@ async fn connect_sentinel(config: &Config, pushes: &PushHandler) -> Result<Conn>
     }
     if let Some(password) = &config.password {
         builder = builder.set_client_to_redis_password(password);
+    }
+    if let Some((user, password)) = sentinel_auth {
+        if let Some(user) = user {
+            builder = builder.set_client_to_sentinel_username(user);
+        }
+        if let Some(password) = password {
+            builder = builder.set_client_to_sentinel_password(password);
+        }
     }
     let sentinel = builder.build().map_err(|e| Error::Config(e.to_string()))?;
     // Few re-dials of one address: after a failover it stays dead, and the sooner

@@ -81,9 +81,10 @@ pub struct Config {
     /// `sentinel_addresses`.
     pub sentinel_master_name: Option<String>,
     /// How many replicas must acknowledge each acquire (Redis `WAIT`), as
-    /// Redisson's replica sync does. `None` (the default): as many as were
-    /// connected to the server at connect time, none when there were none.
-    /// `Some(0)` turns it off. Single server only for now; off in cluster mode.
+    /// Redisson's replica sync does. `None` (the default): one when the server had
+    /// replicas connected at connect time, none when it had none (or could not be
+    /// asked: see [`Client::warnings`](crate::Client::warnings)). `Some(0)` turns it
+    /// off. Single server and Sentinel; off in cluster mode.
     ///
     /// With it, an acquire no replica acknowledged is released again and reported
     /// as [`Error::NotReplicated`]: a hold that only the primary knows would be lost
@@ -92,7 +93,10 @@ pub struct Config {
     /// the write, and a failover can promote one that did not acknowledge).
     pub replica_sync: Option<u32>,
     /// How long to wait for replicas to acknowledge (Redisson `syncSlavesTimeout`).
-    /// Default 1 s. While waiting, this client's connection is blocked.
+    /// Default 1 s, and at most half of [`timeout`](Config::timeout) (a WAIT must
+    /// answer before the client gives up on it). While waiting, this client's
+    /// connection is blocked, and an acquire with a wait limit may overrun it by
+    /// this much.
     pub replica_sync_timeout: Duration,
 }
 
@@ -250,6 +254,13 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// The replica sync timeout in force: the configured one, capped at half of
+    /// `timeout`.
+    pub(crate) fn effective_replica_sync_timeout_ms(&self) -> u64 {
+        let effective = self.replica_sync_timeout.min(self.timeout / 2);
+        u64::try_from(effective.as_millis()).unwrap_or(u64::MAX)
     }
 
     /// The sentinels as connection infos.

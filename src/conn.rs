@@ -31,6 +31,9 @@ pub(crate) struct SentinelConn {
     sentinel: tokio::sync::Mutex<SentinelClient>,
     manager_config: ConnectionManagerConfig,
     current: RwLock<(String, ConnectionManager)>,
+    /// Bumped on every switch, so that commands which failed together ask the
+    /// sentinels once, not once each.
+    switches: std::sync::atomic::AtomicU64,
     on_switch: Box<dyn Fn() + Send + Sync>,
 }
 
@@ -47,6 +50,7 @@ impl SentinelConn {
             sentinel: tokio::sync::Mutex::new(sentinel),
             manager_config,
             current: RwLock::new((address, manager)),
+            switches: std::sync::atomic::AtomicU64::new(0),
             on_switch,
         })
     }
@@ -59,18 +63,30 @@ impl SentinelConn {
             .clone()
     }
 
+    /// How many times this connection switched primaries so far.
+    fn switches(&self) -> u64 {
+        self.switches.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// After a failed command: follow the primary if the failure suggests it moved.
-    async fn follow_if_moved<T>(&self, result: &redis::RedisResult<T>) {
+    /// After a failed command sent at switch count `seen`: follow the primary if
+    /// the failure suggests it moved.
+    async fn follow_if_moved<T>(&self, result: &redis::RedisResult<T>, seen: u64) {
         if let Err(err) = result {
             if primary_may_have_moved(err) {
-                self.follow().await;
+                self.follow(seen).await;
             }
         }
     }
 
-    /// Asks the sentinels for the primary; moves there if it changed.
-    async fn follow(&self) {
+    /// Asks the sentinels for the primary; moves there if it changed. Nothing to
+    /// do when another caller already switched since `seen`: commands that failed
+    /// together ask the sentinels once.
+    async fn follow(&self, seen: u64) {
         let mut sentinel = self.sentinel.lock().await;
+        if self.switches() != seen {
+            return;
+        }
         let Ok(client) = sentinel.async_get_client().await else {
             return;
         };
@@ -84,6 +100,8 @@ impl SentinelConn {
             return;
         };
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = (address, manager);
+        self.switches
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         drop(sentinel);
         (self.on_switch)();
     }
@@ -133,8 +151,9 @@ impl Conn {
         match self {
             Conn::Single(conn) => conn.subscribe(channels).await,
             Conn::Sentinel(sentinel) => {
+                let seen = sentinel.switches();
                 let result = sentinel.manager().subscribe(channels).await;
-                sentinel.follow_if_moved(&result).await;
+                sentinel.follow_if_moved(&result, seen).await;
                 result
             }
             Conn::Cluster {
@@ -162,8 +181,9 @@ impl redis::aio::ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Sentinel(sentinel) => Box::pin(async move {
+                let seen = sentinel.switches();
                 let result = sentinel.manager().req_packed_command(cmd).await;
-                sentinel.follow_if_moved(&result).await;
+                sentinel.follow_if_moved(&result, seen).await;
                 result
             }),
             Conn::Single(conn) => conn.req_packed_command(cmd),

@@ -116,6 +116,7 @@ impl Error {
                             redis::ServerErrorKind::BusyLoading
                                 | redis::ServerErrorKind::TryAgain
                                 | redis::ServerErrorKind::MasterDown
+                                | redis::ServerErrorKind::ClusterDown
                                 | redis::ServerErrorKind::ReadOnly
                         )
                     )

@@ -84,6 +84,8 @@ pub(crate) enum Class {
 struct Channels {
     table: Mutex<HashMap<String, Entry>>,
     commands: OnceLock<mpsc::WeakUnboundedSender<Command>>,
+    /// Bumped on every lost or replaced connection.
+    connections_lost: AtomicU64,
 }
 
 impl Channels {
@@ -146,6 +148,7 @@ impl Channels {
                 }
             }
             PushKind::Disconnection => {
+                self.connections_lost.fetch_add(1, Ordering::SeqCst);
                 // Every subscription died with the connection: ask again (the
                 // requests go out on the new connection, and any reply still due
                 // from the old one is superseded), and wake every waiter so it
@@ -326,6 +329,13 @@ impl PubSub {
             channel: new,
             class,
         }
+    }
+
+    /// How many times the client's connection was lost or replaced so far: a
+    /// change between two commands means they may have gone out on different
+    /// connections.
+    pub(crate) fn connection_epoch(&self) -> u64 {
+        self.channels.connections_lost.load(Ordering::SeqCst)
     }
 
     /// How many channels this client is subscribed to (or subscribing).

@@ -6,14 +6,14 @@ use crate::conn::Conn;
 use crate::error::{Error, Result};
 
 /// Waits until `replicas` replicas acknowledged every write this client's
-/// connection made so far, or `replica_sync_timeout` passed; how many did.
+/// connection made so far, or `replica_sync_timeout` passed; how many did (the
+/// acquire counts as confirmed only when that is at least `replicas`).
 ///
 /// WAIT applies to the connection's own writes. The client has one connection, so
 /// this covers the write just made (and any other of this client's, which only
 /// makes it stricter).
 pub(crate) async fn wait_for_replicas(client: &ClientInner, replicas: u32) -> Result<u32> {
-    let timeout_ms =
-        u64::try_from(client.config.replica_sync_timeout.as_millis()).unwrap_or(u64::MAX);
+    let timeout_ms = client.config.effective_replica_sync_timeout_ms();
     let mut conn = client.conn.clone();
     let acked: i64 = redis::cmd("WAIT")
         .arg(replicas)
@@ -44,25 +44,38 @@ impl QuietSync {
     }
 }
 
-/// How many replicas to wait for: the configured number, or (by default) as many
-/// as the server has connected right now. Never in cluster mode (WAIT would have
-/// to reach the node that took each write).
-pub(crate) async fn replicas_to_sync(configured: Option<u32>, conn: &mut Conn) -> u32 {
+/// How many replicas must acknowledge each acquire: the configured number, or
+/// (by default) one when the server has replicas connected right now, else none.
+/// Never in cluster mode (WAIT would have to reach the node that took each write).
+/// The second value is a warning when the server could not be asked.
+pub(crate) async fn replicas_to_sync(
+    configured: Option<u32>,
+    conn: &mut Conn,
+) -> (u32, Option<String>) {
     if conn.is_cluster() {
-        return 0;
+        return (0, None);
     }
     if let Some(n) = configured {
-        return n;
+        return (n, None);
     }
     let info: redis::RedisResult<String> = redis::cmd("INFO")
         .arg("replication")
         .query_async(conn)
         .await;
-    info.ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix("connected_slaves:"))
-                .and_then(|n| n.trim().parse().ok())
-        })
-        .unwrap_or(0)
+    let connected = info.ok().and_then(|text| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("connected_slaves:"))
+            .and_then(|n| n.trim().parse::<u32>().ok())
+    });
+    match connected {
+        Some(n) => (n.min(1), None),
+        None => (
+            0,
+            Some(
+                "could not read INFO replication: replica sync is off; set \
+                 Config::replica_sync to require replica acknowledgements"
+                    .to_owned(),
+            ),
+        ),
+    }
 }

@@ -160,6 +160,7 @@ pub(crate) async fn acquire(
     lease: Lease,
     wait: Wait,
 ) -> Result<Option<Hold>> {
+    let epoch = client.pubsub.connection_epoch();
     let Some(hold) = acquire_on_primary(client, acquirer, lease, wait).await? else {
         return Ok(None);
     };
@@ -172,21 +173,25 @@ pub(crate) async fn acquire(
         undo: Some((acquirer.clone(), client.conn.clone(), hold.lease_ms)),
     };
     let acked = crate::replication::wait_for_replicas(client, replicas).await;
-    if matches!(acked, Ok(n) if n > 0) {
+    // WAIT counts the writes of the connection it runs on: if the connection was
+    // replaced since the acquire (a reconnect, a Sentinel switch), its answer says
+    // nothing about the acquire.
+    let same_connection = client.pubsub.connection_epoch() == epoch;
+    if same_connection && matches!(acked, Ok(n) if n >= replicas) {
         unconfirmed.undo = None;
         return Ok(Some(hold));
     }
-    // Unconfirmed: stop renewing, give it back, report why.
+    // Unconfirmed: stop renewing, give it back (from a task of its own, so that
+    // dropping this future cannot cut the release short), report why.
     let lease_ms = hold.lease_ms;
     drop(hold);
     unconfirmed.undo = None;
-    let _ = acquirer
-        .clone()
-        .release(client.conn.clone(), lease_ms)
-        .await;
-    match acked {
-        Err(e) => Err(e),
-        Ok(_) => Err(Error::NotReplicated {
+    let (giver, conn) = (acquirer.clone(), client.conn.clone());
+    let given_back = tokio::spawn(async move { giver.release(conn, lease_ms).await }).await;
+    match (acked, given_back) {
+        (_, Ok(Err(e))) => Err(e),
+        (Err(e), _) => Err(e),
+        _ => Err(Error::NotReplicated {
             name: acquirer.name().to_owned(),
             replicas,
         }),

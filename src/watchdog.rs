@@ -295,20 +295,23 @@ async fn run_renewals(
         tokio::select! {
             _ = &mut stopped => return,
             _ = ticks.tick() => {
-                renew_all(&registry, &mut conn, lease_ms).await;
-                sync.run(&mut conn).await;
+                if renew_all(&registry, &mut conn, lease_ms).await {
+                    sync.run(&mut conn).await;
+                }
             }
         }
     }
 }
 
 /// One renewal round over every active hold, batched per kind.
-async fn renew_all(registry: &Registry, conn: &mut Conn, lease_ms: u64) {
+/// Returns whether any hold was due (and so a write may have been made).
+async fn renew_all(registry: &Registry, conn: &mut Conn, lease_ms: u64) -> bool {
     let due: Vec<(HoldKey, u64)> = registry
         .holds()
         .iter()
         .filter_map(|(key, entry)| Some((key.clone(), entry.holds.last()?.generation)))
         .collect();
+    let any_due = !due.is_empty();
     // One script call touches keys of one slot only in a cluster: group by kind
     // and, there, by slot.
     let mut groups: std::collections::BTreeMap<(RenewKind, u16), Vec<&(HoldKey, u64)>> =
@@ -346,4 +349,5 @@ async fn renew_all(registry: &Registry, conn: &mut Conn, lease_ms: u64) {
             }
         }
     }
+    any_due
 }
