@@ -270,9 +270,18 @@ async fn connect_cluster(config: &Config, pushes: &PushHandler) -> Result<Conn> 
     let sharded = match config.sharded_pubsub {
         Some(choice) => choice,
         // As Redisson: sharded pub/sub in cluster mode on servers that have it.
-        None => server_major_version(&mut conn)
-            .await
-            .is_some_and(|major| major >= 7),
+        // Guessing wrong would leave Java and Rust clients deaf to each other's
+        // unlocks, so an unknown version is an error, not a guess.
+        None => match server_major_version(&mut conn).await {
+            Some(major) => major >= 7,
+            None => {
+                return Err(Error::Config(
+                    "could not read the cluster's Redis version to choose between sharded \
+                     and plain pub/sub; set Config::sharded_pubsub"
+                        .into(),
+                ))
+            }
+        },
     };
     Ok(Conn::Cluster { conn, sharded })
 }
