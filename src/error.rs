@@ -101,8 +101,9 @@ impl Error {
         matches!(self, Error::UnexpectedReply { .. })
     }
 
-    /// Is this a transport failure (refused, dropped, timed out) that a later attempt
-    /// may get past, as opposed to a refusal that will repeat (auth, ACL, bad input)?
+    /// Is this a transport failure (refused, dropped, timed out) or a server's
+    /// "not now" that a later attempt may get past, as opposed to a refusal that
+    /// will repeat (auth, ACL, bad input)?
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Redis(e) => {
@@ -110,40 +111,18 @@ impl Error {
                     || e.is_timeout()
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
-                    || matches!(
-                        e.kind(),
-                        redis::ErrorKind::Server(
-                            redis::ServerErrorKind::BusyLoading
-                                | redis::ServerErrorKind::TryAgain
-                                | redis::ServerErrorKind::MasterDown
-                                | redis::ServerErrorKind::ClusterDown
-                                | redis::ServerErrorKind::ReadOnly
-                        )
-                    )
+                    || is_not_now(e)
             }
             _ => false,
         }
     }
 
     /// Did the server surely not run the command? True for a refused connection
-    /// and for the server's "not now" refusals (LOADING, TRYAGAIN, MASTERDOWN,
-    /// CLUSTERDOWN, READONLY from a demoted primary); false for a timeout or a connection cut mid-request, after
-    /// which the command may or may not have run.
+    /// and for the server's "not now" refusals; false for a timeout or a
+    /// connection cut mid-request, after which the command may or may not have run.
     pub(crate) fn is_surely_not_executed(&self) -> bool {
         match self {
-            Error::Redis(e) => {
-                e.is_connection_refusal()
-                    || matches!(
-                        e.kind(),
-                        redis::ErrorKind::Server(
-                            redis::ServerErrorKind::BusyLoading
-                                | redis::ServerErrorKind::TryAgain
-                                | redis::ServerErrorKind::MasterDown
-                                | redis::ServerErrorKind::ClusterDown
-                                | redis::ServerErrorKind::ReadOnly
-                        )
-                    )
-            }
+            Error::Redis(e) => e.is_connection_refusal() || is_not_now(e),
             _ => false,
         }
     }
@@ -171,6 +150,21 @@ impl Error {
             Error::Redis(err)
         }
     }
+}
+
+/// The server refused to run the command for now: LOADING, TRYAGAIN, MASTERDOWN,
+/// CLUSTERDOWN, or READONLY from a primary demoted in a failover.
+fn is_not_now(err: &redis::RedisError) -> bool {
+    matches!(
+        err.kind(),
+        redis::ErrorKind::Server(
+            redis::ServerErrorKind::BusyLoading
+                | redis::ServerErrorKind::TryAgain
+                | redis::ServerErrorKind::MasterDown
+                | redis::ServerErrorKind::ClusterDown
+                | redis::ServerErrorKind::ReadOnly
+        )
+    )
 }
 
 impl fmt::Display for Error {

@@ -10,21 +10,7 @@ use crate::support::{eventually, RedisServer};
 /// A primary and a replica of it, the replica's initial sync done.
 async fn primary_with_replica() -> (RedisServer, RedisServer) {
     let primary = RedisServer::start();
-    let replica =
-        RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            let mut admin = replica.admin().await;
-            let info: String = redis::cmd("INFO")
-                .arg("replication")
-                .query_async(&mut admin)
-                .await
-                .unwrap();
-            info.contains("master_link_status:up")
-        })
-        .await,
-        "the replica did not sync"
-    );
+    let replica = RedisServer::start_replica_of(&primary).await;
     (primary, replica)
 }
 

@@ -102,6 +102,26 @@ impl RedisServer {
         false
     }
 
+    /// Starts a replica of `primary` and waits until its initial sync is done.
+    pub async fn start_replica_of(primary: &RedisServer) -> RedisServer {
+        let replica =
+            RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                let mut admin = replica.admin().await;
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query_async(&mut admin)
+                    .await
+                    .expect("INFO");
+                info.contains("master_link_status:up")
+            })
+            .await,
+            "the replica did not sync"
+        );
+        replica
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }

@@ -4,7 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{eventually, free_port, RedisServer};
+use super::{free_port, RedisServer};
 use redisson_locks::Config;
 
 pub const MASTER: &str = "mymaster";
@@ -32,21 +32,7 @@ pub struct SentinelSetup {
 impl SentinelSetup {
     pub async fn start() -> SentinelSetup {
         let primary = RedisServer::start();
-        let replica =
-            RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
-        assert!(
-            eventually(Duration::from_secs(10), || async {
-                let mut admin = replica.admin().await;
-                let info: String = redis::cmd("INFO")
-                    .arg("replication")
-                    .query_async(&mut admin)
-                    .await
-                    .unwrap();
-                info.contains("master_link_status:up")
-            })
-            .await,
-            "replica did not sync"
-        );
+        let replica = RedisServer::start_replica_of(&primary).await;
         let mut sentinels = Vec::new();
         for i in 0..3 {
             let port = free_port();
