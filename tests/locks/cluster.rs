@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::cluster::RedisCluster;
-use crate::support::{eventually, within};
+use crate::support::{all_acquired, eventually, spawn_failover_waiters, within};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -148,23 +148,7 @@ async fn the_library_recovers_when_a_primary_dies_under_a_held_lock() {
     let waiters = redisson_locks::Client::connect(config).await.unwrap();
     let lock = holder.get_lock("failover").unwrap();
     let guard = lock.lock().await.unwrap();
-    let mut tasks = Vec::new();
-    for _ in 0..3 {
-        let lock = waiters.get_lock("failover").unwrap();
-        tasks.push(tokio::spawn(async move {
-            // Ride out the failover: errors while the slot has no primary are retried.
-            loop {
-                match lock.try_lock_wait(Duration::from_secs(20)).await {
-                    Ok(Some(g)) => {
-                        g.unlock().await.ok();
-                        return true;
-                    }
-                    Ok(None) => return false,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-                }
-            }
-        }));
-    }
+    let tasks = spawn_failover_waiters(&waiters.get_lock("failover").unwrap(), 3);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let primary = cluster.primary_for("failover");
     cluster.nodes[primary].kill();
@@ -175,14 +159,7 @@ async fn the_library_recovers_when_a_primary_dies_under_a_held_lock() {
     );
     // The holder releases (or learns its hold was lost in the failover).
     let _ = within(T, "holder unlock after failover", guard.unlock()).await;
-    let acquired = within(Duration::from_secs(60), "waiters after failover", async {
-        let mut all = true;
-        for t in tasks {
-            all &= t.await.unwrap();
-        }
-        all
-    })
-    .await;
+    let acquired = all_acquired(tasks).await;
     assert!(acquired, "a waiter gave up after the failover");
     // And new locks work at once.
     let g = within(

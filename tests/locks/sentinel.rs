@@ -6,7 +6,7 @@ use std::time::Duration;
 use redisson_locks::Client;
 
 use crate::support::sentinel::SentinelSetup;
-use crate::support::{eventually, within};
+use crate::support::{all_acquired, eventually, spawn_failover_waiters, within};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_follows_a_sentinel_failover_with_a_lock_held_and_three_waiters() {
@@ -24,24 +24,7 @@ async fn the_client_follows_a_sentinel_failover_with_a_lock_held_and_three_waite
         vec!["sentinel".to_owned()],
         "not on the primary"
     );
-    let mut tasks = Vec::new();
-    for _ in 0..3 {
-        let lock = waiters.get_lock("sentinel").unwrap();
-        tasks.push(tokio::spawn(async move {
-            // Ride out the failover: errors while there is no primary are retried.
-            for _ in 0..200 {
-                match lock.try_lock_wait(Duration::from_secs(20)).await {
-                    Ok(Some(g)) => {
-                        g.unlock().await.ok();
-                        return true;
-                    }
-                    Ok(None) => return false,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-                }
-            }
-            false
-        }));
-    }
+    let tasks = spawn_failover_waiters(&waiters.get_lock("sentinel").unwrap(), 3);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let old = setup.primary.port();
     setup.primary.kill();
@@ -54,18 +37,7 @@ async fn the_client_follows_a_sentinel_failover_with_a_lock_held_and_three_waite
     );
     assert_ne!(setup.reported_primary(), Some(old));
     let _ = within(Duration::from_secs(30), "holder unlock", guard.unlock()).await;
-    let all = within(
-        Duration::from_secs(60),
-        "waiters after the failover",
-        async {
-            let mut all = true;
-            for t in tasks {
-                all &= t.await.unwrap();
-            }
-            all
-        },
-    )
-    .await;
+    let all = all_acquired(tasks).await;
     assert!(all, "a waiter gave up");
     // New holds land on the new primary, and renewals keep them there.
     let g = within(

@@ -235,13 +235,18 @@ impl RedisServer {
     /// Number of RESP3 connections (CLIENT LIST): those of `redisson_locks`
     /// clients, not the RESP2 admin connections the tests open.
     pub async fn lock_client_connections(&self) -> usize {
+        let list = self.client_list().await;
+        list.lines().filter(|line| line.contains(" resp=3")).count()
+    }
+
+    /// CLIENT LIST, one line per connection.
+    pub async fn client_list(&self) -> String {
         let mut admin = self.admin().await;
-        let list: String = redis::cmd("CLIENT")
+        redis::cmd("CLIENT")
             .arg("LIST")
             .query_async(&mut admin)
             .await
-            .expect("CLIENT LIST");
-        list.lines().filter(|line| line.contains(" resp=3")).count()
+            .expect("CLIENT LIST")
     }
 
     /// Kills every client connection except the admin's (CLIENT KILL TYPE normal
@@ -260,12 +265,8 @@ impl RedisServer {
     /// Kills the connections that hold subscriptions (those of waiting clients),
     /// and no others. Returns how many.
     pub async fn kill_subscribers(&self) -> usize {
+        let list = self.client_list().await;
         let mut admin = self.admin().await;
-        let list: String = redis::cmd("CLIENT")
-            .arg("LIST")
-            .query_async(&mut admin)
-            .await
-            .expect("CLIENT LIST");
         let mut killed = 0;
         for line in list.lines() {
             let field = |name: &str| {
@@ -385,4 +386,48 @@ pub async fn assert_nothing_left(server: &RedisServer, clients: &[&Client]) {
         assert_eq!(client.subscribed_channels(), 0, "client still subscribed");
         assert_eq!(client.renewed_holds(), 0, "client still renewing");
     }
+}
+
+/// Starts `count` tasks that each wait for `lock` through a failover: an error
+/// while there is no primary is retried (200 ms apart, 200 times at most), a wait
+/// of 20 s without the lock ends the task. Each ends `true` when it acquired (and
+/// released) the lock.
+pub fn spawn_failover_waiters(
+    lock: &redisson_locks::RLock,
+    count: usize,
+) -> Vec<tokio::task::JoinHandle<bool>> {
+    (0..count)
+        .map(|_| {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                for _ in 0..200 {
+                    match lock.try_lock_wait(Duration::from_secs(20)).await {
+                        Ok(Some(guard)) => {
+                            guard.unlock().await.ok();
+                            return true;
+                        }
+                        Ok(None) => return false,
+                        Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                    }
+                }
+                false
+            })
+        })
+        .collect()
+}
+
+/// Whether every failover waiter acquired, all of them ending within a minute.
+pub async fn all_acquired(waiters: Vec<tokio::task::JoinHandle<bool>>) -> bool {
+    within(
+        Duration::from_secs(60),
+        "waiters after the failover",
+        async {
+            let mut all = true;
+            for waiter in waiters {
+                all &= waiter.await.expect("waiter task");
+            }
+            all
+        },
+    )
+    .await
 }
