@@ -333,7 +333,10 @@ async fn a_black_hole_longer_than_the_lease_is_reported_and_harms_nobody() {
 async fn waiters_survive_a_server_restart_and_all_acquire() {
     let mut server = RedisServer::start();
     let holder = server.client().await;
-    let waiters = server.client().await;
+    // The test config's retry budget (3 x 200 ms) can be shorter than a restart
+    // on a loaded machine; a deployment sizes retry_attempts x retry_interval to
+    // cover the outages it rides out (the defaults give 4.5 s).
+    let waiters = server.client_with(|c| c.retry_attempts = 15).await;
     let baseline = server.lock_client_connections().await;
     let guard = holder.get_lock("restarted").unwrap().lock().await.unwrap();
     let mut tasks = Vec::new();
