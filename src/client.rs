@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::conn::Conn;
+use crate::background::Background;
+use crate::conn::{Conn, Link};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -21,8 +22,16 @@ use crate::watchdog::Watchdog;
 /// field it writes, so two clients (even in one process) are two owners, as two
 /// Redisson instances are.
 ///
-/// Dropping the last handle stops the watchdog: holds taken without a lease then
-/// expire within `lock_watchdog_timeout`.
+/// Everything a client does in the background (the connection's driver and
+/// re-dials, renewals, unlock messages, the releases of dropped guards) runs on a
+/// thread of its own with its own small runtime, so a client keeps working when
+/// the runtime that connected it is gone or idle, and is usable from any runtime.
+///
+/// The client lives as long as any handle, lock or guard of it. When the last
+/// goes, holds still registered (detached guards) are released, and the drop waits
+/// for queued releases to be sent, at most [`Config::timeout`] (plus a little), so
+/// dropping the client before a process exits leaves no hold behind. A process
+/// that is killed leaves its holds to their leases.
 ///
 /// ```no_run
 /// use redisson_locks::{Client, Config};
@@ -51,6 +60,21 @@ pub(crate) struct ClientInner {
     /// How many replicas must acknowledge each acquire (0: no replica sync).
     pub(crate) replica_sync: u32,
     warnings: Vec<String>,
+    /// The client's thread; dropped last, after the releases it must still send
+    /// have been queued.
+    _background: Background,
+}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        // Nobody can unlock a detached hold once the client is gone: release it.
+        for (acquirer, lease_ms) in self.watchdog.take_detached() {
+            let conn = self.conn.clone();
+            self.conn.spawn_cleanup(async move {
+                let _ = acquirer.release(conn, lease_ms).await;
+            });
+        }
+    }
 }
 
 impl ClientInner {
@@ -64,25 +88,32 @@ impl ClientInner {
 }
 
 impl Client {
-    /// Validates `config`, connects, and starts the client's renewal and subscriber
-    /// tasks. Must be called inside a tokio runtime.
+    /// Validates `config`, starts the client's background thread, connects, and
+    /// starts its renewal and subscriber tasks there. Must be called inside a tokio
+    /// runtime (with its time driver); the client can then be used from any.
     ///
     /// # Errors
     /// [`Error::Config`] for a bad configuration; [`Error::Redis`] when the server
     /// cannot be reached within `connect_timeout` or refuses the credentials.
     pub async fn connect(config: Config) -> Result<Client> {
         config.validate()?;
+        let background = Background::start(config.timeout + DRAIN_SLACK)?;
+        let spawner = background.spawner().clone();
         let pushes = PushHandler::new();
         let connect = async {
-            if !config.cluster_nodes.is_empty() {
+            let link = if !config.cluster_nodes.is_empty() {
                 connect_cluster(&config, &pushes).await
             } else if !config.sentinel_addresses.is_empty() {
                 connect_sentinel(&config, &pushes).await
             } else {
                 connect_single(&config, &pushes).await
-            }
+            };
+            link.map(|link| Conn::new(link, spawner.clone()))
         };
-        let conn = match tokio::time::timeout(config.connect_timeout, connect).await {
+        // Polled with the background runtime entered: the connection's driver and
+        // every task the driver spawns belong to the client's thread.
+        let connect = spawner.enter(tokio::time::timeout(config.connect_timeout, connect));
+        let conn = match connect.await {
             Ok(conn) => conn?,
             Err(_) => {
                 return Err(Error::Redis(redis::RedisError::from((
@@ -111,6 +142,7 @@ impl Client {
                 watchdog,
                 replica_sync,
                 warnings,
+                _background: background,
             }),
         })
     }
@@ -201,15 +233,19 @@ fn manager_config(config: &Config, pushes: &PushHandler) -> ConnectionManagerCon
         .set_push_sender(pushes.sender())
 }
 
-async fn connect_single(config: &Config, pushes: &PushHandler) -> Result<Conn> {
+/// How much longer than one command's timeout a dropped client keeps sending
+/// queued releases.
+const DRAIN_SLACK: std::time::Duration = std::time::Duration::from_millis(250);
+
+async fn connect_single(config: &Config, pushes: &PushHandler) -> Result<Link> {
     let info = config.connection_info()?;
     let redis_client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
-    Ok(Conn::Single(
+    Ok(Link::Single(
         ConnectionManager::new_with_config(redis_client, manager_config(config, pushes)).await?,
     ))
 }
 
-async fn connect_sentinel(config: &Config, pushes: &PushHandler) -> Result<Conn> {
+async fn connect_sentinel(config: &Config, pushes: &PushHandler) -> Result<Link> {
     use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
     let sentinels = config.sentinel_infos()?;
     // Credentials in the sentinel URLs are the sentinels' own.
@@ -248,10 +284,10 @@ async fn connect_sentinel(config: &Config, pushes: &PushHandler) -> Result<Conn>
         pushes.reconnect_signal(),
     )
     .await?;
-    Ok(Conn::Sentinel(std::sync::Arc::new(conn)))
+    Ok(Link::Sentinel(std::sync::Arc::new(conn)))
 }
 
-async fn connect_cluster(config: &Config, pushes: &PushHandler) -> Result<Conn> {
+async fn connect_cluster(config: &Config, pushes: &PushHandler) -> Result<Link> {
     let mut builder = redis::cluster::ClusterClientBuilder::new(config.cluster_node_infos()?)
         .use_protocol(redis::ProtocolVersion::RESP3)
         .connection_timeout(config.connect_timeout)
@@ -283,7 +319,7 @@ async fn connect_cluster(config: &Config, pushes: &PushHandler) -> Result<Conn> 
             }
         },
     };
-    Ok(Conn::Cluster { conn, sharded })
+    Ok(Link::Cluster { conn, sharded })
 }
 
 /// The major version of a server the connection reaches (INFO server).

@@ -98,6 +98,15 @@ pub struct Config {
     /// connection is blocked, and an acquire with a wait limit may overrun it by
     /// this much.
     pub replica_sync_timeout: Duration,
+    /// How much of every lease a holder keeps in reserve for the difference
+    /// between its clock rate and the server's: a hold counts as surely valid for
+    /// `lease - (lease * clock_drift_factor + 2 ms)` from the instant its acquire
+    /// or last confirmed renewal was sent (see
+    /// [`LockGuard::valid_for`](crate::LockGuard::valid_for)). Default 0.01, Redlock's
+    /// figure: ordinary clocks drift by parts per million, so 1 % covers them and a
+    /// server's slow clock adjustment (NTP slewing is at most 0.05 %) with room to
+    /// spare; the 2 ms cover timer granularity. Between 0 and 0.5.
+    pub clock_drift_factor: f64,
 }
 
 impl Default for Config {
@@ -119,6 +128,7 @@ impl Default for Config {
             sentinel_master_name: None,
             replica_sync: None,
             replica_sync_timeout: Duration::from_millis(1_000),
+            clock_drift_factor: 0.01,
         }
     }
 }
@@ -246,6 +256,12 @@ impl Config {
                     MAX_DURATION.as_secs()
                 )));
             }
+        }
+        if !(0.0..=0.5).contains(&self.clock_drift_factor) {
+            return Err(Error::Config(format!(
+                "clock_drift_factor must be between 0 and 0.5, got {}",
+                self.clock_drift_factor
+            )));
         }
         if self.lock_watchdog_timeout < Duration::from_millis(30) {
             return Err(Error::Config(

@@ -9,9 +9,20 @@ use redis::cluster_async::ClusterConnection;
 use redis::sentinel::SentinelClient;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-/// Either kind of connection; cheap to clone, as both are handles.
+use crate::background::Spawner;
+
+/// The client's connection and its background runtime; cheap to clone, as both
+/// are handles. Every command is polled with the background runtime entered (see
+/// `background.rs`), so re-dials and drivers never land on a caller's runtime.
 #[derive(Clone)]
-pub(crate) enum Conn {
+pub(crate) struct Conn {
+    link: Link,
+    spawner: Spawner,
+}
+
+/// Which kind of connection.
+#[derive(Clone)]
+pub(crate) enum Link {
     Single(ConnectionManager),
     Cluster {
         conn: ClusterConnection,
@@ -123,72 +134,98 @@ fn primary_may_have_moved(err: &redis::RedisError) -> bool {
 
 impl std::fmt::Debug for Conn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Conn::Single(_) => f.write_str("Conn::Single"),
-            Conn::Cluster { sharded, .. } => write!(f, "Conn::Cluster {{ sharded: {sharded} }}"),
-            Conn::Sentinel(_) => f.write_str("Conn::Sentinel"),
+        match &self.link {
+            Link::Single(_) => f.write_str("Conn::Single"),
+            Link::Cluster { sharded, .. } => write!(f, "Conn::Cluster {{ sharded: {sharded} }}"),
+            Link::Sentinel(_) => f.write_str("Conn::Sentinel"),
         }
     }
 }
 
 impl Conn {
+    pub(crate) fn new(link: Link, spawner: Spawner) -> Self {
+        Conn { link, spawner }
+    }
+
+    /// The client's background runtime.
+    pub(crate) fn spawner(&self) -> &Spawner {
+        &self.spawner
+    }
+
+    /// Runs cleanup `work` on the client's background runtime (see
+    /// [`Spawner::spawn_cleanup`]): it runs whatever becomes of the caller's runtime.
+    pub(crate) fn spawn_cleanup(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.spawner.spawn_cleanup(work);
+    }
+
     /// The command the release scripts publish unlock messages with. Sharded and
     /// plain messages do not reach each other, so this must match what the other
     /// clients (Java ones included) subscribe with.
     pub(crate) fn publish_command(&self) -> &'static str {
-        match self {
-            Conn::Cluster { sharded: true, .. } => "spublish",
+        match self.link {
+            Link::Cluster { sharded: true, .. } => "spublish",
             _ => "publish",
         }
     }
 
     /// Is this a cluster connection (keys of one call must share a slot)?
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Conn::Cluster { .. })
+        matches!(self.link, Link::Cluster { .. })
     }
 
     pub(crate) async fn subscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
-        match self {
-            Conn::Single(conn) => conn.subscribe(channels).await,
-            Conn::Sentinel(sentinel) => {
-                let seen = sentinel.switches();
-                let result = sentinel.manager().subscribe(channels).await;
-                sentinel.follow_if_moved(&result, seen).await;
-                result
-            }
-            Conn::Cluster {
-                conn,
-                sharded: true,
-            } => conn.ssubscribe(channels).await,
-            Conn::Cluster { conn, .. } => conn.subscribe(channels).await,
-        }
+        let link = &mut self.link;
+        self.spawner
+            .enter(async move {
+                match link {
+                    Link::Single(conn) => conn.subscribe(channels).await,
+                    Link::Sentinel(sentinel) => {
+                        let seen = sentinel.switches();
+                        let result = sentinel.manager().subscribe(channels).await;
+                        sentinel.follow_if_moved(&result, seen).await;
+                        result
+                    }
+                    Link::Cluster {
+                        conn,
+                        sharded: true,
+                    } => conn.ssubscribe(channels).await,
+                    Link::Cluster { conn, .. } => conn.subscribe(channels).await,
+                }
+            })
+            .await
     }
 
     pub(crate) async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
-        match self {
-            Conn::Single(conn) => conn.unsubscribe(channels).await,
-            Conn::Sentinel(sentinel) => sentinel.manager().unsubscribe(channels).await,
-            Conn::Cluster {
-                conn,
-                sharded: true,
-            } => conn.sunsubscribe(channels).await,
-            Conn::Cluster { conn, .. } => conn.unsubscribe(channels).await,
-        }
+        let link = &mut self.link;
+        self.spawner
+            .enter(async move {
+                match link {
+                    Link::Single(conn) => conn.unsubscribe(channels).await,
+                    Link::Sentinel(sentinel) => sentinel.manager().unsubscribe(channels).await,
+                    Link::Cluster {
+                        conn,
+                        sharded: true,
+                    } => conn.sunsubscribe(channels).await,
+                    Link::Cluster { conn, .. } => conn.unsubscribe(channels).await,
+                }
+            })
+            .await
     }
 }
 
 impl redis::aio::ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Conn::Sentinel(sentinel) => Box::pin(async move {
+        let request: RedisFuture<'a, Value> = match &mut self.link {
+            Link::Sentinel(sentinel) => Box::pin(async move {
                 let seen = sentinel.switches();
                 let result = sentinel.manager().req_packed_command(cmd).await;
                 sentinel.follow_if_moved(&result, seen).await;
                 result
             }),
-            Conn::Single(conn) => conn.req_packed_command(cmd),
-            Conn::Cluster { conn, .. } => conn.req_packed_command(cmd),
-        }
+            Link::Single(conn) => conn.req_packed_command(cmd),
+            Link::Cluster { conn, .. } => conn.req_packed_command(cmd),
+        };
+        Box::pin(self.spawner.enter(request))
     }
 
     fn req_packed_commands<'a>(
@@ -197,23 +234,24 @@ impl redis::aio::ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Conn::Sentinel(sentinel) => Box::pin(async move {
+        let request: RedisFuture<'a, Vec<Value>> = match &mut self.link {
+            Link::Sentinel(sentinel) => Box::pin(async move {
                 sentinel
                     .manager()
                     .req_packed_commands(pipeline, offset, count)
                     .await
             }),
-            Conn::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Conn::Cluster { conn, .. } => conn.req_packed_commands(pipeline, offset, count),
-        }
+            Link::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Link::Cluster { conn, .. } => conn.req_packed_commands(pipeline, offset, count),
+        };
+        Box::pin(self.spawner.enter(request))
     }
 
     fn get_db(&self) -> i64 {
-        match self {
-            Conn::Sentinel(sentinel) => sentinel.manager().get_db(),
-            Conn::Single(conn) => conn.get_db(),
-            Conn::Cluster { conn, .. } => conn.get_db(),
+        match &self.link {
+            Link::Sentinel(sentinel) => sentinel.manager().get_db(),
+            Link::Single(conn) => conn.get_db(),
+            Link::Cluster { conn, .. } => conn.get_db(),
         }
     }
 }

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+mod background;
 mod client;
 mod config;
 mod conn;
@@ -11,6 +12,7 @@ mod owner;
 mod pubsub;
 mod replication;
 mod scripts;
+mod validity;
 mod wait;
 mod watchdog;
 

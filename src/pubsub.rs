@@ -237,7 +237,8 @@ impl PushHandler {
     pub(crate) fn start(self, conn: Conn) -> PubSub {
         let (commands, queue) = mpsc::unbounded_channel();
         let _ = self.0.commands.set(commands.downgrade());
-        tokio::spawn(run_subscriber(self.0.clone(), conn, queue));
+        let spawner = conn.spawner().clone();
+        spawner.spawn(run_subscriber(self.0.clone(), conn, queue));
         PubSub {
             channels: self.0,
             commands,

@@ -26,7 +26,8 @@ use crate::config::{duration_to_millis, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::pubsub::Class;
 use crate::scripts::{BusyTtl, Released};
-use crate::watchdog::{HoldState, Registration, RenewKind, Renewal};
+use crate::validity::{Drift, Validity};
+use crate::watchdog::{Registration, RenewKind, Renewal};
 
 /// A boxed future, as the lock kinds return from [`Acquirer`].
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -121,19 +122,12 @@ pub(crate) enum Wait {
 pub(crate) struct Hold {
     /// The watchdog's renewal, for holds without an explicit lease.
     pub(crate) renewal: Option<Renewal>,
-    /// For explicit leases: when the lease runs out at the latest (measured from
-    /// before the successful attempt was sent).
-    pub(crate) lease_deadline: Option<Instant>,
+    /// Until when the hold is surely valid on this client's clock: from the
+    /// instant the acquire was sent, extended by each confirmed renewal.
+    pub(crate) validity: Arc<Validity>,
     /// The lease in milliseconds, restarted on the holds that remain when this one
     /// is released.
     pub(crate) lease_ms: u64,
-}
-
-impl Hold {
-    /// The watchdog state of this hold, when it is renewed.
-    pub(crate) fn state(&self) -> Option<&Arc<HoldState>> {
-        self.renewal.as_ref().and_then(Renewal::state)
-    }
 }
 
 /// Checks a wait time before any I/O.
@@ -187,9 +181,12 @@ pub(crate) async fn acquire(
     drop(hold);
     unconfirmed.undo = None;
     let (giver, conn) = (acquirer.clone(), client.conn.clone());
-    let given_back = tokio::spawn(async move { giver.release(conn, lease_ms).await }).await;
+    let spawner = conn.spawner().clone();
+    let given_back = spawner
+        .run(async move { giver.release(conn, lease_ms).await })
+        .await;
     match (acked, given_back) {
-        (_, Ok(Err(e))) => Err(e),
+        (_, Ok(Err(e)) | Err(e)) => Err(e),
         (Err(e), _) => Err(e),
         _ => Err(Error::NotReplicated {
             name: acquirer.name().to_owned(),
@@ -206,7 +203,7 @@ struct UndoOnDrop {
 impl Drop for UndoOnDrop {
     fn drop(&mut self) {
         if let Some((acquirer, conn, lease_ms)) = self.undo.take() {
-            spawn_detached(async move {
+            conn.clone().spawn_cleanup(async move {
                 let _ = acquirer.release(conn, lease_ms).await;
             });
         }
@@ -217,14 +214,19 @@ impl Drop for UndoOnDrop {
 async fn acquire_on_primary(
     client: &Arc<ClientInner>,
     acquirer: &Arc<dyn Acquirer>,
-    lease: Lease,
+    wait_lease: Lease,
     wait: Wait,
 ) -> Result<Option<Hold>> {
-    let lease_ms = match lease {
+    let (lease, lease_ms) = match wait_lease {
         Lease::Watchdog => {
-            duration_to_millis("watchdog timeout", client.config.lock_watchdog_timeout)?
+            let lease = client.config.lock_watchdog_timeout;
+            (lease, duration_to_millis("watchdog timeout", lease)?)
         }
-        Lease::Fixed(lease) => duration_to_millis("lease", lease)?,
+        Lease::Fixed(fixed) => (fixed, duration_to_millis("lease", fixed)?),
+    };
+    let renewed = matches!(wait_lease, Lease::Watchdog);
+    let drift = Drift {
+        factor: client.config.clock_drift_factor,
     };
     // A zero wait is one try (Java's `tryLock(0, ...)`), and never queues.
     let wait = match wait {
@@ -238,17 +240,17 @@ async fn acquire_on_primary(
             Some(Instant::now() + wait)
         }
     };
-    let registration = matches!(lease, Lease::Watchdog).then(|| {
+    let registration = renewed.then(|| {
         let (field, kind) = acquirer.renewal();
         client.watchdog.register(acquirer.name(), field, kind)
     });
-    let acquired = |registration: Option<Registration>, sent: Instant| Hold {
-        renewal: registration.map(Registration::activate),
-        lease_deadline: match lease {
-            Lease::Fixed(lease) => Some(sent + lease),
-            Lease::Watchdog => None,
-        },
-        lease_ms,
+    let acquired = |registration: Option<Registration>, sent: Instant| {
+        let validity = Arc::new(Validity::new(sent, lease, drift));
+        Hold {
+            renewal: registration.map(|r| r.activate(validity.clone())),
+            validity,
+            lease_ms,
+        }
     };
     let queue = !matches!(wait, Wait::Once);
     // A fair waiter may hold a place in line from its first attempt on: leave it
@@ -473,17 +475,10 @@ impl QueuePlace {
 impl Drop for QueuePlace {
     fn drop(&mut self) {
         if let Some((acquirer, conn)) = self.leave.take() {
-            spawn_detached(async move {
+            conn.clone().spawn_cleanup(async move {
                 let _ = acquirer.abandon(conn).await;
             });
         }
-    }
-}
-
-/// Spawns cleanup work on the current runtime, if there still is one.
-pub(crate) fn spawn_detached(work: impl Future<Output = ()> + Send + 'static) {
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn(work);
     }
 }
 
@@ -539,7 +534,7 @@ impl Drop for InFlight {
         if let Some(attempt) = self.attempt.take() {
             let (acquirer, conn, lease_ms) =
                 (self.acquirer.clone(), self.conn.clone(), self.lease_ms);
-            spawn_detached(async move {
+            self.conn.spawn_cleanup(async move {
                 let outcome = attempt.await;
                 undo(acquirer, conn, lease_ms, outcome).await;
             });

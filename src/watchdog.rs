@@ -10,49 +10,20 @@
 //! the next tick, a third of the lease later.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::conn::Conn;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use crate::replication::QuietSync;
 use crate::scripts;
+use crate::validity::Validity;
+use crate::wait::Acquirer;
 
 /// Holds renewed per script call, as Redisson does.
 pub(crate) const RENEW_BATCH: usize = 100;
-
-/// Shared between a holder and the watchdog: whether the hold was found lost.
-#[derive(Debug, Default)]
-pub(crate) struct HoldState {
-    lost: AtomicBool,
-    lost_signal: Notify,
-}
-
-impl HoldState {
-    pub(crate) fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst)
-    }
-
-    /// Completes once the watchdog has found the hold lost.
-    pub(crate) async fn wait_lost(&self) {
-        loop {
-            let notified = self.lost_signal.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.is_lost() {
-                return;
-            }
-            notified.await;
-        }
-    }
-
-    fn mark_lost(&self) {
-        self.lost.store(true, Ordering::SeqCst);
-        self.lost_signal.notify_waiters();
-    }
-}
 
 /// How a hold is renewed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -82,9 +53,11 @@ struct ActiveHold {
     /// Activation order: a "gone" verdict covers the holds activated before the
     /// renewal that found it, never a newer one.
     generation: u64,
-    state: Arc<HoldState>,
-    /// Its guard was detached; only `RLock::unlock` ends it.
-    detached: bool,
+    validity: Arc<Validity>,
+    /// Its guard was detached; only `RLock::unlock` ends it. Kept with the
+    /// scripts that release it and its lease, so that a client dropped with
+    /// detached holds can release them.
+    detached: Option<(Arc<dyn Acquirer>, u64)>,
 }
 
 impl Entry {
@@ -97,9 +70,18 @@ impl Entry {
         self.holds.retain(|hold| {
             let lost = hold.generation <= generation;
             if lost {
-                hold.state.mark_lost();
+                hold.validity.mark_lost();
             }
             !lost
+        });
+    }
+
+    /// A renewal sent at `sent` restarted `lease` on every hold activated up to
+    /// `generation`: extends their validity. One that had already run out on this
+    /// client's clock stays lost and is forgotten.
+    fn confirm_up_to(&mut self, generation: u64, sent: Instant, lease: Duration) {
+        self.holds.retain(|hold| {
+            hold.generation > generation || hold.validity.confirm(sent, lease)
         });
     }
 }
@@ -136,11 +118,13 @@ pub(crate) struct Watchdog {
 }
 
 impl Watchdog {
-    /// Starts the renewal task: every `lease / 3`, restart `lease` on every active hold.
+    /// Starts the renewal task on the client's background runtime: every
+    /// `lease / 3`, restart `lease` on every active hold.
     pub(crate) fn start(conn: Conn, lease: Duration, sync: QuietSync) -> Self {
         let registry = Arc::new(Registry::default());
         let (stop, stopped) = oneshot::channel();
-        tokio::spawn(run_renewals(registry.clone(), conn, lease, sync, stopped));
+        let spawner = conn.spawner().clone();
+        spawner.spawn(run_renewals(registry.clone(), conn, lease, sync, stopped));
         Watchdog {
             registry,
             _stop: stop,
@@ -168,7 +152,7 @@ impl Watchdog {
         let key = (name.to_owned(), field.to_owned(), kind);
         self.registry
             .update(&key, |entry| {
-                let newest = entry.holds.iter().rposition(|hold| hold.detached);
+                let newest = entry.holds.iter().rposition(|hold| hold.detached.is_some());
                 newest.map(|index| entry.holds.remove(index)).is_some()
             })
             .unwrap_or(false)
@@ -183,6 +167,23 @@ impl Watchdog {
             }
             !entry.is_unused()
         });
+    }
+
+    /// Takes every detached hold out of the registry, with what releases it: the
+    /// client is going away, and nobody is left to unlock them.
+    pub(crate) fn take_detached(&self) -> Vec<(Arc<dyn Acquirer>, u64)> {
+        let mut taken = Vec::new();
+        self.registry.holds().retain(|_, entry| {
+            entry.holds.retain_mut(|hold| match hold.detached.take() {
+                Some(release) => {
+                    taken.push(release);
+                    false
+                }
+                None => true,
+            });
+            !entry.is_unused()
+        });
+        taken
     }
 
     /// How many (lock, owner) pairs have renewed holds right now.
@@ -203,10 +204,10 @@ pub(crate) struct Registration {
 }
 
 impl Registration {
-    /// The acquire succeeded: renew this hold from now on.
-    pub(crate) fn activate(mut self) -> Renewal {
+    /// The acquire succeeded: renew this hold from now on, extending `validity`
+    /// with each confirmed renewal.
+    pub(crate) fn activate(mut self, validity: Arc<Validity>) -> Renewal {
         let key = self.key.take().unwrap_or_default();
-        let state = Arc::new(HoldState::default());
         let mut holds = self.registry.holds();
         let entry = holds.entry(key.clone()).or_default();
         entry.pending = entry.pending.saturating_sub(1);
@@ -214,15 +215,15 @@ impl Registration {
         entry.next_generation += 1;
         entry.holds.push(ActiveHold {
             generation,
-            state: state.clone(),
-            detached: false,
+            validity,
+            detached: None,
         });
         drop(holds);
         Renewal {
             registry: self.registry.clone(),
             key,
             generation,
-            state: Some(state),
+            active: true,
         }
     }
 }
@@ -243,26 +244,19 @@ pub(crate) struct Renewal {
     registry: Arc<Registry>,
     key: HoldKey,
     generation: u64,
-    state: Option<Arc<HoldState>>,
+    active: bool,
 }
 
 impl Renewal {
-    pub(crate) fn state(&self) -> Option<&Arc<HoldState>> {
-        self.state.as_ref()
-    }
-
     /// Keeps renewing after this handle is gone, until
-    /// [`Watchdog::release_detached`] or a loss ends it.
-    pub(crate) fn detach(mut self) {
-        if self.state.take().is_some() {
+    /// [`Watchdog::release_detached`], a loss, or the client's end (which
+    /// releases it with `release`) ends it.
+    pub(crate) fn detach(mut self, release: (Arc<dyn Acquirer>, u64)) {
+        if std::mem::take(&mut self.active) {
             let generation = self.generation;
             self.registry.update(&self.key, |entry| {
-                for hold in entry
-                    .holds
-                    .iter_mut()
-                    .filter(|h| h.generation == generation)
-                {
-                    hold.detached = true;
+                if let Some(hold) = entry.holds.iter_mut().find(|h| h.generation == generation) {
+                    hold.detached = Some(release);
                 }
             });
         }
@@ -271,7 +265,7 @@ impl Renewal {
 
 impl Drop for Renewal {
     fn drop(&mut self) {
-        if self.state.take().is_some() {
+        if std::mem::take(&mut self.active) {
             let generation = self.generation;
             self.registry.update(&self.key, |entry| {
                 entry.holds.retain(|hold| hold.generation != generation);
@@ -287,7 +281,6 @@ async fn run_renewals(
     sync: QuietSync,
     mut stopped: oneshot::Receiver<()>,
 ) {
-    let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
     let mut ticks = tokio::time::interval(lease / 3);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await; // the first tick is immediate; nothing is due yet
@@ -295,7 +288,7 @@ async fn run_renewals(
         tokio::select! {
             _ = &mut stopped => return,
             _ = ticks.tick() => {
-                if renew_all(&registry, &mut conn, lease_ms).await {
+                if renew_all(&registry, &mut conn, lease).await {
                     sync.run(&mut conn).await;
                 }
             }
@@ -305,7 +298,8 @@ async fn run_renewals(
 
 /// One renewal round over every active hold, batched per kind.
 /// Returns whether any hold was due (and so a write may have been made).
-async fn renew_all(registry: &Registry, conn: &mut Conn, lease_ms: u64) -> bool {
+async fn renew_all(registry: &Registry, conn: &mut Conn, lease: Duration) -> bool {
+    let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
     let due: Vec<(HoldKey, u64)> = registry
         .holds()
         .iter()
@@ -331,6 +325,7 @@ async fn renew_all(registry: &Registry, conn: &mut Conn, lease_ms: u64) -> bool 
                 .iter()
                 .map(|((name, field, _), _)| (name.as_str(), field.as_str()))
                 .collect();
+            let sent = Instant::now();
             let renewed = match kind {
                 RenewKind::HashField => scripts::lock_renew(conn, &holds, lease_ms).await,
                 RenewKind::ReadHolds => scripts::read_renew(conn, &holds, lease_ms).await,
@@ -341,7 +336,9 @@ async fn renew_all(registry: &Registry, conn: &mut Conn, lease_ms: u64) -> bool 
                 continue;
             };
             for ((key, newest), still_held) in batch.iter().zip(renewed) {
-                if !still_held {
+                if still_held {
+                    registry.update(key, |entry| entry.confirm_up_to(*newest, sent, lease));
+                } else {
                     // Gone on the server: every hold this round covered is lost. A
                     // hold activated since (a re-entry on a freed key) is not.
                     registry.update(key, |entry| entry.lose_up_to(*newest));

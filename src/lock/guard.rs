@@ -1,8 +1,7 @@
 //! The guard every lock kind hands out.
 
 use std::sync::Arc;
-
-use tokio::time::Instant;
+use std::time::Duration;
 
 use crate::client::ClientInner;
 use crate::error::{Error, Result};
@@ -15,12 +14,25 @@ use crate::wait::{Acquirer, Hold};
 /// any task. Nested acquisitions by one owner each get their own guard; the lock is
 /// free once the last is released.
 ///
+/// # Validity
+/// The guard knows from this machine's monotonic clock until when its hold is
+/// surely valid: the instant its last confirmed acquire or renewal was sent, plus
+/// the lease, minus a margin for clock drift
+/// ([`Config::clock_drift_factor`](crate::Config::clock_drift_factor)). Check
+/// [`valid_for`](LockGuard::valid_for) before a side effect that must not happen
+/// without the lock; [`is_lease_lost`](LockGuard::is_lease_lost) and
+/// [`lease_lost`](LockGuard::lease_lost) report the loss as soon as that instant
+/// passes, whatever the network or the watchdog is doing.
+///
 /// # Drop
-/// Dropping a guard stops its watchdog renewal at once and sends the release from a
-/// spawned task, so a `?` or a panic inside the critical section does not leave the
-/// lock held until its lease runs out. That release's errors cannot be reported:
-/// call [`unlock`](LockGuard::unlock) to see them. Dropped outside a tokio runtime,
-/// the hold is left to expire with its lease.
+/// Dropping a guard stops its watchdog renewal at once and sends the release from
+/// the client's own background thread, so a `?` or a panic inside the critical
+/// section does not leave the lock held until its lease runs out. This works
+/// wherever the guard is dropped: in a task, while its runtime shuts down, at the
+/// end of `block_on`, or on a plain thread. That release's errors cannot be
+/// reported: call [`unlock`](LockGuard::unlock) to see them. A process that exits
+/// before the release is sent (drop the [`Client`](crate::Client) first: its drop
+/// waits for queued releases) or is killed leaves the hold to its lease.
 #[must_use = "dropping the guard releases the lock at once"]
 #[derive(Debug)]
 pub struct LockGuard {
@@ -82,27 +94,50 @@ impl LockGuard {
     pub fn detach(mut self) {
         if let Some(hold) = self.hold.take() {
             if let Some(renewal) = hold.renewal {
-                renewal.detach();
+                renewal.detach((self.ops.clone(), self.lease_ms));
             }
         }
     }
 
-    /// Has this hold's lease been lost? For a hold renewed by the watchdog: a renewal
-    /// found it gone (expired while the connection was down, force-unlocked, ...).
-    /// For an explicit lease: the lease has run out.
+    /// Has this hold been lost? True once the hold is no longer surely valid on
+    /// this client's clock (see [`valid_for`](LockGuard::valid_for)), or a renewal
+    /// found it gone on the server (expired while the connection was down,
+    /// force-unlocked, ...), or the guard was consumed. Once true, it stays true.
     pub fn is_lease_lost(&self) -> bool {
-        let Some(hold) = &self.hold else {
-            return true;
-        };
-        match (hold.state(), hold.lease_deadline) {
-            (Some(state), _) => state.is_lost(),
-            (None, Some(deadline)) => Instant::now() >= deadline,
-            (None, None) => false,
-        }
+        self.hold
+            .as_ref()
+            .is_none_or(|hold| hold.validity.is_lost())
     }
 
-    /// Completes when this hold's lease is lost (see [`is_lease_lost`]); for
-    /// example, to abort work that must not continue without the lock:
+    /// How much longer this hold is surely valid, measured on this machine's
+    /// monotonic clock; `None` once it is lost. Renewed holds move this forward
+    /// with each confirmed renewal; a hold with an explicit lease only counts down.
+    ///
+    /// Redlock calls this the validity time. Check it right before a side effect
+    /// that must not happen without the lock, and give the side effect no longer
+    /// than this to complete; when the store can check it, a fenced token is the
+    /// stronger answer to a holder paused past its lease.
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_locks::RLock) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let guard = lock.lock().await?;
+    /// match guard.valid_for() {
+    ///     Some(left) if left > Duration::from_millis(500) => { /* write */ }
+    ///     _ => { /* too close to the end: do not start the write */ }
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn valid_for(&self) -> Option<Duration> {
+        self.hold.as_ref()?.validity.valid_for()
+    }
+
+    /// Completes when this hold is lost (see [`is_lease_lost`]): at the latest
+    /// when its validity runs out on this client's clock, or as soon as a renewal
+    /// finds it gone. For example, to abort work that must not continue without
+    /// the lock:
     ///
     /// ```no_run
     /// # async fn f(lock: redisson_locks::RLock) -> Result<(), redisson_locks::Error> {
@@ -119,13 +154,8 @@ impl LockGuard {
     ///
     /// [`is_lease_lost`]: LockGuard::is_lease_lost
     pub async fn lease_lost(&self) {
-        let Some(hold) = &self.hold else {
-            return;
-        };
-        match (hold.state(), hold.lease_deadline) {
-            (Some(state), _) => state.wait_lost().await,
-            (None, Some(deadline)) => tokio::time::sleep_until(deadline).await,
-            (None, None) => std::future::pending().await,
+        if let Some(hold) = &self.hold {
+            hold.validity.wait_lost().await;
         }
     }
 }
@@ -136,14 +166,12 @@ impl Drop for LockGuard {
             return;
         };
         drop(hold);
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let ops = self.ops.clone();
-            let conn = self.client.conn.clone();
-            let lease_ms = self.lease_ms;
-            runtime.spawn(async move {
-                let _ = ops.release(conn, lease_ms).await;
-            });
-        }
+        let ops = self.ops.clone();
+        let conn = self.client.conn.clone();
+        let lease_ms = self.lease_ms;
+        self.client.conn.spawn_cleanup(async move {
+            let _ = ops.release(conn, lease_ms).await;
+        });
     }
 }
 

@@ -1,0 +1,235 @@
+//! The client's own runtime: one thread per client that drives everything the
+//! client does in the background, so that none of it depends on the runtime that
+//! happened to call [`Client::connect`](crate::Client::connect).
+//!
+//! What runs here: the connection's driver (and every re-dial, whoever's command
+//! noticed the break), the subscriber, the watchdog, and the cleanup work of
+//! dropped guards and cancelled attempts (releases, leaving a fair queue, settling
+//! an attempt of unknown outcome). A caller's runtime only awaits replies, so it can
+//! end, stall or be a different runtime every call without a hold going unrenewed
+//! or a release going unsent.
+//!
+//! Callers' commands are still polled on the caller's thread (no hop on the hot
+//! path): [`Entered`] makes the background runtime the *current* one while such a
+//! command is polled, so whatever the `redis` crate spawns or registers from it (a
+//! re-dial, a new connection's driver, a response timer) lands on the background
+//! runtime too.
+//!
+//! When the client is dropped (its last handle, lock and guard gone), the thread
+//! finishes the cleanup work already queued, for at most the drain limit, and ends;
+//! the drop waits for it, so a process that drops its client before exiting has
+//! sent every release.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::sync::{oneshot, Notify};
+
+use crate::error::{Error, Result};
+
+/// The background thread and its runtime, owned by the client.
+#[derive(Debug)]
+pub(crate) struct Background {
+    spawner: Spawner,
+    /// Dropping it (or sending) tells the thread to drain and end.
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// A cheap handle for putting work on the background runtime.
+#[derive(Debug, Clone)]
+pub(crate) struct Spawner {
+    handle: Handle,
+    cleanup: Arc<Outstanding>,
+}
+
+/// Cleanup jobs not finished yet, so the thread can wait for them at shutdown.
+#[derive(Debug, Default)]
+struct Outstanding {
+    count: AtomicUsize,
+    idle: Notify,
+}
+
+impl Background {
+    /// Starts the thread. `drain_limit` bounds how long it keeps sending queued
+    /// cleanup work once the client is dropped.
+    pub(crate) fn start(drain_limit: Duration) -> Result<Background> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .thread_name("redisson-locks")
+            .build()
+            .map_err(|e| Error::unexpected("start the client's runtime", e))?;
+        let cleanup = Arc::new(Outstanding::default());
+        let spawner = Spawner {
+            handle: runtime.handle().clone(),
+            cleanup: cleanup.clone(),
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("redisson-locks".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    // Sent or dropped: the client is gone either way.
+                    let _ = stopped.await;
+                    let _ = tokio::time::timeout(drain_limit, cleanup.until_idle()).await;
+                });
+                // Dropping the runtime cancels what is left: the watchdog, the
+                // subscriber, the connection's driver.
+                drop(runtime);
+            })
+            .map_err(|e| Error::unexpected("start the client's thread", e))?;
+        Ok(Background {
+            spawner,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    pub(crate) fn spawner(&self) -> &Spawner {
+        &self.spawner
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            // Waiting on itself would never end; the thread then finishes alone.
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+impl Spawner {
+    /// Runs `work` on the background runtime, detached.
+    pub(crate) fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+        self.handle.spawn(work);
+    }
+
+    /// Runs cleanup `work` on the background runtime; a dropped client waits for
+    /// it (up to the drain limit) before its thread ends.
+    pub(crate) fn spawn_cleanup(&self, work: impl Future<Output = ()> + Send + 'static) {
+        let counted = Counted::new(self.cleanup.clone());
+        self.handle.spawn(async move {
+            let _counted = counted;
+            work.await;
+        });
+    }
+
+    /// Runs `work` on the background runtime and waits for its result from
+    /// wherever the caller is. Dropping the returned future does not cancel it.
+    pub(crate) async fn run<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T> {
+        self.handle
+            .spawn(work)
+            .await
+            .map_err(|e| Error::unexpected("background work", e))
+    }
+
+    /// `future`, polled with the background runtime as the current one.
+    pub(crate) fn enter<F: Future>(&self, future: F) -> Entered<F> {
+        Entered {
+            handle: self.handle.clone(),
+            future: Box::pin(future),
+        }
+    }
+}
+
+impl Outstanding {
+    async fn until_idle(&self) {
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.count.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+}
+
+/// One outstanding cleanup job; counted from creation to drop (completed or
+/// cancelled alike).
+struct Counted(Arc<Outstanding>);
+
+impl Counted {
+    fn new(outstanding: Arc<Outstanding>) -> Self {
+        outstanding.count.fetch_add(1, Ordering::SeqCst);
+        Counted(outstanding)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+/// A future polled with the background runtime entered: anything it spawns or
+/// registers (tasks, sockets, timers) belongs to the background runtime.
+pub(crate) struct Entered<F> {
+    handle: Handle,
+    future: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for Entered<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        let _entered = this.handle.enter();
+        this.future.as_mut().poll(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_outlives_the_runtime_that_queued_it() {
+        let background = Background::start(Duration::from_secs(1)).unwrap();
+        let spawner = background.spawner().clone();
+        let (done, finished) = std::sync::mpsc::channel();
+        {
+            let caller = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            caller.block_on(async {
+                spawner.spawn_cleanup(async move {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let _ = done.send(());
+                });
+            });
+        }
+        // The caller's runtime is gone; the work still completes.
+        assert!(finished.recv_timeout(Duration::from_secs(5)).is_ok());
+    }
+
+    #[test]
+    fn drop_waits_for_queued_cleanup() {
+        let background = Background::start(Duration::from_secs(5)).unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        background.spawner().spawn_cleanup(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let _ = done.send(());
+        });
+        drop(background);
+        assert!(finished.try_recv().is_ok(), "drop returned before the cleanup ran");
+    }
+}
