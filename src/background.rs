@@ -230,6 +230,9 @@ mod tests {
             let _ = done.send(());
         });
         drop(background);
-        assert!(finished.try_recv().is_ok(), "drop returned before the cleanup ran");
+        assert!(
+            finished.try_recv().is_ok(),
+            "drop returned before the cleanup ran"
+        );
     }
 }

@@ -154,7 +154,10 @@ impl Conn {
 
     /// Runs cleanup `work` on the client's background runtime (see
     /// [`Spawner::spawn_cleanup`]): it runs whatever becomes of the caller's runtime.
-    pub(crate) fn spawn_cleanup(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+    pub(crate) fn spawn_cleanup(
+        &self,
+        work: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
         self.spawner.spawn_cleanup(work);
     }
 

@@ -80,9 +80,8 @@ impl Entry {
     /// `generation`: extends their validity. One that had already run out on this
     /// client's clock stays lost and is forgotten.
     fn confirm_up_to(&mut self, generation: u64, sent: Instant, lease: Duration) {
-        self.holds.retain(|hold| {
-            hold.generation > generation || hold.validity.confirm(sent, lease)
-        });
+        self.holds
+            .retain(|hold| hold.generation > generation || hold.validity.confirm(sent, lease));
     }
 }
 

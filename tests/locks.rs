@@ -16,6 +16,7 @@ mod locks {
     mod read_write;
     mod reentrant;
     mod replication;
+    mod safety;
     mod sentinel;
     mod watchdog;
 }

@@ -1,0 +1,423 @@
+//! A holder's belief: bounded by its own clock, and background work that survives
+//! the runtime that started it. Each test reproduces a way a holder could believe
+//! it holds a lock it does not, or leave a hold behind, and shows it no longer can.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redisson_locks::{Client, Config};
+use tokio::time::Instant;
+
+use crate::support::fair::{queue, queue_len};
+use crate::support::proxy::{Mode, Proxy};
+use crate::support::{eventually, within, RedisServer};
+
+/// The default drift margin: 1 % of the lease plus 2 ms.
+fn margin(lease: Duration) -> Duration {
+    lease / 100 + Duration::from_millis(2)
+}
+
+/// A partitioned holder is told it lost the lock no later than its lease (minus
+/// the drift margin) after the cut, while still cut off, and before anyone else
+/// can get in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_holder_learns_of_its_loss_from_its_own_clock() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let lease = Duration::from_secs(2);
+    let mut config = Config::from_url(&proxy.url()).unwrap();
+    config.lock_watchdog_timeout = lease;
+    config.timeout = Duration::from_secs(1);
+    config.connect_timeout = Duration::from_secs(2);
+    let holder = Client::connect(config).await.unwrap();
+    let contender = server.client().await;
+    let guard = Arc::new(holder.get_lock("cut-off").unwrap().lock().await.unwrap());
+    // Renewed for a while first: validity is carried forward by confirmed renewals.
+    tokio::time::sleep(lease).await;
+    assert!(!guard.is_lease_lost());
+    let before = guard.valid_for().expect("valid while connected");
+    assert!(before <= lease, "{before:?}");
+
+    let cut = Instant::now();
+    proxy.set_mode(Mode::Blackhole);
+    let lost_at = tokio::spawn({
+        let guard = guard.clone();
+        async move {
+            guard.lease_lost().await;
+            Instant::now()
+        }
+    });
+    let theirs = within(
+        Duration::from_secs(10),
+        "contender during the partition",
+        contender.get_lock("cut-off").unwrap().lock(),
+    )
+    .await
+    .unwrap();
+    let theirs_at = Instant::now();
+    // The holder knew before the contender got in.
+    assert!(
+        guard.is_lease_lost(),
+        "the contender holds the lock and the partitioned holder does not know"
+    );
+    assert_eq!(guard.valid_for(), None);
+
+    let check = cut + lease + margin(lease) + Duration::from_millis(100);
+    tokio::time::sleep_until(check).await;
+    assert!(guard.is_lease_lost());
+    let lost_at = within(Duration::from_millis(50), "lease_lost()", lost_at)
+        .await
+        .unwrap();
+    assert!(lost_at <= check, "lease_lost resolved late");
+    assert!(
+        lost_at <= theirs_at,
+        "the contender got in before the loss was reported"
+    );
+
+    // Healing brings nothing back: lost stays lost.
+    proxy.set_mode(Mode::Pass);
+    tokio::time::sleep(lease / 2).await;
+    assert!(guard.is_lease_lost());
+    let guard = Arc::try_unwrap(guard).expect("one guard");
+    let err = within(Duration::from_secs(10), "late unlock", guard.unlock())
+        .await
+        .unwrap_err();
+    assert!(err.is_not_held(), "{err:?}");
+    theirs.unlock().await.unwrap();
+    assert!(server.keys().await.is_empty());
+}
+
+/// An explicit lease counts down on the holder's clock from the acquire's send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explicit_lease_is_valid_until_its_end_less_the_margin() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let lease = Duration::from_millis(800);
+    let sent = Instant::now();
+    let guard = client
+        .get_lock("counted")
+        .unwrap()
+        .lock_with_lease(lease)
+        .await
+        .unwrap();
+    let left = guard.valid_for().unwrap();
+    assert!(left <= lease - margin(lease), "{left:?}");
+    within(Duration::from_secs(2), "lease end", guard.lease_lost()).await;
+    assert!(sent.elapsed() >= lease - margin(lease));
+    assert!(guard.is_lease_lost());
+    assert_eq!(guard.valid_for(), None);
+}
+
+/// Builds a client in a runtime of its own, which is then dropped.
+fn client_from_a_dropped_runtime(config: Config) -> Client {
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = runtime.block_on(Client::connect(config)).unwrap();
+        drop(runtime);
+        client
+    })
+    .join()
+    .unwrap()
+}
+
+/// Runtime A connects and is dropped; runtime B uses the client with the
+/// watchdog for three leases while another client contends: every call works,
+/// the hold is renewed, nobody else gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_outlives_the_runtime_that_connected_it() {
+    let server = RedisServer::start();
+    let lease = Duration::from_secs(1);
+    let mut config = server.config();
+    config.lock_watchdog_timeout = lease;
+    let client = client_from_a_dropped_runtime(config);
+    let contender = server.client().await;
+    let theirs = contender.get_lock("survivor").unwrap();
+
+    let lock = client.get_lock("survivor").unwrap();
+    let guard = lock.lock().await.expect("first call after runtime A ended");
+    let end = Instant::now() + lease * 3;
+    while Instant::now() < end {
+        assert!(
+            theirs
+                .try_lock_wait(Duration::from_millis(100))
+                .await
+                .unwrap()
+                .is_none(),
+            "the contender got in while the hold was renewed"
+        );
+        assert!(!guard.is_lease_lost());
+    }
+    assert!(lock.is_held_by(guard.owner_id()).await.unwrap());
+    // Waiting works too: the subscriber lives on the client's own thread.
+    let waiter = tokio::spawn({
+        let lock = client.get_lock("survivor").unwrap();
+        async move { lock.lock().await.map(|g| g.owner_id()) }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    guard.unlock().await.unwrap();
+    within(Duration::from_secs(2), "waiter", waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(1), || async {
+            server.keys().await.is_empty()
+        })
+        .await
+    );
+}
+
+/// A client connected in a current_thread runtime that is still alive but never
+/// driven again works fully from another runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connect_runtime_does_not_matter() {
+    let server = RedisServer::start();
+    let config = server.config();
+    let (client, idle_runtime) = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = runtime.block_on(Client::connect(config)).unwrap();
+        (client, runtime)
+    })
+    .join()
+    .unwrap();
+    let lock = client.get_lock("idle").unwrap();
+    let guard = within(Duration::from_secs(2), "lock", lock.lock())
+        .await
+        .unwrap();
+    within(Duration::from_secs(2), "unlock", guard.unlock())
+        .await
+        .unwrap();
+    // Kept alive (never driven) until here; dropped off the async context.
+    std::thread::spawn(move || drop(idle_runtime))
+        .join()
+        .unwrap();
+}
+
+/// Whether `name` is gone from the server within a second.
+async fn gone_within_a_second(server: &RedisServer, name: &str) -> bool {
+    let mut admin = server.admin().await;
+    eventually(Duration::from_secs(1), || {
+        let mut admin = admin.clone();
+        async move { !admin.exists::<_, bool>(name).await.unwrap() }
+    })
+    .await
+        && !admin.exists::<_, bool>(name).await.unwrap()
+}
+
+fn runtime(multi_thread: bool) -> tokio::runtime::Runtime {
+    let mut builder = if multi_thread {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder.worker_threads(2).enable_all().build().unwrap()
+}
+
+/// `#[tokio::main]` with a guard in scope, or `block_on` returning with one: the
+/// guard is dropped as (or after) its runtime ends, and the hold is released
+/// within a second, every time, on both runtime flavors.
+#[test]
+fn a_guard_in_scope_when_block_on_returns_is_released() {
+    let server = RedisServer::start();
+    let observer = runtime(false);
+    let client = observer.block_on(server.client());
+    for multi_thread in [false, true] {
+        for run in 0..20 {
+            let name = format!("scoped-{multi_thread}-{run}");
+            // Dropped inside the future, as its block_on ends.
+            let rt = runtime(multi_thread);
+            rt.block_on(async {
+                let _guard = client.get_lock(name.clone()).unwrap().lock().await.unwrap();
+            });
+            drop(rt);
+            assert!(
+                observer.block_on(gone_within_a_second(&server, &name)),
+                "{name}: held after block_on returned"
+            );
+            // Carried out of block_on, dropped after its runtime is gone.
+            let rt = runtime(multi_thread);
+            let guard = rt.block_on(async { client.get_lock(name.clone()).unwrap().lock().await });
+            drop(rt);
+            drop(guard);
+            assert!(
+                observer.block_on(gone_within_a_second(&server, &name)),
+                "{name}: held after its runtime was dropped"
+            );
+        }
+    }
+}
+
+/// A runtime shut down with tasks holding guards and tasks queued on a fair lock:
+/// every hold and every queue place goes, and the next live fair waiter gets the
+/// lock within a second, not after a fair wait.
+#[test]
+fn runtime_shutdown_releases_holds_and_queue_places() {
+    let server = RedisServer::start();
+    let observer = runtime(true);
+    let (client, live) = observer.block_on(async {
+        let fair_wait = Duration::from_secs(20);
+        let client = server
+            .client_with(|c| c.fair_lock_wait_timeout = fair_wait)
+            .await;
+        let live = server
+            .client_with(|c| c.fair_lock_wait_timeout = fair_wait)
+            .await;
+        (client, live)
+    });
+    for multi_thread in [false, true] {
+        let rt = runtime(multi_thread);
+        let held = rt.block_on(async {
+            let mut held = Vec::new();
+            for name in ["plain-a", "plain-b"] {
+                let guard = client.get_lock(name).unwrap().lock().await.unwrap();
+                held.push(tokio::spawn(async move {
+                    let _guard = guard;
+                    std::future::pending::<()>().await;
+                }));
+            }
+            let fair = client.get_fair_lock("shut-fair").unwrap();
+            let guard = fair.lock().await.unwrap();
+            held.push(tokio::spawn(async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+            }));
+            for _ in 0..3 {
+                let fair = fair.clone();
+                held.push(tokio::spawn(async move {
+                    let _guard = fair.lock().await;
+                    std::future::pending::<()>().await;
+                }));
+            }
+            // Driven here (a current_thread runtime runs its tasks only inside
+            // block_on) until all three are in line.
+            assert!(
+                eventually(Duration::from_secs(2), || async {
+                    queue_len(&server, "shut-fair").await == 3
+                })
+                .await
+            );
+            held
+        });
+        // A live waiter queues behind them, on another client.
+        let waiter = observer.spawn({
+            let fair = live.get_fair_lock("shut-fair").unwrap();
+            async move {
+                let guard = fair.lock().await.unwrap();
+                let at = Instant::now();
+                guard.unlock().await.unwrap();
+                at
+            }
+        });
+        observer.block_on(async {
+            assert!(
+                eventually(Duration::from_secs(2), || async {
+                    queue_len(&server, "shut-fair").await == 4
+                })
+                .await
+            );
+        });
+        let shut = Instant::now();
+        drop(held);
+        drop(rt);
+        observer.block_on(async {
+            let granted = within(Duration::from_secs(5), "live fair waiter", waiter)
+                .await
+                .unwrap();
+            assert!(
+                granted.duration_since(shut) < Duration::from_secs(1),
+                "the live waiter waited {:?}",
+                granted.duration_since(shut)
+            );
+            for name in ["plain-a", "plain-b"] {
+                assert!(
+                    gone_within_a_second(&server, name).await,
+                    "{name} still held"
+                );
+            }
+            assert!(
+                eventually(Duration::from_secs(1), || async {
+                    server.keys().await.is_empty()
+                })
+                .await,
+                "left behind: {:?} (queue {:?})",
+                server.keys().await,
+                queue(&server, "shut-fair").await
+            );
+        });
+    }
+}
+
+/// A guard moved to a plain thread (no runtime there) and dropped is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_on_a_plain_thread_is_released() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let guard = client.get_lock("threaded").unwrap().lock().await.unwrap();
+    std::thread::spawn(move || drop(guard)).join().unwrap();
+    assert!(gone_within_a_second(&server, "threaded").await);
+}
+
+/// A guard dropped inside a user's `Drop` (no await possible there) is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_inside_a_user_drop_is_released() {
+    struct Session {
+        _guard: redisson_locks::LockGuard,
+    }
+    impl Drop for Session {
+        fn drop(&mut self) {
+            // The user's own cleanup would go here.
+        }
+    }
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let session = Session {
+        _guard: client.get_lock("in-drop").unwrap().lock().await.unwrap(),
+    };
+    drop(session);
+    assert!(gone_within_a_second(&server, "in-drop").await);
+}
+
+/// The last handle of a client going away: a release just queued by a guard's
+/// drop has been sent by the time the drop returns, and detached holds (which
+/// nobody can unlock any more) are released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_client_sends_every_outstanding_release() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let guard = client
+        .get_lock("queued-release")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    client
+        .get_lock("detached")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap()
+        .detach();
+    let lock = client.get_fair_lock("detached-fair").unwrap();
+    lock.lock().await.unwrap().detach();
+    drop(lock);
+    drop(guard);
+    let dropped = Instant::now();
+    drop(client);
+    assert!(
+        dropped.elapsed() < Duration::from_secs(3),
+        "the drop took {:?}",
+        dropped.elapsed()
+    );
+    let keys = server.keys().await;
+    assert!(
+        keys.is_empty(),
+        "left behind after the client's drop: {keys:?}"
+    );
+}
