@@ -9,11 +9,9 @@
 //! end, stall or be a different runtime every call without a hold going unrenewed
 //! or a release going unsent.
 //!
-//! Callers' commands are still polled on the caller's thread (no hop on the hot
-//! path): [`Entered`] makes the background runtime the *current* one while such a
-//! command is polled, so whatever the `redis` crate spawns or registers from it (a
-//! re-dial, a new connection's driver, a response timer) lands on the background
-//! runtime too.
+//! The connection's driver itself may live on the runtime that connected the client
+//! while that runtime is healthy, for speed; `home.rs` decides, and moves it here
+//! when that runtime ends or stalls.
 //!
 //! When the client is dropped (its last handle, lock and guard gone), the thread
 //! finishes the cleanup work already queued, for at most the drain limit, and ends;
@@ -137,12 +135,18 @@ impl Spawner {
             .map_err(|e| Error::unexpected("background work", e))
     }
 
-    /// `future`, polled with the background runtime as the current one.
-    pub(crate) fn enter<F: Future>(&self, future: F) -> Entered<F> {
-        Entered {
-            handle: self.handle.clone(),
-            future: Box::pin(future),
-        }
+    /// The background runtime.
+    pub(crate) fn handle(&self) -> &Handle {
+        &self.handle
+    }
+}
+
+/// `future`, polled with the runtime of `handle` as the current one: anything it
+/// spawns or registers (tasks, sockets, timers) belongs to that runtime.
+pub(crate) fn entered<F: Future>(handle: Handle, future: F) -> Entered<F> {
+    Entered {
+        handle,
+        future: Box::pin(future),
     }
 }
 
@@ -179,8 +183,7 @@ impl Drop for Counted {
     }
 }
 
-/// A future polled with the background runtime entered: anything it spawns or
-/// registers (tasks, sockets, timers) belongs to the background runtime.
+/// A future polled with a given runtime entered (see [`entered`]).
 pub(crate) struct Entered<F> {
     handle: Handle,
     future: Pin<Box<F>>,

@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::background::Background;
+use crate::background::{entered, Background};
 use crate::conn::{Conn, Link};
+use crate::home::Home;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -100,21 +101,16 @@ impl Client {
         let background = Background::start(config.timeout + DRAIN_SLACK)?;
         let spawner = background.spawner().clone();
         let pushes = PushHandler::new();
-        let connect = async {
-            let link = if !config.cluster_nodes.is_empty() {
-                connect_cluster(&config, &pushes).await
-            } else if !config.sentinel_addresses.is_empty() {
-                connect_sentinel(&config, &pushes).await
-            } else {
-                connect_single(&config, &pushes).await
-            };
-            link.map(|link| Conn::new(link, spawner.clone()))
-        };
-        // Polled with the background runtime entered: the connection's driver and
-        // every task the driver spawns belong to the client's thread.
-        let connect = spawner.enter(tokio::time::timeout(config.connect_timeout, connect));
-        let conn = match connect.await {
-            Ok(conn) => conn?,
+        // Polled with the home entered: the connection's driver, and every task it
+        // spawns, run there (see `home.rs`).
+        let home = Home::choose(&spawner);
+        let connect = connect_link(config.clone(), pushes.clone());
+        let connect = entered(
+            home.handle().clone(),
+            tokio::time::timeout(config.connect_timeout, connect),
+        );
+        let link = match connect.await {
+            Ok(link) => link?,
             Err(_) => {
                 return Err(Error::Redis(redis::RedisError::from((
                     redis::ErrorKind::Io,
@@ -123,6 +119,16 @@ impl Client {
                 ))))
             }
         };
+        // A replacement link (when the home runtime ends or stalls) must agree on
+        // sharded pub/sub with the first one.
+        let mut same_kind = config.clone();
+        if let Link::Cluster { sharded, .. } = &link {
+            same_kind.sharded_pubsub = Some(*sharded);
+        }
+        let reconnect_pushes = pushes.clone();
+        let reconnect: crate::conn::Reconnect =
+            Box::new(move || Box::pin(connect_link(same_kind.clone(), reconnect_pushes.clone())));
+        let conn = Conn::new(link, home, spawner, reconnect, pushes.reconnect_signal());
         let mut warnings = check_server(&mut conn.clone()).await;
         let (replica_sync, sync_warning) =
             crate::replication::replicas_to_sync(config.replica_sync, &mut conn.clone()).await;
@@ -231,6 +237,17 @@ fn manager_config(config: &Config, pushes: &PushHandler) -> ConnectionManagerCon
         .set_number_of_retries(config.retry_attempts as usize)
         .set_max_delay(config.retry_interval)
         .set_push_sender(pushes.sender())
+}
+
+/// Connects the kind of link `config` asks for.
+async fn connect_link(config: Config, pushes: PushHandler) -> Result<Link> {
+    if !config.cluster_nodes.is_empty() {
+        connect_cluster(&config, &pushes).await
+    } else if !config.sentinel_addresses.is_empty() {
+        connect_sentinel(&config, &pushes).await
+    } else {
+        connect_single(&config, &pushes).await
+    }
 }
 
 /// How much longer than one command's timeout a dropped client keeps sending

@@ -1,6 +1,7 @@
 //! The client's one connection: a single server's reconnecting multiplexed
-//! connection, or a Redis Cluster connection that routes each command by slot and
-//! follows MOVED/ASK and slot-map changes after a failover.
+//! connection, a Redis Cluster connection that routes each command by slot and
+//! follows MOVED/ASK and slot-map changes after a failover, or the primary Sentinel
+//! names; and where its driver runs (`home.rs`).
 
 use std::sync::{Arc, RwLock};
 
@@ -9,15 +10,46 @@ use redis::cluster_async::ClusterConnection;
 use redis::sentinel::SentinelClient;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use crate::background::Spawner;
+use tokio::runtime::Handle;
 
-/// The client's connection and its background runtime; cheap to clone, as both
-/// are handles. Every command is polled with the background runtime entered (see
-/// `background.rs`), so re-dials and drivers never land on a caller's runtime.
+use crate::background::{entered, Spawner};
+use crate::home::Home;
+
+/// The client's connection: a cheap, cloneable handle. It knows where its driver
+/// lives (see `home.rs`) and moves it to the client's own thread when that home
+/// ends or stalls, before the next command is sent; every command is polled with
+/// the home entered.
 #[derive(Clone)]
 pub(crate) struct Conn {
-    link: Link,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// What kind of link, fixed for the client's life.
+    cluster: bool,
+    publish_command: &'static str,
+    placed: RwLock<Placed>,
+    /// Connects a new link of the same kind (run on the client's thread).
+    reconnect: Reconnect,
+    /// One move at a time.
+    moving: tokio::sync::Mutex<()>,
     spawner: Spawner,
+    /// Tells the subscriber the connection was replaced.
+    on_move: Box<dyn Fn() + Send + Sync>,
+}
+
+/// Connects a new link like the first one.
+pub(crate) type Reconnect = Box<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::Result<Link>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// The link in use and the runtime its driver lives on.
+#[derive(Clone)]
+struct Placed {
+    link: Link,
+    home: Home,
 }
 
 /// Which kind of connection.
@@ -134,22 +166,58 @@ fn primary_may_have_moved(err: &redis::RedisError) -> bool {
 
 impl std::fmt::Debug for Conn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.link {
-            Link::Single(_) => f.write_str("Conn::Single"),
-            Link::Cluster { sharded, .. } => write!(f, "Conn::Cluster {{ sharded: {sharded} }}"),
-            Link::Sentinel(_) => f.write_str("Conn::Sentinel"),
-        }
+        let placed = self.shared.placed();
+        let link = match &placed.link {
+            Link::Single(_) => "single",
+            Link::Cluster { .. } => "cluster",
+            Link::Sentinel(_) => "sentinel",
+        };
+        f.debug_struct("Conn")
+            .field("link", &link)
+            .field("home", &placed.home)
+            .finish()
+    }
+}
+
+impl Shared {
+    fn placed(&self) -> Placed {
+        self.placed
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }
 
 impl Conn {
-    pub(crate) fn new(link: Link, spawner: Spawner) -> Self {
-        Conn { link, spawner }
+    /// `link`, whose driver runs on `home`; `reconnect` makes another like it.
+    pub(crate) fn new(
+        link: Link,
+        home: Home,
+        spawner: Spawner,
+        reconnect: Reconnect,
+        on_move: Box<dyn Fn() + Send + Sync>,
+    ) -> Self {
+        let (cluster, publish_command) = match &link {
+            Link::Cluster { sharded: true, .. } => (true, "spublish"),
+            Link::Cluster { .. } => (true, "publish"),
+            Link::Single(_) | Link::Sentinel(_) => (false, "publish"),
+        };
+        Conn {
+            shared: Arc::new(Shared {
+                cluster,
+                publish_command,
+                placed: RwLock::new(Placed { link, home }),
+                reconnect,
+                moving: tokio::sync::Mutex::new(()),
+                spawner,
+                on_move,
+            }),
+        }
     }
 
     /// The client's background runtime.
     pub(crate) fn spawner(&self) -> &Spawner {
-        &self.spawner
+        &self.shared.spawner
     }
 
     /// Runs cleanup `work` on the client's background runtime (see
@@ -158,67 +226,101 @@ impl Conn {
         &self,
         work: impl std::future::Future<Output = ()> + Send + 'static,
     ) {
-        self.spawner.spawn_cleanup(work);
+        self.shared.spawner.spawn_cleanup(work);
     }
 
     /// The command the release scripts publish unlock messages with. Sharded and
     /// plain messages do not reach each other, so this must match what the other
     /// clients (Java ones included) subscribe with.
     pub(crate) fn publish_command(&self) -> &'static str {
-        match self.link {
-            Link::Cluster { sharded: true, .. } => "spublish",
-            _ => "publish",
-        }
+        self.shared.publish_command
     }
 
     /// Is this a cluster connection (keys of one call must share a slot)?
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.link, Link::Cluster { .. })
+        self.shared.cluster
+    }
+
+    /// The link to send the next command on, moved to the client's own thread
+    /// first if its home is no longer healthy.
+    async fn link(&self) -> (Link, Handle) {
+        let placed = self.shared.placed();
+        if placed.home.is_healthy() {
+            return (placed.link, placed.home.handle().clone());
+        }
+        self.move_home(placed).await
+    }
+
+    /// Replaces a link whose home ended or stalled with one whose driver runs on
+    /// the client's thread, and has every channel subscribed again there.
+    async fn move_home(&self, stale: Placed) -> (Link, Handle) {
+        let shared = &self.shared;
+        let _moving = shared.moving.lock().await;
+        let current = shared.placed();
+        if !current.home.is(&stale.home) {
+            // Someone else moved it while this caller waited.
+            return (current.link, current.home.handle().clone());
+        }
+        let home = Home::Client(shared.spawner.handle().clone());
+        // If no new link can be made now (the server is down too), the old one is
+        // kept but entered on the client's thread: its next re-dial lands there.
+        let link = match shared.spawner.run((shared.reconnect)()).await {
+            Ok(Ok(link)) => link,
+            _ => current.link,
+        };
+        *shared.placed.write().unwrap_or_else(|p| p.into_inner()) = Placed {
+            link: link.clone(),
+            home: home.clone(),
+        };
+        (shared.on_move)();
+        (link, home.handle().clone())
     }
 
     pub(crate) async fn subscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
-        let link = &mut self.link;
-        self.spawner
-            .enter(async move {
-                match link {
-                    Link::Single(conn) => conn.subscribe(channels).await,
-                    Link::Sentinel(sentinel) => {
-                        let seen = sentinel.switches();
-                        let result = sentinel.manager().subscribe(channels).await;
-                        sentinel.follow_if_moved(&result, seen).await;
-                        result
-                    }
-                    Link::Cluster {
-                        conn,
-                        sharded: true,
-                    } => conn.ssubscribe(channels).await,
-                    Link::Cluster { conn, .. } => conn.subscribe(channels).await,
-                }
-            })
-            .await
+        let (mut link, handle) = self.link().await;
+        entered(handle, async move { link.subscribe(channels).await }).await
     }
 
     pub(crate) async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
-        let link = &mut self.link;
-        self.spawner
-            .enter(async move {
-                match link {
-                    Link::Single(conn) => conn.unsubscribe(channels).await,
-                    Link::Sentinel(sentinel) => sentinel.manager().unsubscribe(channels).await,
-                    Link::Cluster {
-                        conn,
-                        sharded: true,
-                    } => conn.sunsubscribe(channels).await,
-                    Link::Cluster { conn, .. } => conn.unsubscribe(channels).await,
-                }
-            })
-            .await
+        let (mut link, handle) = self.link().await;
+        entered(handle, async move { link.unsubscribe(channels).await }).await
     }
 }
 
-impl redis::aio::ConnectionLike for Conn {
+impl Link {
+    async fn subscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
+        match self {
+            Link::Single(conn) => conn.subscribe(channels).await,
+            Link::Sentinel(sentinel) => {
+                let seen = sentinel.switches();
+                let result = sentinel.manager().subscribe(channels).await;
+                sentinel.follow_if_moved(&result, seen).await;
+                result
+            }
+            Link::Cluster {
+                conn,
+                sharded: true,
+            } => conn.ssubscribe(channels).await,
+            Link::Cluster { conn, .. } => conn.subscribe(channels).await,
+        }
+    }
+
+    async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            Link::Single(conn) => conn.unsubscribe(channels).await,
+            Link::Sentinel(sentinel) => sentinel.manager().unsubscribe(channels).await,
+            Link::Cluster {
+                conn,
+                sharded: true,
+            } => conn.sunsubscribe(channels).await,
+            Link::Cluster { conn, .. } => conn.unsubscribe(channels).await,
+        }
+    }
+}
+
+impl redis::aio::ConnectionLike for Link {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        let request: RedisFuture<'a, Value> = match &mut self.link {
+        match self {
             Link::Sentinel(sentinel) => Box::pin(async move {
                 let seen = sentinel.switches();
                 let result = sentinel.manager().req_packed_command(cmd).await;
@@ -227,8 +329,7 @@ impl redis::aio::ConnectionLike for Conn {
             }),
             Link::Single(conn) => conn.req_packed_command(cmd),
             Link::Cluster { conn, .. } => conn.req_packed_command(cmd),
-        };
-        Box::pin(self.spawner.enter(request))
+        }
     }
 
     fn req_packed_commands<'a>(
@@ -237,7 +338,7 @@ impl redis::aio::ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        let request: RedisFuture<'a, Vec<Value>> = match &mut self.link {
+        match self {
             Link::Sentinel(sentinel) => Box::pin(async move {
                 sentinel
                     .manager()
@@ -246,15 +347,39 @@ impl redis::aio::ConnectionLike for Conn {
             }),
             Link::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
             Link::Cluster { conn, .. } => conn.req_packed_commands(pipeline, offset, count),
-        };
-        Box::pin(self.spawner.enter(request))
+        }
     }
 
     fn get_db(&self) -> i64 {
-        match &self.link {
+        match self {
             Link::Sentinel(sentinel) => sentinel.manager().get_db(),
             Link::Single(conn) => conn.get_db(),
             Link::Cluster { conn, .. } => conn.get_db(),
         }
+    }
+}
+
+impl redis::aio::ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let (mut link, handle) = self.link().await;
+            entered(handle, link.req_packed_command(cmd)).await
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let (mut link, handle) = self.link().await;
+            entered(handle, link.req_packed_commands(pipeline, offset, count)).await
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.shared.placed().link.get_db()
     }
 }

@@ -6,6 +6,7 @@ mod client;
 mod config;
 mod conn;
 mod error;
+mod home;
 mod keys;
 mod lock;
 mod owner;

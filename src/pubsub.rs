@@ -204,7 +204,7 @@ impl std::fmt::Debug for Command {
 }
 
 /// The receiving half, created before the connection so it can be its push sender.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct PushHandler(Arc<Channels>);
 
 impl PushHandler {

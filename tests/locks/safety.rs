@@ -110,12 +110,9 @@ async fn an_explicit_lease_is_valid_until_its_end_less_the_margin() {
 }
 
 /// Builds a client in a runtime of its own, which is then dropped.
-fn client_from_a_dropped_runtime(config: Config) -> Client {
+fn client_from_a_dropped_runtime(config: Config, multi_thread: bool) -> Client {
     std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = runtime(multi_thread);
         let client = runtime.block_on(Client::connect(config)).unwrap();
         drop(runtime);
         client
@@ -126,14 +123,21 @@ fn client_from_a_dropped_runtime(config: Config) -> Client {
 
 /// Runtime A connects and is dropped; runtime B uses the client with the
 /// watchdog for three leases while another client contends: every call works,
-/// the hold is renewed, nobody else gets in.
+/// the hold is renewed, nobody else gets in. A multi-thread A was the
+/// connection's home; a current-thread one never is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_outlives_the_runtime_that_connected_it() {
+    for multi_thread in [true, false] {
+        outlive_the_connecting_runtime(multi_thread).await;
+    }
+}
+
+async fn outlive_the_connecting_runtime(multi_thread: bool) {
     let server = RedisServer::start();
     let lease = Duration::from_secs(1);
     let mut config = server.config();
     config.lock_watchdog_timeout = lease;
-    let client = client_from_a_dropped_runtime(config);
+    let client = client_from_a_dropped_runtime(config, multi_thread);
     let contender = server.client().await;
     let theirs = contender.get_lock("survivor").unwrap();
 
@@ -172,7 +176,8 @@ async fn a_client_outlives_the_runtime_that_connected_it() {
 }
 
 /// A client connected in a current_thread runtime that is still alive but never
-/// driven again works fully from another runtime.
+/// driven again works fully from another runtime (such a runtime is never the
+/// connection's home).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_connect_runtime_does_not_matter() {
     let server = RedisServer::start();
@@ -198,6 +203,45 @@ async fn an_idle_connect_runtime_does_not_matter() {
     std::thread::spawn(move || drop(idle_runtime))
         .join()
         .unwrap();
+}
+
+/// A multi-thread home whose every worker is blocked: once its beat is a second
+/// old, the client moves its connection to its own thread and carries on, with
+/// renewals, from another runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_home_runtime_is_left_behind() {
+    let server = RedisServer::start();
+    let lease = Duration::from_secs(1);
+    let mut config = server.config();
+    config.lock_watchdog_timeout = lease;
+    let home = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = std::thread::scope(|scope| {
+        scope
+            .spawn(|| home.block_on(Client::connect(config)).unwrap())
+            .join()
+            .unwrap()
+    });
+    // Block the home's only worker for longer than the test needs it.
+    home.spawn(async { std::thread::sleep(Duration::from_secs(6)) });
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+
+    let lock = client.get_lock("stalled-home").unwrap();
+    let guard = within(Duration::from_secs(2), "lock", lock.lock())
+        .await
+        .unwrap();
+    tokio::time::sleep(lease * 2).await;
+    assert!(
+        !guard.is_lease_lost(),
+        "renewals stopped with the stalled home"
+    );
+    within(Duration::from_secs(2), "unlock", guard.unlock())
+        .await
+        .unwrap();
+    std::thread::spawn(move || drop(home)).join().unwrap();
 }
 
 /// Whether `name` is gone from the server within a second.
