@@ -7,6 +7,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use crate::background::{entered, Background};
 use crate::conn::{Conn, Link};
 use crate::home::Home;
+use crate::ledger::{Ledger, Settling};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -53,11 +54,13 @@ pub struct Client {
 
 #[derive(Debug)]
 pub(crate) struct ClientInner {
-    pub(crate) id: String,
+    pub(crate) id: std::sync::Arc<str>,
     pub(crate) config: Config,
     pub(crate) conn: Conn,
     pub(crate) pubsub: PubSub,
     pub(crate) watchdog: Watchdog,
+    /// What this client believes each owner holds (see `ledger.rs`).
+    pub(crate) ledger: Ledger,
     /// How many replicas must acknowledge each acquire (0: no replica sync).
     pub(crate) replica_sync: u32,
     warnings: Vec<String>,
@@ -139,13 +142,18 @@ impl Client {
         };
         let pubsub = pushes.start(conn.clone());
         let watchdog = Watchdog::start(conn.clone(), config.lock_watchdog_timeout, renewal_sync);
+        let settling = Settling {
+            retry: config.retry_interval,
+            budget: config.timeout * 2,
+        };
         Ok(Client {
             inner: Arc::new(ClientInner {
-                id: uuid::Uuid::new_v4().to_string(),
+                id: uuid::Uuid::new_v4().to_string().into(),
                 config,
                 conn,
                 pubsub,
                 watchdog,
+                ledger: Ledger::new(settling),
                 replica_sync,
                 warnings,
                 _background: background,

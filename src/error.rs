@@ -153,7 +153,8 @@ impl Error {
 }
 
 /// The server refused to run the command for now: LOADING, TRYAGAIN, MASTERDOWN,
-/// CLUSTERDOWN, or READONLY from a primary demoted in a failover.
+/// CLUSTERDOWN, READONLY from a primary demoted in a failover, or NOSCRIPT (a
+/// script it does not have; `lua.rs` answers that one itself).
 fn is_not_now(err: &redis::RedisError) -> bool {
     matches!(
         err.kind(),
@@ -163,6 +164,7 @@ fn is_not_now(err: &redis::RedisError) -> bool {
                 | redis::ServerErrorKind::MasterDown
                 | redis::ServerErrorKind::ClusterDown
                 | redis::ServerErrorKind::ReadOnly
+                | redis::ServerErrorKind::NoScript
         )
     )
 }

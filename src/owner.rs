@@ -1,20 +1,85 @@
-//! Owner identity: which client, and which task or thread inside it, holds a lock.
+//! Owner identity: which client, and which sequential context inside it, holds a
+//! lock.
 //!
-//! Redisson names an owner `<client-uuid>:<thread-id>`. A Rust service has tasks
-//! rather than threads, so the default id is the current tokio task's id: nested
-//! critical sections inside one task re-enter, as they do inside one Java thread.
-//! Outside a task the current thread gets an id from a range no task id reaches.
-//! Work handed between tasks names an explicit id instead.
+//! Redisson names an owner `<client-uuid>:<thread-id>`, and a Java thread is a
+//! sequential context: whatever it does while holding a lock is nested inside the
+//! hold. A tokio task is not: futures polled together by one task (`join!`,
+//! `select!`, `FuturesUnordered`, `buffer_unordered`) run side by side, and a task
+//! id cannot tell a nested call from a sibling future. So by default an owner is
+//! one acquisition, and re-entry is explicit: code run inside a hold's *scope*
+//! ([`LockGuard::scope`](crate::LockGuard::scope), [`RLock::with`](crate::RLock::with))
+//! acts as that hold's owner for that lock, so it re-enters, while siblings outside
+//! the scope wait their turn. The scope is a task-local frame around the future
+//! that runs inside the hold, so it follows exactly what is awaited inside it.
+//!
+//! Two other modes: an explicit id (work handed between tasks, or acting for a
+//! Java thread), and the Java-style "owner = task" mode for code ported line by
+//! line, which shares holds between sibling futures of one task.
 
 use std::cell::Cell;
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Ids handed to threads that are not inside a tokio task start here, far above any
 /// task id tokio will hand out, and still within Java's signed 64-bit `long`.
 const THREAD_ID_BASE: u64 = 1 << 62;
 
+/// Ids of single acquisitions (the default mode) start here: below the thread
+/// range, far above any task id.
+const ACQUISITION_ID_BASE: u64 = 1 << 61;
+
 static NEXT_THREAD_ID: AtomicU64 = AtomicU64::new(THREAD_ID_BASE);
+static NEXT_ACQUISITION_ID: AtomicU64 = AtomicU64::new(ACQUISITION_ID_BASE);
+
+tokio::task_local! {
+    /// The holds whose scope the current future runs in, innermost first.
+    static SCOPE: Option<Arc<Frame>>;
+}
+
+/// One hold's scope: inside it, acquisitions of `lock` (on `client`) act as `owner`.
+#[derive(Debug)]
+struct Frame {
+    client: Arc<str>,
+    lock: Arc<str>,
+    owner: u64,
+    outer: Option<Arc<Frame>>,
+}
+
+/// The owner that the innermost enclosing scope gives lock `lock` of `client`.
+fn scoped_owner(client: &str, lock: &str) -> Option<u64> {
+    SCOPE
+        .try_with(|scope| {
+            let mut frame = scope.as_deref();
+            while let Some(f) = frame {
+                if &*f.client == client && &*f.lock == lock {
+                    return Some(f.owner);
+                }
+                frame = f.outer.as_deref();
+            }
+            None
+        })
+        .ok()
+        .flatten()
+}
+
+/// Runs `future` inside the scope of a hold of `lock` (on `client`) by `owner`.
+pub(crate) fn in_scope<F: Future>(
+    client: Arc<str>,
+    lock: Arc<str>,
+    owner: u64,
+    future: F,
+) -> impl Future<Output = F::Output> {
+    let outer = SCOPE.try_with(Clone::clone).ok().flatten();
+    let frame = Arc::new(Frame {
+        client,
+        lock,
+        owner,
+        outer,
+    });
+    SCOPE.scope(Some(frame), future)
+}
 
 thread_local! {
     static THREAD_ID: Cell<u64> = const { Cell::new(0) };
@@ -23,20 +88,42 @@ thread_local! {
 /// Which id a lock handle acts for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum OwnerId {
-    /// The task (or thread) that calls each method, looked up at call time.
-    Current,
+    /// The default: the enclosing scope's owner for this lock, or else a new
+    /// owner for each acquisition.
+    Scoped,
+    /// Java-style: the task (or thread) that calls each method, looked up at call
+    /// time. Sibling futures of one task share its holds.
+    Task,
     /// A fixed id the caller chose.
     Explicit(u64),
 }
 
 impl OwnerId {
-    /// The numeric id this handle acts for right now.
-    pub(crate) fn resolve(self) -> u64 {
+    /// The id an acquisition of `lock` on `client` acts for right now.
+    pub(crate) fn for_acquire(self, client: &str, lock: &str) -> u64 {
         match self {
-            OwnerId::Explicit(id) => id,
-            OwnerId::Current => current_id(),
+            OwnerId::Scoped => scoped_owner(client, lock).unwrap_or_else(new_acquisition_id),
+            other => other.for_query(client, lock),
         }
     }
+
+    /// The id a query or release (hold count, held by, unlock) acts for: for a
+    /// scoped handle outside any scope of `lock`, an owner that holds nothing.
+    pub(crate) fn for_query(self, client: &str, lock: &str) -> u64 {
+        match self {
+            OwnerId::Explicit(id) => id,
+            OwnerId::Task => current_id(),
+            OwnerId::Scoped => scoped_owner(client, lock).unwrap_or(NO_OWNER),
+        }
+    }
+}
+
+/// The owner a scoped handle queries for outside any scope: none holds as it.
+const NO_OWNER: u64 = ACQUISITION_ID_BASE - 1;
+
+/// A fresh owner id for one acquisition.
+fn new_acquisition_id() -> u64 {
+    NEXT_ACQUISITION_ID.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The id of the calling tokio task, or of the calling thread outside a task.
@@ -105,6 +192,29 @@ mod tests {
         assert!(a >= THREAD_ID_BASE);
         let b = std::thread::spawn(current_id).join().unwrap();
         assert_ne!(a, b);
+    }
+
+    #[tokio::test]
+    async fn scopes_give_their_lock_its_owner_and_nest() {
+        let (client, a, b): (Arc<str>, Arc<str>, Arc<str>) = ("c".into(), "a".into(), "b".into());
+        assert_eq!(OwnerId::Scoped.for_query("c", "a"), NO_OWNER);
+        let first = OwnerId::Scoped.for_acquire("c", "a");
+        assert_ne!(first, OwnerId::Scoped.for_acquire("c", "a"));
+        in_scope(client.clone(), a.clone(), 7, async {
+            assert_eq!(OwnerId::Scoped.for_acquire("c", "a"), 7);
+            assert_eq!(OwnerId::Scoped.for_query("c", "a"), 7);
+            // Another lock, or the same name on another client, is not in scope.
+            assert_eq!(OwnerId::Scoped.for_query("c", "b"), NO_OWNER);
+            assert_eq!(OwnerId::Scoped.for_query("d", "a"), NO_OWNER);
+            in_scope(client.clone(), b.clone(), 9, async {
+                assert_eq!(OwnerId::Scoped.for_acquire("c", "a"), 7);
+                assert_eq!(OwnerId::Scoped.for_acquire("c", "b"), 9);
+            })
+            .await;
+            // A sibling polled beside the scope is outside it.
+        })
+        .await;
+        assert_eq!(OwnerId::Scoped.for_query("c", "a"), NO_OWNER);
     }
 
     #[tokio::test]

@@ -43,26 +43,74 @@ enum Status {
 #[derive(Debug)]
 struct Channel {
     name: String,
-    /// Waiters for exclusive holds (locks, write locks).
-    exclusive_wakeups: Notify,
-    /// Waiters for shared holds (read locks).
-    shared_wakeups: Notify,
     status: watch::Sender<Status>,
     /// The latest SUBSCRIBE request for this channel; a reply to an older one
     /// (overtaken by a reconnect) is ignored. Changed only under the table lock.
     request: AtomicU64,
 }
 
+/// The waiters of one channel, by lock name: two locks can share a channel
+/// (Redisson names `a`'s and `{a}`'s channels alike), and an unlock message does
+/// not say which lock it is about, so each lock on the channel gets the wake-up,
+/// as Redisson wakes per lock name.
 #[derive(Debug)]
 struct Entry {
-    /// Waiters of each class, by [`Class`] index.
-    waiters: [usize; 2],
     channel: Arc<Channel>,
+    locks: HashMap<Arc<str>, LockWaiters>,
 }
 
-impl Entry {
+/// One lock's waiters on a channel.
+#[derive(Debug)]
+struct LockWaiters {
+    /// Waiters of each class, by [`Class`] index.
+    waiters: [usize; 2],
+    wakeups: Arc<Wakeups>,
+}
+
+impl LockWaiters {
     fn total(&self) -> usize {
         self.waiters.iter().sum()
+    }
+}
+
+/// What wakes one lock's waiters.
+#[derive(Debug, Default)]
+struct Wakeups {
+    /// Waiters for exclusive holds (locks, write locks).
+    exclusive: Notify,
+    /// Waiters for shared holds (read locks).
+    shared: Notify,
+    /// Held by the one waiter that polls a lock whose holder set no expiry (no
+    /// TTL bounds the sleep, and no unlock message may ever come): the others
+    /// wait for a message or for their turn to poll, so the lock is polled once
+    /// per client, not once per waiter.
+    poller: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Wakeups {
+    /// Applies one message to this lock's waiters.
+    fn deliver(&self, payload: Option<&str>, waiters: [usize; 2]) {
+        let [exclusive, shared] = waiters;
+        match payload {
+            Some(UNLOCK_MESSAGE) if exclusive > 0 => self.exclusive.notify_one(),
+            Some(UNLOCK_MESSAGE) => self.shared.notify_one(),
+            Some(READ_UNLOCK_MESSAGE) => {
+                if shared > 0 {
+                    self.shared.notify_waiters();
+                }
+                if exclusive > 0 {
+                    self.exclusive.notify_one();
+                }
+            }
+            // Unknown payloads wake everyone: a needless retry costs one
+            // round trip, a missed one a TTL.
+            _ => self.wake_all(),
+        }
+    }
+
+    fn wake_all(&self) {
+        self.exclusive.notify_waiters();
+        self.shared.notify_waiters();
     }
 }
 
@@ -129,22 +177,9 @@ impl Channels {
                 let Some(entry) = table.get(channel) else {
                     return;
                 };
-                let channel = &entry.channel;
-                let [exclusive, shared] = entry.waiters;
-                match as_text(payload) {
-                    Some(UNLOCK_MESSAGE) if exclusive > 0 => channel.exclusive_wakeups.notify_one(),
-                    Some(UNLOCK_MESSAGE) => channel.shared_wakeups.notify_one(),
-                    Some(READ_UNLOCK_MESSAGE) => {
-                        if shared > 0 {
-                            channel.shared_wakeups.notify_waiters();
-                        }
-                        if exclusive > 0 {
-                            channel.exclusive_wakeups.notify_one();
-                        }
-                    }
-                    // Unknown payloads wake everyone: a needless retry costs one
-                    // round trip, a missed one a TTL.
-                    _ => channel.wake_all(),
+                let payload = as_text(payload);
+                for lock in entry.locks.values() {
+                    lock.wakeups.deliver(payload, lock.waiters);
                 }
             }
             PushKind::Disconnection => {
@@ -157,18 +192,13 @@ impl Channels {
                 let table = self.table();
                 for entry in table.values() {
                     self.request_subscribe(&table, &entry.channel);
-                    entry.channel.wake_all();
+                    for lock in entry.locks.values() {
+                        lock.wakeups.wake_all();
+                    }
                 }
             }
             _ => {}
         }
-    }
-}
-
-impl Channel {
-    fn wake_all(&self) {
-        self.exclusive_wakeups.notify_waiters();
-        self.shared_wakeups.notify_waiters();
     }
 }
 
@@ -295,39 +325,39 @@ async fn run_subscriber(
 }
 
 impl PubSub {
-    /// Joins `channel`'s waiters of `class`, subscribing it if this is the first.
-    pub(crate) fn subscribe(&self, channel: &str, class: Class) -> Subscription {
+    /// Joins the waiters of lock `lock` of `class` on `channel`, subscribing the
+    /// channel if this is its first waiter.
+    pub(crate) fn subscribe(&self, channel: &str, lock: &Arc<str>, class: Class) -> Subscription {
         let mut table = self.channels.table();
-        if let Some(entry) = table.get_mut(channel) {
-            entry.waiters[class as usize] += 1;
-            return Subscription {
-                pubsub: self.clone(),
-                channel: entry.channel.clone(),
-                class,
-            };
-        }
-        let (status, _) = watch::channel(Status::Pending);
-        let new = Arc::new(Channel {
-            name: channel.to_owned(),
-            exclusive_wakeups: Notify::new(),
-            shared_wakeups: Notify::new(),
-            status,
-            request: AtomicU64::new(0),
-        });
-        self.channels.request_subscribe(&table, &new);
-        table.insert(
-            channel.to_owned(),
-            Entry {
-                waiters: match class {
-                    Class::Exclusive => [1, 0],
-                    Class::Shared => [0, 1],
-                },
-                channel: new.clone(),
-            },
-        );
+        let entry = match table.get_mut(channel) {
+            Some(entry) => entry,
+            None => {
+                let (status, _) = watch::channel(Status::Pending);
+                let new = Arc::new(Channel {
+                    name: channel.to_owned(),
+                    status,
+                    request: AtomicU64::new(0),
+                });
+                self.channels.request_subscribe(&table, &new);
+                table.entry(channel.to_owned()).or_insert(Entry {
+                    channel: new,
+                    locks: HashMap::new(),
+                })
+            }
+        };
+        let waiters = entry
+            .locks
+            .entry(lock.clone())
+            .or_insert_with(|| LockWaiters {
+                waiters: [0, 0],
+                wakeups: Arc::default(),
+            });
+        waiters.waiters[class as usize] += 1;
         Subscription {
             pubsub: self.clone(),
-            channel: new,
+            channel: entry.channel.clone(),
+            lock: lock.clone(),
+            wakeups: waiters.wakeups.clone(),
             class,
         }
     }
@@ -346,11 +376,13 @@ impl PubSub {
     }
 }
 
-/// A waiter's membership of one channel; dropping it leaves.
+/// A waiter's membership of one channel, for one lock; dropping it leaves.
 #[derive(Debug)]
 pub(crate) struct Subscription {
     pubsub: PubSub,
     channel: Arc<Channel>,
+    lock: Arc<str>,
+    wakeups: Arc<Wakeups>,
     class: Class,
 }
 
@@ -391,11 +423,25 @@ impl Subscription {
     /// `enable()` on it before the acquire attempt so no wake-up in between is lost.
     pub(crate) fn notified(&self) -> Notified<'_> {
         match self.class {
-            Class::Exclusive => self.channel.exclusive_wakeups.notified(),
-            Class::Shared => self.channel.shared_wakeups.notified(),
+            Class::Exclusive => self.wakeups.exclusive.notified(),
+            Class::Shared => self.wakeups.shared.notified(),
         }
     }
+
+    /// Becomes this client's poller of the lock (see `Wakeups::poller`) if
+    /// nobody is; `None` when another waiter polls.
+    pub(crate) fn try_poll(&self) -> Option<PollTurn> {
+        self.wakeups.poller.clone().try_lock_owned().ok()
+    }
+
+    /// Waits for this waiter's turn to poll the lock.
+    pub(crate) async fn poll_turn(&self) -> PollTurn {
+        self.wakeups.poller.clone().lock_owned().await
+    }
 }
+
+/// The turn to poll a lock whose holder set no expiry; dropping it passes it on.
+pub(crate) type PollTurn = tokio::sync::OwnedMutexGuard<()>;
 
 impl Drop for Subscription {
     fn drop(&mut self) {
@@ -406,9 +452,14 @@ impl Drop for Subscription {
         if !Arc::ptr_eq(&entry.channel, &self.channel) {
             return;
         }
-        let count = &mut entry.waiters[self.class as usize];
-        *count = count.saturating_sub(1);
-        if entry.total() == 0 {
+        if let Some(lock) = entry.locks.get_mut(&self.lock) {
+            let count = &mut lock.waiters[self.class as usize];
+            *count = count.saturating_sub(1);
+            if lock.total() == 0 {
+                entry.locks.remove(&self.lock);
+            }
+        }
+        if entry.locks.is_empty() {
             table.remove(&self.channel.name);
             let _ = self
                 .pubsub

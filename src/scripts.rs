@@ -1,14 +1,16 @@
-//! The `lua/` files as `redis::Script` values, one typed function per script.
+//! The `lua/` files as [`LuaScript`] values, one typed function per script.
 //!
-//! `redis::Script` hashes each script once and sends EVALSHA, loading the script
-//! and retrying when the server answers NOSCRIPT (after a restart or SCRIPT FLUSH).
+//! Each is sent with EVALSHA, and with its text when the server answers NOSCRIPT
+//! (after a restart, a failover or SCRIPT FLUSH; see `lua.rs`).
 //! Replies are decoded here, so an unexpected shape becomes
 //! [`Error::UnexpectedReply`] in one place.
 
 use std::sync::LazyLock;
 
 use crate::conn::Conn;
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
+
+use crate::lua::{LuaScript, ScriptCall};
 
 use crate::error::{Error, Result};
 use crate::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
@@ -17,12 +19,12 @@ use crate::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 /// `lua_script!(NAME, "common.lua" + "file.lua")`.
 macro_rules! lua_script {
     ($name:ident, $file:literal) => {
-        static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!(concat!("../lua/", $file))));
+        static $name: LazyLock<LuaScript> =
+            LazyLock::new(|| LuaScript::new(include_str!(concat!("../lua/", $file))));
     };
     ($name:ident, $common:literal + $file:literal) => {
-        static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
+        static $name: LazyLock<LuaScript> = LazyLock::new(|| {
+            LuaScript::new(concat!(
                 include_str!(concat!("../lua/", $common)),
                 include_str!(concat!("../lua/", $file))
             ))
@@ -74,7 +76,7 @@ impl FairKeys {
 
     /// A call of `script` with the lock, queue and deadline keys (and the channel
     /// prefix, when `with_channel`) as KEYS, in that order.
-    fn invocation<'a>(&self, script: &'a Script, with_channel: bool) -> ScriptInvocation<'a> {
+    fn invocation<'a>(&self, script: &'a LuaScript, with_channel: bool) -> ScriptCall<'a> {
         let mut invocation = script.key(&*self.lock);
         invocation.key(&self.queue).key(&self.timeouts);
         if with_channel {
@@ -109,9 +111,9 @@ pub(crate) enum Released {
 
 /// Sends one script call about lock `name`; a refusal (WRONGTYPE, NOPERM, ...)
 /// becomes this crate's error.
-async fn call(conn: &mut Conn, name: &str, invocation: &ScriptInvocation<'_>) -> Result<Value> {
+async fn call(conn: &mut Conn, name: &str, invocation: &ScriptCall<'_>) -> Result<Value> {
     invocation
-        .invoke_async(conn)
+        .invoke(conn)
         .await
         .map_err(|e| Error::from_redis(name, e))
 }
@@ -204,17 +206,17 @@ pub(crate) async fn read_renew(
 }
 
 async fn renew_with(
-    script: &Script,
+    script: &LuaScript,
     conn: &mut Conn,
     holds: &[(&str, &str)],
     lease_ms: u64,
 ) -> Result<Vec<bool>> {
-    let mut invocation = script.prepare_invoke();
+    let mut invocation = script.call();
     invocation.arg(lease_ms);
     for (name, owner) in holds {
         invocation.key(*name).arg(*owner);
     }
-    let reply: Value = invocation.invoke_async(conn).await?;
+    let reply: Value = invocation.invoke(conn).await?;
     match reply {
         Value::Array(flags) if flags.len() == holds.len() => flags
             .into_iter()

@@ -24,17 +24,15 @@ use tokio::time::Instant;
 use crate::client::ClientInner;
 use crate::config::{duration_to_millis, MAX_DURATION};
 use crate::error::{Error, Result};
+use crate::ledger::{release_one, settle, Gate, Settling, Slot};
 use crate::pubsub::Class;
+use crate::pubsub::PollTurn;
 use crate::scripts::{BusyTtl, Released};
 use crate::validity::{Drift, Validity};
 use crate::watchdog::{Registration, RenewKind, Renewal};
 
 /// A boxed future, as the lock kinds return from [`Acquirer`].
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
-
-/// How long a waiter sleeps when the lock reports no usable TTL (`-1`: no expiry,
-/// `-2`: gone). Every sleep is bounded, even then.
-const NO_TTL_SLEEP: Duration = Duration::from_millis(100);
 
 /// What one acquisition is about: which lock, for which owner, and the channel
 /// whose messages announce that trying again may succeed.
@@ -128,6 +126,8 @@ pub(crate) struct Hold {
     /// The lease in milliseconds, restarted on the holds that remain when this one
     /// is released.
     pub(crate) lease_ms: u64,
+    /// The owner's slot in the client's ledger: releases go through its gate.
+    pub(crate) slot: Arc<Slot>,
 }
 
 /// Checks a wait time before any I/O.
@@ -164,7 +164,12 @@ pub(crate) async fn acquire(
     }
     // Given back if this future is dropped while waiting for the replicas.
     let mut unconfirmed = UndoOnDrop {
-        undo: Some((acquirer.clone(), client.conn.clone(), hold.lease_ms)),
+        undo: Some((
+            hold.slot.clone(),
+            acquirer.clone(),
+            client.conn.clone(),
+            hold.lease_ms,
+        )),
     };
     let acked = crate::replication::wait_for_replicas(client, replicas).await;
     // WAIT counts the writes of the connection it runs on: if the connection was
@@ -177,13 +182,13 @@ pub(crate) async fn acquire(
     }
     // Unconfirmed: stop renewing, give it back (from a task of its own, so that
     // dropping this future cannot cut the release short), report why.
-    let lease_ms = hold.lease_ms;
+    let (lease_ms, slot) = (hold.lease_ms, hold.slot.clone());
     drop(hold);
     unconfirmed.undo = None;
     let (giver, conn) = (acquirer.clone(), client.conn.clone());
     let spawner = conn.spawner().clone();
     let given_back = spawner
-        .run(async move { giver.release(conn, lease_ms).await })
+        .run(async move { release_one(&slot, &giver, &conn, lease_ms).await })
         .await;
     match (acked, given_back) {
         (_, Ok(Err(e)) | Err(e)) => Err(e),
@@ -197,14 +202,18 @@ pub(crate) async fn acquire(
 
 /// Releases one hold from a spawned task if dropped while armed.
 struct UndoOnDrop {
-    undo: Option<(Arc<dyn Acquirer>, Conn, u64)>,
+    undo: Option<Undo>,
 }
+
+/// What releasing one hold needs: its owner's slot, the scripts, the
+/// connection and the lease.
+type Undo = (Arc<Slot>, Arc<dyn Acquirer>, Conn, u64);
 
 impl Drop for UndoOnDrop {
     fn drop(&mut self) {
-        if let Some((acquirer, conn, lease_ms)) = self.undo.take() {
+        if let Some((slot, acquirer, conn, lease_ms)) = self.undo.take() {
             conn.clone().spawn_cleanup(async move {
-                let _ = acquirer.release(conn, lease_ms).await;
+                let _ = release_one(&slot, &acquirer, &conn, lease_ms).await;
             });
         }
     }
@@ -240,39 +249,53 @@ async fn acquire_on_primary(
             Some(Instant::now() + wait)
         }
     };
-    let registration = renewed.then(|| {
-        let (field, kind) = acquirer.renewal();
-        client.watchdog.register(acquirer.name(), field, kind)
-    });
+    let (field, kind) = acquirer.renewal();
+    let slot = client.ledger.slot(&acquirer.target().name, field);
+    let registration = renewed.then(|| client.watchdog.register(acquirer.name(), field, kind));
     let acquired = |registration: Option<Registration>, sent: Instant| {
         let validity = Arc::new(Validity::new(sent, lease, drift));
         Hold {
             renewal: registration.map(|r| r.activate(validity.clone())),
             validity,
             lease_ms,
+            slot: slot.clone(),
         }
     };
     let queue = !matches!(wait, Wait::Once);
     // A fair waiter may hold a place in line from its first attempt on: leave it
     // on every way out but success (a dropped future leaves it from a task).
     let mut place = QueuePlace::new(client, acquirer, queue);
+    let attempts = Attempts {
+        client,
+        acquirer,
+        slot: &slot,
+        lease_ms,
+    };
 
     // The uncontended path: one attempt, no subscription. However short the wait,
-    // this first attempt is made (bounded by the response timeout), as Redisson does.
+    // this first attempt is made (bounded by the response timeout), as Redisson does;
+    // a one-off try waits that long at most for another attempt of its owner.
+    let first_deadline = deadline
+        .or_else(|| matches!(wait, Wait::Once).then(|| Instant::now() + client.config.timeout));
     let sent = Instant::now();
     let mut failures = 0;
-    let first_ttl = match attempt(client, acquirer, lease_ms, queue).await {
-        Ok(None) => {
+    let first_ttl = match attempts.send(queue, first_deadline).await {
+        None => {
+            place.leave().await;
+            return Ok(None);
+        }
+        Some(Ok(None)) => {
             place.keep();
             return Ok(Some(acquired(registration, sent)));
         }
-        Ok(Some(ttl)) if queue => Some(ttl),
-        Ok(Some(_busy)) => return Ok(None),
-        Err(e) if queue && e.is_surely_not_executed() => {
+        Some(Ok(Some(ttl))) if queue => Some(ttl),
+        Some(Ok(Some(_busy))) => return Ok(None),
+        Some(Err(e)) if queue && e.is_transient() => {
+            // Surely not run, or being settled: try again after a pause.
             failures += 1;
             None
         }
-        Err(e) => {
+        Some(Err(e)) => {
             place.leave().await;
             return Err(e);
         }
@@ -281,17 +304,12 @@ async fn acquire_on_primary(
         place.leave().await;
         return Ok(None);
     }
-    // A busy reply proves the owner held no hold here. From then on an attempt
-    // whose outcome is unknown (a timeout, a connection cut mid-request) can be
-    // settled by asking whether the owner holds the lock now, rather than repeated
-    // (which could count a hold twice) or given up (a server restart would then
-    // fail every waiter).
-    let mut seen_busy = first_ttl.is_some();
-    let mut unsettled: Option<Instant> = None;
 
-    let subscription = client
-        .pubsub
-        .subscribe(acquirer.channel(), acquirer.class());
+    let subscription = client.pubsub.subscribe(
+        acquirer.channel(),
+        &acquirer.target().name,
+        acquirer.class(),
+    );
     // Joining a channel other waiters of this client already listen on, right
     // after a failed attempt, nothing can have been missed: an unlock published
     // since went to one of them (or left a permit for the next to listen), and that
@@ -301,7 +319,10 @@ async fn acquire_on_primary(
     // before this one joined would leave it asleep on a lock it could share.
     let mut sleep_first = first_ttl
         .filter(|_| subscription.is_ready() && acquirer.class() == Class::Exclusive)
-        .map(|ttl| sleep_bound(ttl, acquirer.max_sleep()));
+        .map(|ttl| Pause::after(ttl, acquirer.max_sleep()));
+    // This waiter's turn to poll a lock held without expiry (see `Pause`).
+    let mut poll_turn: Option<PollTurn> = None;
+    let mut poll_backoff = NO_TTL_POLL_FIRST;
     loop {
         // Armed before the attempt: an unlock published between the attempt's reply
         // and the sleep below still wakes this waiter.
@@ -309,63 +330,160 @@ async fn acquire_on_primary(
         woken.as_mut().enable();
         let sent = Instant::now();
         let step = async {
-            if let Some(sleep) = sleep_first.take() {
-                return Ok(Step::Sleep(sleep));
-            }
-            if let Some(sent_then) = unsettled {
-                if holds_now(client, acquirer).await.map_err(Failure::Settle)? {
-                    return Ok(Step::Acquired(sent_then));
-                }
-                unsettled = None;
+            if let Some(pause) = sleep_first.take() {
+                return Ok(Step::Pause(pause));
             }
             subscription.ready().await.map_err(Failure::Subscribe)?;
-            match attempt(client, acquirer, lease_ms, true).await {
-                Ok(None) => Ok(Step::Acquired(sent)),
-                Ok(Some(ttl)) => Ok(Step::Busy(sleep_bound(ttl, acquirer.max_sleep()))),
-                Err(e) => Err(Failure::Attempt(e)),
+            match attempts.send(true, None).await {
+                Some(Ok(None)) => Ok(Step::Acquired(sent)),
+                Some(Ok(Some(ttl))) => Ok(Step::Busy(Pause::after(ttl, acquirer.max_sleep()))),
+                Some(Err(e)) => Err(Failure::Attempt(e)),
+                None => Err(Failure::Attempt(Error::unexpected(
+                    "lock attempt",
+                    "the owner's gate closed",
+                ))),
             }
         };
-        let sleep = match within(deadline, step).await {
+        let pause = match within(deadline, step).await {
             None => break,
             Some(Ok(Step::Acquired(sent))) => {
                 place.keep();
                 return Ok(Some(acquired(registration, sent)));
             }
-            Some(Ok(Step::Busy(sleep))) => {
-                seen_busy = true;
+            Some(Ok(Step::Busy(pause))) => {
                 failures = 0;
-                sleep
+                pause
             }
-            Some(Ok(Step::Sleep(sleep))) => sleep,
+            Some(Ok(Step::Pause(pause))) => pause,
             Some(Err(failure)) if failures < client.config.retry_attempts => {
-                match failure.retry(seen_busy) {
-                    Retry::No(e) => {
-                        place.leave().await;
-                        return Err(e);
-                    }
-                    Retry::Settle => unsettled = Some(sent),
-                    Retry::Yes => {}
+                if let Some(e) = failure.fatal() {
+                    place.leave().await;
+                    return Err(e);
                 }
                 failures += 1;
-                client.config.retry_interval
+                Pause::For(client.config.retry_interval)
             }
             Some(Err(failure)) => {
                 place.leave().await;
                 return Err(failure.into_error());
             }
         };
-        let sleep = match deadline {
-            Some(deadline) => sleep.min(deadline.saturating_duration_since(Instant::now())),
-            None => sleep,
+        let sleep = match pause {
+            Pause::For(sleep) => {
+                poll_turn = None;
+                poll_backoff = NO_TTL_POLL_FIRST;
+                Some(sleep)
+            }
+            Pause::NoTtl => {
+                if poll_turn.is_none() {
+                    poll_turn = subscription.try_poll();
+                }
+                poll_turn.is_some().then(|| {
+                    let sleep = poll_backoff;
+                    poll_backoff = (poll_backoff * 2).min(NO_TTL_POLL_MAX);
+                    sleep
+                })
+            }
         };
-        // Woken or timed out, the next step is the same: try again.
-        let _ = tokio::time::timeout(sleep, woken).await;
+        let until = |sleep: Duration| {
+            let until = Instant::now() + sleep;
+            deadline.map_or(until, |deadline| until.min(deadline))
+        };
+        match sleep {
+            // Woken or timed out, the next step is the same: try again.
+            Some(sleep) => {
+                let _ = tokio::time::timeout_at(until(sleep), woken).await;
+            }
+            // Another waiter of this client polls: wait for a message, or for
+            // the turn to poll, or for the deadline.
+            None => {
+                let until = until(MAX_DURATION);
+                tokio::select! {
+                    _ = woken => {}
+                    turn = subscription.poll_turn() => poll_turn = Some(turn),
+                    _ = tokio::time::sleep_until(until) => {}
+                }
+            }
+        }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
     }
     place.leave().await;
     Ok(None)
+}
+
+/// The first pause when a lock is held without expiry; it doubles up to
+/// [`NO_TTL_POLL_MAX`].
+const NO_TTL_POLL_FIRST: Duration = Duration::from_millis(50);
+
+/// The longest pause between two polls of a lock held without expiry: a client's
+/// one poller notices within this that such a hold was deleted (no unlock message
+/// announces it).
+const NO_TTL_POLL_MAX: Duration = Duration::from_millis(500);
+
+/// How long to pause after a busy reply.
+#[derive(Debug, Clone, Copy)]
+enum Pause {
+    /// At most this long (until woken).
+    For(Duration),
+    /// The holder set no expiry: one waiter per lock and client polls, with
+    /// backoff from [`NO_TTL_POLL_FIRST`] to [`NO_TTL_POLL_MAX`]; the others wait
+    /// for an unlock message or for their turn to poll.
+    NoTtl,
+}
+
+impl Pause {
+    /// After a busy reply with `ttl` (`-1`: no expiry, `-2`: gone meanwhile), at
+    /// most `cap` if the lock kind has one.
+    fn after(ttl: BusyTtl, cap: Option<Duration>) -> Pause {
+        let capped = |bound: Duration| cap.map_or(bound, |cap| bound.min(cap));
+        match ttl {
+            ms if ms > 0 => Pause::For(capped(Duration::from_millis(ms.unsigned_abs()))),
+            // Expiring now, or gone since the attempt: try again soon.
+            0 | -2 => Pause::For(capped(NO_TTL_POLL_FIRST)),
+            // A fair waiter's own bound (its place in line) still applies.
+            _ if cap.is_some() => Pause::For(capped(NO_TTL_POLL_MAX)),
+            _ => Pause::NoTtl,
+        }
+    }
+}
+
+/// Sends the attempts of one acquisition through its owner's gate.
+struct Attempts<'a> {
+    client: &'a Arc<ClientInner>,
+    acquirer: &'a Arc<dyn Acquirer>,
+    slot: &'a Arc<Slot>,
+    lease_ms: u64,
+}
+
+impl Attempts<'_> {
+    /// One attempt, sent with the owner's gate held: a success is counted; an
+    /// outcome that is unknown is settled from a task of its own, which keeps the
+    /// gate until it is done (the error is returned). `None` when the gate did not
+    /// open before `gate_deadline`.
+    async fn send(
+        &self,
+        queue: bool,
+        gate_deadline: Option<Instant>,
+    ) -> Option<Result<Option<BusyTtl>>> {
+        let gate = self.slot.enter(gate_deadline).await?;
+        let (outcome, mut gate) =
+            attempt(self.client, self.acquirer, self.lease_ms, queue, gate).await;
+        match &outcome {
+            Ok(None) => *gate += 1,
+            Ok(Some(_)) => {}
+            Err(e) if e.is_surely_not_executed() => {}
+            Err(_) => {
+                let (acquirer, conn) = (self.acquirer.clone(), self.client.conn.clone());
+                let (lease_ms, settling) = (self.lease_ms, self.slot.settling());
+                self.client.conn.spawn_cleanup(async move {
+                    settle(acquirer, conn, gate, lease_ms, settling).await;
+                });
+            }
+        }
+        Some(outcome)
+    }
 }
 
 /// Runs `step`, giving up at `deadline` (if any): `None` when the deadline came first.
@@ -380,68 +498,36 @@ async fn within<T>(deadline: Option<Instant>, step: impl Future<Output = T>) -> 
 enum Step {
     /// Acquired, by the attempt sent at this instant.
     Acquired(Instant),
-    /// Busy: sleep at most this long.
-    Busy(Duration),
-    /// Nothing tried yet: sleep at most this long first.
-    Sleep(Duration),
+    /// Busy: pause like this.
+    Busy(Pause),
+    /// Nothing tried yet: pause like this first.
+    Pause(Pause),
 }
 
 /// What went wrong in one wait-loop step.
 enum Failure {
     Subscribe(Error),
     Attempt(Error),
-    /// Asking whether an unsettled attempt took the lock failed.
-    Settle(Error),
-}
-
-/// What to do about a failed step.
-enum Retry {
-    Yes,
-    /// Yes, after finding out whether the failed attempt took the lock.
-    Settle,
-    No(Error),
 }
 
 impl Failure {
-    /// A subscription (or a question) can always be asked again after a
-    /// transport failure. An acquire that surely did not run may simply be
-    /// repeated; one that may have run (a timeout, a connection cut mid-request)
-    /// is settled first when the owner is known to have held nothing before, and
-    /// otherwise ends the wait, since repeating it could count a hold twice.
-    fn retry(self, seen_busy: bool) -> Retry {
+    /// The error that ends the wait, if this failure is not worth retrying. A
+    /// subscription can always be asked again after a transport failure, and so
+    /// can an acquire: one that surely did not run may simply be repeated, and one
+    /// that may have run is being settled (its owner's next attempt waits for
+    /// that), so repeating it cannot count a hold twice.
+    fn fatal(self) -> Option<Error> {
         match self {
-            Failure::Subscribe(e) | Failure::Settle(e) if e.is_transient() => Retry::Yes,
-            Failure::Attempt(e) if e.is_surely_not_executed() => Retry::Yes,
-            Failure::Attempt(e) if seen_busy && e.is_transient() => Retry::Settle,
-            other => Retry::No(other.into_error()),
+            Failure::Subscribe(e) | Failure::Attempt(e) if e.is_transient() => None,
+            other => Some(other.into_error()),
         }
     }
 
     fn into_error(self) -> Error {
         match self {
-            Failure::Subscribe(e) | Failure::Attempt(e) | Failure::Settle(e) => e,
+            Failure::Subscribe(e) | Failure::Attempt(e) => e,
         }
     }
-}
-
-/// Does the owner hold the lock now (its hold counter field exists)?
-async fn holds_now(client: &ClientInner, acquirer: &Arc<dyn Acquirer>) -> Result<bool> {
-    let (field, _) = acquirer.renewal();
-    let mut conn = client.conn.clone();
-    redis::cmd("HEXISTS")
-        .arg(acquirer.name())
-        .arg(field)
-        .query_async(&mut conn)
-        .await
-        .map_err(|e| Error::from_redis(acquirer.name(), e))
-}
-
-fn sleep_bound(ttl: BusyTtl, cap: Option<Duration>) -> Duration {
-    let bound = match u64::try_from(ttl) {
-        Ok(ms) if ms > 0 => Duration::from_millis(ms),
-        _ => NO_TTL_SLEEP,
-    };
-    cap.map_or(bound, |cap| bound.min(cap))
 }
 
 /// A fair waiter's place in line, left on every way out but success; dropped
@@ -482,14 +568,17 @@ impl Drop for QueuePlace {
     }
 }
 
-/// Runs one attempt. If this future is dropped while the attempt is in flight,
-/// the attempt is finished in a task of its own and its outcome undone (see the
-/// module docs for why).
+/// Runs one attempt with the owner's `gate` held; hands the gate back with the
+/// outcome. If this future is dropped while the attempt is in flight, the attempt
+/// is finished in a task of its own, which keeps the gate and then settles the
+/// owner's count (releasing a hold it took, leaving a queue place it may have
+/// taken), since nobody is left to receive it.
 fn attempt(
     client: &Arc<ClientInner>,
     acquirer: &Arc<dyn Acquirer>,
     lease_ms: u64,
     queue: bool,
+    gate: Gate,
 ) -> InFlight {
     InFlight {
         attempt: Some(
@@ -497,68 +586,56 @@ fn attempt(
                 .clone()
                 .attempt(client.conn.clone(), lease_ms, queue),
         ),
+        gate: Some(gate),
         acquirer: acquirer.clone(),
         conn: client.conn.clone(),
         lease_ms,
+        settling: client.ledger.settling(),
     }
 }
 
 /// An attempt on its way to the server.
 struct InFlight {
     attempt: Option<BoxFuture<Result<Option<BusyTtl>>>>,
+    gate: Option<Gate>,
     acquirer: Arc<dyn Acquirer>,
     conn: Conn,
     lease_ms: u64,
+    settling: Settling,
 }
 
 impl Future for InFlight {
-    type Output = Result<Option<BusyTtl>>;
+    type Output = (Result<Option<BusyTtl>>, Gate);
 
     fn poll(
         mut self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        let Some(attempt) = self.attempt.as_mut() else {
-            return std::task::Poll::Ready(Err(Error::unexpected("lock attempt", "polled again")));
+        let this = &mut *self;
+        let (Some(attempt), Some(_)) = (this.attempt.as_mut(), this.gate.as_ref()) else {
+            // Polled after completion: a bug in the caller; nothing can be returned.
+            return std::task::Poll::Pending;
         };
         let outcome = std::task::ready!(attempt.as_mut().poll(cx));
-        self.attempt = None;
-        std::task::Poll::Ready(outcome)
+        this.attempt = None;
+        match this.gate.take() {
+            Some(gate) => std::task::Poll::Ready((outcome, gate)),
+            None => std::task::Poll::Pending,
+        }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        // Dropped mid-flight: the script may yet run. Finish it elsewhere and undo
-        // whatever it got, since nobody is left to receive it.
-        if let Some(attempt) = self.attempt.take() {
-            let (acquirer, conn, lease_ms) =
-                (self.acquirer.clone(), self.conn.clone(), self.lease_ms);
+        // Dropped mid-flight: the script may yet run. Finish it elsewhere, then
+        // settle whatever it got, keeping the owner's gate until then.
+        if let (Some(attempt), Some(gate)) = (self.attempt.take(), self.gate.take()) {
+            let (acquirer, conn) = (self.acquirer.clone(), self.conn.clone());
+            let (lease_ms, settling) = (self.lease_ms, self.settling);
             self.conn.spawn_cleanup(async move {
-                let outcome = attempt.await;
-                undo(acquirer, conn, lease_ms, outcome).await;
+                let _ = attempt.await;
+                settle(acquirer, conn, gate, lease_ms, settling).await;
             });
         }
-    }
-}
-
-/// Undoes an attempt's outcome that nobody will receive: releases a hold it took,
-/// leaves a queue place it may have taken.
-async fn undo(
-    acquirer: Arc<dyn Acquirer>,
-    conn: Conn,
-    lease_ms: u64,
-    outcome: Result<Option<BusyTtl>>,
-) {
-    match outcome {
-        Ok(None) => {
-            // Failing this, the hold expires with its lease (the watchdog never
-            // renewed it).
-            let _ = acquirer.release(conn, lease_ms).await;
-        }
-        Ok(Some(_)) | Err(_) if acquirer.queues() => {
-            let _ = acquirer.abandon(conn).await;
-        }
-        _ => {}
     }
 }

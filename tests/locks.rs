@@ -5,6 +5,7 @@
 mod support;
 
 mod locks {
+    mod ambiguity;
     mod cancellation;
     mod cluster;
     mod errors;
@@ -18,5 +19,6 @@ mod locks {
     mod replication;
     mod safety;
     mod sentinel;
+    mod siblings;
     mod watchdog;
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::client::ClientInner;
 use crate::error::{Error, Result};
+use crate::ledger::{release_one, Slot};
 use crate::scripts::Released;
 use crate::wait::{Acquirer, Hold};
 
@@ -69,6 +70,36 @@ impl LockGuard {
         self.owner_id
     }
 
+    /// Runs `section` inside this hold's scope: every acquisition of this lock
+    /// (same client and name, read and write sides alike) awaited inside it
+    /// re-enters as this guard's owner. Futures outside the scope, siblings polled
+    /// by the same task included, are other owners and wait their turn.
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_locks::RLock) -> Result<(), redisson_locks::Error> {
+    /// let guard = lock.lock().await?;
+    /// guard
+    ///     .scope(async {
+    ///         let nested = lock.lock().await?; // re-enters: hold count 2
+    ///         nested.unlock().await
+    ///     })
+    ///     .await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// As cancel safe as `section`.
+    pub async fn scope<F: std::future::Future>(&self, section: F) -> F::Output {
+        crate::owner::in_scope(
+            self.client.id.clone(),
+            self.ops.target().name.clone(),
+            self.owner_id,
+            section,
+        )
+        .await
+    }
+
     /// Releases this hold.
     ///
     /// # Errors
@@ -84,8 +115,9 @@ impl LockGuard {
             return Ok(());
         };
         // Stop renewing before the release is sent, so no renewal outlives it.
+        let slot = hold.slot.clone();
         drop(hold);
-        release(&self.client, &self.ops, self.lease_ms).await
+        release(&self.client, &slot, &self.ops, self.lease_ms).await
     }
 
     /// Keeps the hold but lets go of the guard: dropping no longer releases it, and
@@ -165,23 +197,26 @@ impl Drop for LockGuard {
         let Some(hold) = self.hold.take() else {
             return;
         };
+        let slot = hold.slot.clone();
         drop(hold);
         let ops = self.ops.clone();
         let conn = self.client.conn.clone();
         let lease_ms = self.lease_ms;
         self.client.conn.spawn_cleanup(async move {
-            let _ = ops.release(conn, lease_ms).await;
+            let _ = release_one(&slot, &ops, &conn, lease_ms).await;
         });
     }
 }
 
-/// Releases one hold of `ops`' owner; the not-held reply becomes [`Error::NotHeld`].
+/// Releases one hold of `ops`' owner through its gate (`slot`); the not-held
+/// reply becomes [`Error::NotHeld`].
 pub(crate) async fn release(
     client: &Arc<ClientInner>,
+    slot: &Slot,
     ops: &Arc<dyn Acquirer>,
     lease_ms: u64,
 ) -> Result<()> {
-    let released = ops.clone().release(client.conn.clone(), lease_ms).await?;
+    let released = release_one(slot, ops, &client.conn, lease_ms).await?;
     client.quiet_sync().run(&mut client.conn.clone()).await;
     match released {
         Released::NotHeld => Err(Error::NotHeld {

@@ -39,10 +39,36 @@ pub(crate) enum Kind {
 ///
 /// The lock is a Redis hash named after the lock, with one field per owner
 /// (`<client-uuid>:<id>`) counting its holds. The same owner may acquire it again
-/// (the count grows) and the lock is free once every hold is released. By default
-/// the owner is the calling tokio task, looked up at each call, so nested critical
-/// sections inside one task re-enter, even through another handle for the same
-/// name; [`with_owner_id`](RLock::with_owner_id) names an explicit owner instead.
+/// (the count grows) and the lock is free once every hold is released.
+///
+/// # Who the owner is
+/// Re-entry is for code that runs *inside* a hold: run it in the hold's scope,
+/// with [`RLock::with`] or [`LockGuard::scope`], and every acquisition of the same
+/// lock in there (through any handle of this client, however deeply nested)
+/// re-enters. Everything else is a separate owner: futures that one task polls side
+/// by side (`join!`, `select!`, `buffer_unordered`, `FuturesUnordered`) never
+/// share a hold, they take turns, as separate tasks do.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+/// let lock = client.get_lock("order:42")?;
+/// lock.with(|| async {
+///     // Nested: re-enters (hold count 2), whatever function this is in.
+///     let inner = lock.lock().await?;
+///     inner.unlock().await
+/// })
+/// .await??;
+/// # Ok(()) }
+/// ```
+///
+/// Outside a scope a second `lock()` waits for the first hold, like a second
+/// `lock()` of a `tokio::sync::Mutex`; in one sequential piece of code that is a
+/// deadlock, so nest through the scope. Two other modes exist:
+/// [`with_owner_id`](RLock::with_owner_id) names an explicit owner (work handed
+/// between tasks, or acting for a Java thread), and
+/// [`with_task_owner`](RLock::with_task_owner) makes the calling task the owner,
+/// as a thread is in Redisson, for code ported line by line (with the hazard that
+/// sibling futures of one task then share holds).
 ///
 /// Waiting tasks sleep on the lock's unlock channel and never poll; each sleep is
 /// bounded by the lock's remaining lease, so a lost message costs at most one lease.
@@ -79,7 +105,7 @@ impl RLock {
             client,
             name: name.into(),
             kind,
-            owner: OwnerId::Current,
+            owner: OwnerId::Scoped,
         }
     }
 
@@ -93,13 +119,67 @@ impl RLock {
         self.kind == Kind::Fair
     }
 
-    /// A handle for the same lock that acts for owner `id` instead of the calling
-    /// task: for work that is handed between tasks, or to act for a Java thread id.
+    /// A handle for the same lock that acts for owner `id`: for work that is
+    /// handed between tasks, or to act for a Java thread id. Every acquisition
+    /// through it re-enters the holds of `id`.
     pub fn with_owner_id(&self, id: u64) -> RLock {
         RLock {
             owner: OwnerId::Explicit(id),
             ..self.clone()
         }
+    }
+
+    /// A handle for the same lock whose owner is the calling tokio task (or
+    /// thread, outside a task), looked up at each call: Redisson's rule, where the
+    /// owner is the calling thread, for code ported line by line.
+    ///
+    /// **Hazard:** a task is not a sequential context. Futures that one task
+    /// polls side by side (`join!`, `select!`, `buffer_unordered`,
+    /// `FuturesUnordered`) are one owner here, so they all enter the lock at once.
+    /// Prefer the default handle and [`RLock::with`] / [`LockGuard::scope`] for
+    /// nesting.
+    pub fn with_task_owner(&self) -> RLock {
+        RLock {
+            owner: OwnerId::Task,
+            ..self.clone()
+        }
+    }
+
+    /// Acquires the lock (as [`lock`](RLock::lock)), runs `section` inside the
+    /// hold's scope, where acquisitions of this lock re-enter, then releases it.
+    /// Returns what `section` returned.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("inventory")?;
+    /// let count = lock
+    ///     .with(|| async {
+    ///         let nested = lock.lock().await?; // re-enters
+    ///         let count = lock.hold_count().await?;
+    ///         nested.unlock().await?;
+    ///         Ok::<_, redisson_locks::Error>(count)
+    ///     })
+    ///     .await??;
+    /// assert_eq!(count, 2);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`lock`](RLock::lock), and as [`LockGuard::unlock`] for the release
+    /// (then `section`'s result is lost: the lease was lost while it ran).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped while waiting, nothing is left; dropped while
+    /// `section` runs, the guard is dropped, which releases the hold.
+    pub async fn with<F, Fut, T>(&self, section: F) -> Result<T>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        let guard = self.lock().await?;
+        let output = guard.scope(section()).await;
+        guard.unlock().await?;
+        Ok(output)
     }
 
     /// Acquires the lock, waiting as long as it takes; the watchdog renews it while
@@ -183,12 +263,13 @@ impl RLock {
     /// [`Error::NotHeld`] when the calling owner holds no hold
     /// (Java's `IllegalMonitorStateException`).
     pub async fn unlock(&self) -> Result<()> {
-        let ops = self.ops(self.owner.resolve(), Wait::Forever);
+        let ops = self.ops(self.query_owner(), Wait::Forever);
         let (field, kind) = ops.renewal();
         self.client
             .watchdog
             .release_detached(&self.name, field, kind);
-        release(&self.client, &ops, self.watchdog_lease_ms()?).await
+        let slot = self.client.ledger.slot(&self.name, field);
+        release(&self.client, &slot, &ops, self.watchdog_lease_ms()?).await
     }
 
     /// Releases the lock whoever holds it, however many holds (Redisson
@@ -268,7 +349,7 @@ impl RLock {
     /// [`Error::Redis`] when the command fails; [`Error::WrongType`] when the key is
     /// not a hash.
     pub async fn is_held_by_current_task(&self) -> Result<bool> {
-        self.is_held_by(self.owner.resolve()).await
+        self.is_held_by(self.query_owner()).await
     }
 
     /// Does owner `id` of this client hold it (Redisson `isHeldByThread(id)`)?
@@ -289,7 +370,7 @@ impl RLock {
     pub async fn hold_count(&self) -> Result<u64> {
         let mut conn = self.client.conn.clone();
         let count: Option<u64> = conn
-            .hget(&*self.name, self.field(self.owner.resolve()))
+            .hget(&*self.name, self.field(self.query_owner()))
             .await
             .map_err(|e| Error::from_redis(&self.name, e))?;
         Ok(count.unwrap_or(0))
@@ -345,9 +426,14 @@ impl RLock {
         if let Lease::Fixed(lease) = lease {
             duration_to_millis("lease", lease)?;
         }
-        let owner_id = self.owner.resolve();
+        let owner_id = self.owner.for_acquire(&self.client.id, &self.name);
         let ops = self.ops(owner_id, wait);
         let hold = wait::acquire(&self.client, &ops, lease, wait).await?;
         Ok(hold.map(|hold| LockGuard::new(self.client.clone(), ops, owner_id, hold)))
+    }
+
+    /// The owner that queries and [`unlock`](RLock::unlock) act for.
+    fn query_owner(&self) -> u64 {
+        self.owner.for_query(&self.client.id, &self.name)
     }
 }

@@ -1,0 +1,202 @@
+//! What this client believes each owner holds, kept exact.
+//!
+//! An attempt whose outcome is unknown (its reply timed out, its connection broke
+//! mid-request) may or may not have run on the server, and may run later still (a
+//! paused server runs it when the pause ends). If it ran and nobody settles it, its
+//! owner has one hold more on the server than guards in hand: a later re-entry
+//! adds to it, every release leaves it behind with a fresh lease, and the lock is
+//! never free again while the owner keeps cycling. The same goes for a release of
+//! unknown outcome, the other way round.
+//!
+//! So each (lock, owner field) of this client has a [`Slot`]: a count of the holds
+//! its guards stand for, behind an async mutex, the *gate*. Every attempt and every
+//! release of that owner is sent with the gate held. An attempt or release of
+//! unknown outcome keeps the gate and hands it to [`settle`], which (in the
+//! background if need be) asks the server for the owner's count on the same
+//! connection (so after the doubtful command, if that ever runs) and releases
+//! whatever exceeds the believed count, or, for the wait loop, adopts a hold that
+//! did land. Until then no other attempt or release of that owner goes out, so a
+//! hold count never exceeds the guards the owner actually has.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+use tokio::time::Instant;
+
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+use crate::scripts::Released;
+use crate::wait::Acquirer;
+
+/// An owner's gate, held: exclusive use of its server-side count, and the number
+/// of holds its guards stand for.
+pub(crate) type Gate = OwnedMutexGuard<u32>;
+
+/// Every slot of one client.
+#[derive(Debug)]
+pub(crate) struct Ledger {
+    slots: Mutex<Slots>,
+    settling: Settling,
+}
+
+#[derive(Debug, Default)]
+struct Slots {
+    /// Weak, so an entry lives exactly as long as something holds its gate (a
+    /// guard's slot, an attempt, a settle in the background).
+    by_owner: HashMap<(Arc<str>, String), Weak<AsyncMutex<u32>>>,
+    /// Dead entries are swept when the map grows past this.
+    sweep_at: usize,
+}
+
+/// How settling retries: every `retry`, for the lease of the doubtful command
+/// plus `budget`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settling {
+    pub(crate) retry: Duration,
+    pub(crate) budget: Duration,
+}
+
+/// One owner's holds of one lock, as this client knows them.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    gate: Arc<AsyncMutex<u32>>,
+    settling: Settling,
+}
+
+impl Ledger {
+    pub(crate) fn new(settling: Settling) -> Self {
+        Ledger {
+            slots: Mutex::new(Slots::default()),
+            settling,
+        }
+    }
+
+    /// The slot of `field`'s holds of lock `name`.
+    pub(crate) fn slot(&self, name: &Arc<str>, field: &str) -> Arc<Slot> {
+        // One map update per call; poisoning leaves nothing half done.
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (name.clone(), field.to_owned());
+        let gate = match slots.by_owner.get(&key).and_then(Weak::upgrade) {
+            Some(gate) => gate,
+            None => {
+                let gate = Arc::new(AsyncMutex::new(0));
+                slots.by_owner.insert(key, Arc::downgrade(&gate));
+                if slots.by_owner.len() > slots.sweep_at {
+                    slots.by_owner.retain(|_, gate| gate.strong_count() > 0);
+                    slots.sweep_at = (slots.by_owner.len() * 2).max(64);
+                }
+                gate
+            }
+        };
+        Arc::new(Slot {
+            gate,
+            settling: self.settling,
+        })
+    }
+}
+
+impl Slot {
+    /// Waits for the gate (an attempt, release or settle of this owner in
+    /// progress); `None` when `deadline` came first.
+    pub(crate) async fn enter(&self, deadline: Option<Instant>) -> Option<Gate> {
+        let entering = self.gate.clone().lock_owned();
+        match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, entering).await.ok(),
+            None => Some(entering.await),
+        }
+    }
+
+    pub(crate) fn settling(&self) -> Settling {
+        self.settling
+    }
+}
+
+impl Ledger {
+    pub(crate) fn settling(&self) -> Settling {
+        self.settling
+    }
+}
+
+/// Releases one hold that a guard stood for, through its owner's gate; a release
+/// of unknown outcome is settled from a task of its own (the caller still gets the
+/// error).
+pub(crate) async fn release_one(
+    slot: &Slot,
+    acquirer: &Arc<dyn Acquirer>,
+    conn: &Conn,
+    lease_ms: u64,
+) -> Result<Released> {
+    let Some(mut gate) = slot.enter(None).await else {
+        return Err(Error::unexpected("release", "gate closed"));
+    };
+    let outcome = acquirer.clone().release(conn.clone(), lease_ms).await;
+    *gate = gate.saturating_sub(1);
+    if let Err(e) = &outcome {
+        if !e.is_surely_not_executed() && e.is_transient() {
+            let (acquirer, conn2, settling) = (acquirer.clone(), conn.clone(), slot.settling);
+            conn.spawn_cleanup(async move {
+                settle(acquirer, conn2, gate, lease_ms, settling).await;
+            });
+        }
+    }
+    outcome
+}
+
+/// Makes the server agree with the gate's count: releases the holds of the owner
+/// beyond it and leaves a queue place, retrying every `settling.retry` for a
+/// lease plus `settling.budget` at most (by then a hold the doubtful command
+/// took, unrenewed, has ended anyway unless the server ran it even later). Runs with the gate held, so nothing of this owner
+/// interleaves; gives it up when done.
+pub(crate) async fn settle(
+    acquirer: Arc<dyn Acquirer>,
+    conn: Conn,
+    gate: Gate,
+    lease_ms: u64,
+    settling: Settling,
+) {
+    let deadline = Instant::now() + Duration::from_millis(lease_ms) + settling.budget;
+    loop {
+        match settle_once(&acquirer, &conn, *gate, lease_ms).await {
+            Ok(()) => return,
+            Err(e) if e.is_transient() && Instant::now() < deadline => {
+                tokio::time::sleep(settling.retry).await;
+            }
+            // Out of budget (or refused for good): a hold that did land was
+            // never renewed and ends with its lease.
+            Err(_) => return,
+        }
+    }
+}
+
+async fn settle_once(
+    acquirer: &Arc<dyn Acquirer>,
+    conn: &Conn,
+    believed: u32,
+    lease_ms: u64,
+) -> Result<()> {
+    let held = held_on_server(acquirer, conn).await?;
+    for _ in believed..held {
+        if acquirer.clone().release(conn.clone(), lease_ms).await? == Released::NotHeld {
+            break;
+        }
+    }
+    if acquirer.queues() {
+        acquirer.clone().abandon(conn.clone()).await?;
+    }
+    Ok(())
+}
+
+/// How many holds the server counts for the acquirer's owner (asked on the
+/// client's connection, so after any command of this owner sent before).
+pub(crate) async fn held_on_server(acquirer: &Arc<dyn Acquirer>, conn: &Conn) -> Result<u32> {
+    let (field, _) = acquirer.renewal();
+    let count: Option<i64> = redis::cmd("HGET")
+        .arg(acquirer.name())
+        .arg(field)
+        .query_async(&mut conn.clone())
+        .await
+        .map_err(|e| Error::from_redis(acquirer.name(), e))?;
+    Ok(count.map_or(0, |n| u32::try_from(n.max(0)).unwrap_or(u32::MAX)))
+}
