@@ -456,7 +456,9 @@ impl Worker {
             if !seen.enter(exclusive) {
                 self.totals.overlaps.fetch_add(1, Ordering::Relaxed);
             }
-            self.nested_section(&lock, depth - 1, hold, exclusive)
+            // Nested sections run in the outer hold's scope, so they re-enter.
+            outer
+                .scope(self.nested_section(&lock, depth - 1, hold, exclusive))
                 .await?;
             seen.leave(exclusive);
             outer.unlock().await.map_err(err)?;

@@ -20,8 +20,8 @@ async fn every_lock_kind_works_on_a_cluster() {
     for name in ["alpha", "beta", "gamma", "{order}:1"] {
         let lock = a.get_lock(name).unwrap();
         let outer = lock.lock().await.unwrap();
-        let inner = lock.lock().await.unwrap();
-        assert_eq!(lock.hold_count().await.unwrap(), 2);
+        let inner = outer.scope(lock.lock()).await.unwrap();
+        assert_eq!(outer.scope(lock.hold_count()).await.unwrap(), 2);
         let theirs = b.get_lock(name).unwrap();
         let waiting = tokio::spawn(async move { theirs.lock().await.unwrap() });
         tokio::time::sleep(Duration::from_millis(300)).await;

@@ -272,7 +272,7 @@ async fn try_once_never_joins_the_line_and_reentry_never_queues() {
     let server = RedisServer::start();
     let a = server.client().await;
     let b = server.client().await;
-    let lock = a.get_fair_lock("no-queue").unwrap();
+    let lock = a.get_fair_lock("no-queue").unwrap().with_task_owner();
     let g1 = lock.lock().await.unwrap();
     let g2 = lock.lock().await.unwrap();
     assert_eq!(lock.hold_count().await.unwrap(), 2);

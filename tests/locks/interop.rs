@@ -94,7 +94,7 @@ async fn a_java_waiter_sees_our_layout_and_our_unlock_message() {
     let client = server.client().await;
     let lock = client.get_lock("interop").unwrap();
     let guard = lock.lock().await.unwrap();
-    let nested = lock.lock().await.unwrap();
+    let nested = guard.scope(lock.lock()).await.unwrap();
 
     // The layout is Redisson's: a hash with our owner field counting holds, and the
     // watchdog lease.

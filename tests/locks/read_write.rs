@@ -40,14 +40,15 @@ async fn readers_share_and_writers_exclude() {
     assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
 
     // write + read and write + write: refused.
-    let w = rw_a.write_lock().lock().await.unwrap();
+    let writer = rw_a.write_lock().with_task_owner();
+    let w = writer.lock().await.unwrap();
     assert!(rw_a.write_lock().is_locked().await.unwrap());
     assert!(rw_b.read_lock().try_lock().await.unwrap().is_none());
     assert!(rw_b.write_lock().try_lock().await.unwrap().is_none());
     // Reentrant for the writer.
-    let w2 = rw_a.write_lock().lock().await.unwrap();
-    assert_eq!(rw_a.write_lock().hold_count().await.unwrap(), 2);
-    assert!(rw_a.write_lock().is_held_by_current_task().await.unwrap());
+    let w2 = writer.lock().await.unwrap();
+    assert_eq!(writer.hold_count().await.unwrap(), 2);
+    assert!(writer.is_held_by_current_task().await.unwrap());
     assert!(!rw_b.write_lock().is_held_by_current_task().await.unwrap());
     w2.unlock().await.unwrap();
     w.unlock().await.unwrap();
@@ -177,7 +178,8 @@ async fn a_writer_downgrades_to_a_reader() {
     let rw = a.get_read_write_lock("downgrade").unwrap();
     let theirs = b.get_read_write_lock("downgrade").unwrap();
     let w = rw.write_lock().lock().await.unwrap();
-    let r = rw.read_lock().lock().await.unwrap();
+    // Inside the write hold's scope, the read is the writer's own: a downgrade.
+    let r = w.scope(rw.read_lock().lock()).await.unwrap();
     // A reader of another client waits; the downgrade must wake it at once.
     let reader = theirs.read_lock();
     let waiting = tokio::spawn(async move { reader.lock().await.unwrap() });
@@ -218,14 +220,15 @@ async fn a_reader_asking_to_write_is_refused_or_times_out() {
     let client = server.client().await;
     let rw = client.get_read_write_lock("upgrade").unwrap();
     let r = rw.read_lock().lock().await.unwrap();
-    let err = within(T, "upgrade", rw.write_lock().lock())
+    // Inside the read hold's scope the writer is the reader itself: upgrading.
+    let err = within(T, "upgrade", r.scope(rw.write_lock().lock()))
         .await
         .unwrap_err();
     assert!(err.is_would_deadlock(), "{err:?}");
     let timed = within(
         T,
         "timed upgrade",
-        rw.write_lock().try_lock_wait(Duration::from_millis(300)),
+        r.scope(rw.write_lock().try_lock_wait(Duration::from_millis(300))),
     )
     .await
     .unwrap();
@@ -503,10 +506,18 @@ async fn force_unlock_and_queries_on_both_sides() {
     let b = server.client().await;
     let rw = a.get_read_write_lock("forced-rw").unwrap();
     let theirs = b.get_read_write_lock("forced-rw").unwrap();
-    let r1 = rw.read_lock().lock().await.unwrap();
-    let r2 = rw.read_lock().lock().await.unwrap();
-    assert_eq!(rw.read_lock().hold_count().await.unwrap(), 2);
-    assert_eq!(rw.write_lock().hold_count().await.unwrap(), 0);
+    let reader = rw.read_lock().with_task_owner();
+    let r1 = reader.lock().await.unwrap();
+    let r2 = reader.lock().await.unwrap();
+    assert_eq!(reader.hold_count().await.unwrap(), 2);
+    assert_eq!(
+        rw.write_lock()
+            .with_task_owner()
+            .hold_count()
+            .await
+            .unwrap(),
+        0
+    );
     assert!(theirs.read_lock().is_locked().await.unwrap());
     assert!(
         !theirs.write_lock().force_unlock().await.unwrap(),
@@ -546,9 +557,8 @@ async fn a_long_read_lease_survives_write_renewals_and_the_downgrade() {
     let b = server.client().await;
     let rw = a.get_read_write_lock("long-read").unwrap();
     let w = rw.write_lock().lock().await.unwrap();
-    let r = rw
-        .read_lock()
-        .lock_with_lease(Duration::from_secs(8))
+    let r = w
+        .scope(rw.read_lock().lock_with_lease(Duration::from_secs(8)))
         .await
         .unwrap();
     // Several write renewals (every 333 ms) must not cut the 8 s read lease.

@@ -14,8 +14,10 @@ async fn nested_holds_count_up_and_down_and_exclude_others() {
     let server = RedisServer::start();
     let client = server.client().await;
     let other_client = server.client().await;
-    let lock = client.get_lock("nested").unwrap();
-    let same_name = client.get_lock("nested").unwrap();
+    // Java's rule (the task is the owner): inline nesting re-enters. The default
+    // rule, nesting through scopes, is in `siblings.rs`.
+    let lock = client.get_lock("nested").unwrap().with_task_owner();
+    let same_name = client.get_lock("nested").unwrap().with_task_owner();
 
     within(T, "nested holds", async {
         let g1 = lock.lock().await.unwrap();
@@ -160,7 +162,8 @@ async fn an_explicit_owner_releases_from_another_task() {
 async fn java_style_lock_then_unlock_through_the_handle() {
     let server = RedisServer::start();
     let client = server.client().await;
-    let lock = client.get_lock("java-style").unwrap();
+    // Redisson's rule: the calling task is the owner, as a thread is in Java.
+    let lock = client.get_lock("java-style").unwrap().with_task_owner();
     lock.lock().await.unwrap().detach();
     lock.lock().await.unwrap().detach();
     assert_eq!(lock.hold_count().await.unwrap(), 2);
@@ -198,7 +201,7 @@ async fn force_unlock_frees_any_owner_and_reports_loss_to_local_holders() {
     let admin_client = server.client().await;
     let lock = holder.get_lock("forced").unwrap();
     let guard = lock.lock().await.unwrap();
-    let _nested = lock.lock().await.unwrap();
+    let _nested = guard.scope(lock.lock()).await.unwrap();
     let by_admin = admin_client.get_lock("forced").unwrap();
     assert!(by_admin.force_unlock().await.unwrap());
     assert!(!by_admin.force_unlock().await.unwrap());

@@ -151,7 +151,7 @@ async fn unlocking_a_detached_hold_leaves_a_guarded_hold_renewed() {
     let client = server
         .client_with(|c| c.lock_watchdog_timeout = WATCHDOG)
         .await;
-    let lock = client.get_lock("mixed-holds").unwrap();
+    let lock = client.get_lock("mixed-holds").unwrap().with_task_owner();
     let guarded = lock.lock().await.unwrap();
     lock.lock_with_lease(Duration::from_secs(60))
         .await
@@ -172,8 +172,8 @@ async fn an_inner_short_lease_does_not_shorten_the_outer_hold() {
     let client = server.client().await;
     let lock = client.get_lock("short-inner").unwrap();
     let outer = lock.lock().await.unwrap();
-    let inner = lock
-        .lock_with_lease(Duration::from_millis(100))
+    let inner = outer
+        .scope(lock.lock_with_lease(Duration::from_millis(100)))
         .await
         .unwrap();
     inner.unlock().await.unwrap();
