@@ -14,6 +14,12 @@ use crate::error::{Error, Result};
 /// [`Error::InvalidArgument`] rather than overflowing on the server.
 pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
+/// The most [`Config::retry_attempts`] accepted. Each attempt waits up to
+/// `retry_interval`, so this already covers hours of outage; more is a mistake
+/// (a sentinel value such as `u32::MAX`), and it would keep a re-dialling
+/// connection and a failing waiter busy for ever.
+pub const MAX_RETRY_ATTEMPTS: u32 = 1_000;
+
 /// How to reach Redis and how the locks behave.
 ///
 /// Field defaults are Redisson's. Build one with [`Config::new`],
@@ -50,7 +56,7 @@ pub struct Config {
     pub timeout: Duration,
     /// How many times a broken connection is re-dialled before a command fails, and
     /// how many transient failures in a row a waiting lock call rides out
-    /// (Redisson `retryAttempts`). Default 3.
+    /// (Redisson `retryAttempts`). Default 3; at most [`MAX_RETRY_ATTEMPTS`].
     pub retry_attempts: u32,
     /// The longest pause between two re-dials or retries (Redisson `retryInterval`).
     /// Default 1.5 s.
@@ -187,6 +193,26 @@ impl Config {
     pub fn from_json(json: &str) -> Result<Self> {
         let file: RedissonJson = serde_json::from_str(json)
             .map_err(|e| Error::Config(format!("redisson JSON config: {e}")))?;
+        let topologies: Vec<&str> = [
+            ("singleServerConfig", file.single_server_config.is_some()),
+            (
+                "clusterServersConfig",
+                file.cluster_servers_config.is_some(),
+            ),
+            (
+                "sentinelServersConfig",
+                file.sentinel_servers_config.is_some(),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(section, present)| present.then_some(section))
+        .collect();
+        if topologies.len() > 1 {
+            return Err(Error::Config(format!(
+                "redisson JSON config: {} are exclusive; keep one",
+                topologies.join(" and ")
+            )));
+        }
         let mut config = Config::default();
         if let Some(single) = file.single_server_config {
             if let Some(address) = single.address {
@@ -238,6 +264,12 @@ impl Config {
             return Err(Error::Config(
                 "cluster_nodes and sentinel_addresses cannot both be set".into(),
             ));
+        }
+        if self.retry_attempts > MAX_RETRY_ATTEMPTS {
+            return Err(Error::Config(format!(
+                "retry_attempts must be at most {MAX_RETRY_ATTEMPTS}, got {}",
+                self.retry_attempts
+            )));
         }
         if self.database < 0 {
             return Err(Error::Config("database must not be negative".into()));
@@ -506,9 +538,67 @@ mod tests {
             r#"{"lockWatchdogTimeout":-5}"#,
             r#"{"singleServerConfig":{"address":"127.0.0.1:6379"}}"#,
             r#"{"singleServerConfig":{"database":-1}}"#,
+            r#"{"singleServerConfig":{"retryAttempts":4294967295}}"#,
+            r#"{"singleServerConfig":{"retryAttempts":1001}}"#,
+            r#"{"singleServerConfig":{"retryAttempts":-1}}"#,
         ] {
             assert!(Config::from_json(bad).unwrap_err().is_config(), "{bad}");
         }
+    }
+
+    #[test]
+    fn json_with_two_topologies_is_refused_naming_both() {
+        for (json, named) in [
+            (
+                r#"{"singleServerConfig":{"address":"redis://a:1"},
+                    "clusterServersConfig":{"nodeAddresses":["redis://b:2"]}}"#,
+                ["singleServerConfig", "clusterServersConfig"],
+            ),
+            (
+                r#"{"clusterServersConfig":{"nodeAddresses":["redis://b:2"]},
+                    "sentinelServersConfig":{"sentinelAddresses":["redis://s:3"],"masterName":"m"}}"#,
+                ["clusterServersConfig", "sentinelServersConfig"],
+            ),
+            (
+                r#"{"singleServerConfig":{},
+                    "sentinelServersConfig":{"sentinelAddresses":["redis://s:3"],"masterName":"m"}}"#,
+                ["singleServerConfig", "sentinelServersConfig"],
+            ),
+        ] {
+            let err = Config::from_json(json).unwrap_err();
+            assert!(err.is_config(), "{err}");
+            for section in named {
+                assert!(err.to_string().contains(section), "{err}");
+            }
+        }
+    }
+
+    #[test]
+    fn absurd_values_are_refused_naming_the_field_and_the_bound() {
+        let mut config = Config::default();
+        config.retry_attempts = u32::MAX;
+        let err = config.validate().unwrap_err();
+        assert!(err.is_config() && err.to_string().contains("retry_attempts"));
+        assert!(err.to_string().contains("1000"), "{err}");
+        config.retry_attempts = MAX_RETRY_ATTEMPTS;
+        config.validate().unwrap();
+        for factor in [-0.1, 0.6, f64::NAN, f64::INFINITY] {
+            let config = Config {
+                clock_drift_factor: factor,
+                ..Config::default()
+            };
+            let err = config.validate().unwrap_err();
+            assert!(err.to_string().contains("clock_drift_factor"), "{err}");
+        }
+        let config = Config {
+            timeout: Duration::ZERO,
+            ..Config::default()
+        };
+        assert!(config
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("timeout"));
     }
 
     #[test]
