@@ -575,8 +575,10 @@ mod tests {
 
     #[test]
     fn absurd_values_are_refused_naming_the_field_and_the_bound() {
-        let mut config = Config::default();
-        config.retry_attempts = u32::MAX;
+        let mut config = Config {
+            retry_attempts: u32::MAX,
+            ..Config::default()
+        };
         let err = config.validate().unwrap_err();
         assert!(err.is_config() && err.to_string().contains("retry_attempts"));
         assert!(err.to_string().contains("1000"), "{err}");
