@@ -135,6 +135,11 @@ impl Spawner {
             .map_err(|e| Error::unexpected("background work", e))
     }
 
+    /// Is cleanup work queued or running?
+    pub(crate) fn has_cleanup(&self) -> bool {
+        self.cleanup.count.load(Ordering::SeqCst) > 0
+    }
+
     /// The background runtime.
     pub(crate) fn handle(&self) -> &Handle {
         &self.handle

@@ -78,6 +78,10 @@ impl Drop for ClientInner {
                 let _ = acquirer.release(conn, lease_ms).await;
             });
         }
+        // What is still to be sent goes out from the client's own thread.
+        if self.conn.spawner().has_cleanup() {
+            self.conn.leave_home();
+        }
     }
 }
 

@@ -33,6 +33,9 @@ struct Shared {
     reconnect: Reconnect,
     /// One move at a time.
     moving: tokio::sync::Mutex<()>,
+    /// The client is gone: the cleanup still to send must not depend on the
+    /// home runtime (the client may have been dropped on its only worker).
+    leaving: std::sync::atomic::AtomicBool,
     spawner: Spawner,
     /// Tells the subscriber the connection was replaced.
     on_move: Box<dyn Fn() + Send + Sync>,
@@ -209,10 +212,20 @@ impl Conn {
                 placed: RwLock::new(Placed { link, home }),
                 reconnect,
                 moving: tokio::sync::Mutex::new(()),
+                leaving: std::sync::atomic::AtomicBool::new(false),
                 spawner,
                 on_move,
             }),
         }
+    }
+
+    /// The client is being dropped: commands still to be sent (queued releases)
+    /// move the connection to the client's own thread first, so they do not wait
+    /// on a home runtime whose worker may be the one dropping the client.
+    pub(crate) fn leave_home(&self) {
+        self.shared
+            .leaving
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The client's background runtime.
@@ -245,7 +258,11 @@ impl Conn {
     /// first if its home is no longer healthy.
     async fn link(&self) -> (Link, Handle) {
         let placed = self.shared.placed();
-        if placed.home.is_healthy() {
+        let leaving = self
+            .shared
+            .leaving
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if placed.home.is_healthy() && !(leaving && placed.home.is_caller()) {
             return (placed.link, placed.home.handle().clone());
         }
         self.move_home(placed).await

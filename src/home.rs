@@ -71,6 +71,11 @@ impl Home {
         }
     }
 
+    /// Is this the runtime that connected the client (not the client's thread)?
+    pub(crate) fn is_caller(&self) -> bool {
+        matches!(self, Home::Caller { .. })
+    }
+
     /// Is this the same home as `other` (not merely an equal one)?
     pub(crate) fn is(&self, other: &Home) -> bool {
         match (self, other) {

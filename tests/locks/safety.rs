@@ -465,3 +465,45 @@ async fn dropping_the_client_sends_every_outstanding_release() {
         "left behind after the client's drop: {keys:?}"
     );
 }
+
+/// The client dropped on the only worker of the runtime its connection lives on:
+/// the drop blocks that worker while it waits for queued releases, so those must
+/// not need the worker. They go out from the client's own thread.
+#[test]
+fn dropping_the_client_on_its_home_runtimes_only_worker_still_releases() {
+    let server = RedisServer::start();
+    let config = server.config();
+    let home = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let took = home
+        .block_on(home.spawn(async move {
+            let client = Client::connect(config).await.unwrap();
+            let guard = client
+                .get_lock("on-the-worker")
+                .unwrap()
+                .lock()
+                .await
+                .unwrap();
+            client
+                .get_lock("detached-on-the-worker")
+                .unwrap()
+                .lock()
+                .await
+                .unwrap()
+                .detach();
+            drop(guard);
+            let dropped = std::time::Instant::now();
+            drop(client);
+            dropped.elapsed()
+        }))
+        .unwrap();
+    let keys = runtime(false).block_on(server.keys());
+    assert!(
+        keys.is_empty(),
+        "left behind: {keys:?} (the drop took {took:?})"
+    );
+    std::thread::spawn(move || drop(home)).join().unwrap();
+}
