@@ -10,14 +10,15 @@
 -- ARGV[3]  the unlock message ("0")
 -- ARGV[4]  the publish command
 -- ARGV[5]  now, epoch milliseconds
--- ARGV[6]  the wait the next in line gets to take a free lock (the configured
---          fair-lock wait, not the leaver's own)
+-- ARGV[6]  the least time the next in line gets to take a free lock (the
+--          handoff grace, not the leaver's own wait)
+-- ARGV[7]  the most time it gets (the configured fair-lock wait)
 --
 -- Reply: 1 when the owner was in line and left it, 0 when it was not in line.
 
 local lock, queue, timeouts, channel_prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, wait, message, publish = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local now, handoff = tonumber(ARGV[5]), tonumber(ARGV[6])
+local now, grace, cap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 
 evict_stale_heads(queue, timeouts, now, owner)
 
@@ -43,6 +44,6 @@ redis.call('zrem', timeouts, owner)
 
 -- The first in line left a free lock: the next one must not sleep on.
 if position == 1 and redis.call('exists', lock) == 0 then
-    hand_to_head(queue, timeouts, channel_prefix, publish, message, now, handoff)
+    hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
 end
 return 1

@@ -22,17 +22,24 @@ local function evict_stale_heads(queue, timeouts, now, keep)
     end
 end
 
--- The lock just became free: the waiter first in line, if any, now has exactly
--- `wait` ms to take it (its deadline becomes now + wait: earlier, so a head that
--- vanished blocks the line for at most `wait` from here; or later, so a live head
--- whose old deadline passed during a long hold is not skipped), and is woken by
--- `message` on its own channel so that it takes it at once.
-local function hand_to_head(queue, timeouts, channel_prefix, publish, message, now, wait)
+-- The lock just became free: the waiter first in line, if any, is woken by
+-- `message` on its own channel so that it takes it at once. Its deadline becomes
+-- the later of its own and now + `grace` (a woken head needs only moments), but
+-- no later than now + `cap` (the configured fair-lock wait). So a head that
+-- vanished (a killed Redisson waiter, whose deadline was set when it joined)
+-- blocks the line for at most the grace, or its own deadline if that comes later
+-- (as with Redisson), and never more than the configured wait from here. A live
+-- head of this crate keeps its own deadline ahead of it while it waits.
+local function hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
     local head = redis.call('lindex', queue, 0)
     if head == false then
         return
     end
-    redis.call('zadd', timeouts, now + wait, head)
+    local deadline = tonumber(redis.call('zscore', timeouts, head)) or 0
+    local given = math.min(now + cap, math.max(deadline, now + grace))
+    if given ~= deadline then
+        redis.call('zadd', timeouts, given, head)
+    end
     redis.call(publish, channel_prefix .. ':' .. head, message)
 end
 

@@ -8,16 +8,18 @@
 -- ARGV[1]  the unlock message ("0")
 -- ARGV[2]  now, epoch milliseconds
 -- ARGV[3]  the publish command
--- ARGV[4]  the wait the next in line gets to take the lock, in milliseconds
+-- ARGV[4]  the least time the next in line gets to take the lock (grace), ms
+-- ARGV[5]  the most time it gets (the configured fair-lock wait), ms
 --
 -- Reply: 1 when a lock was deleted, 0 when there was none.
 
 local lock, queue, timeouts, channel_prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local message, now, publish, wait = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+local message, now, publish = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local grace, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 
 evict_stale_heads(queue, timeouts, now, nil)
 if redis.call('del', lock) == 1 then
-    hand_to_head(queue, timeouts, channel_prefix, publish, message, now, wait)
+    hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
     return 1
 end
 return 0

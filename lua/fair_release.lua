@@ -10,14 +10,16 @@
 -- ARGV[3]  owner field
 -- ARGV[4]  now, epoch milliseconds
 -- ARGV[5]  the publish command
--- ARGV[6]  the wait the next in line gets to take the lock, in milliseconds
+-- ARGV[6]  the least time the next in line gets to take the lock (grace), ms
+-- ARGV[7]  the most time it gets (the configured fair-lock wait), ms
 --
 -- Reply: nil when the owner holds no hold; 0 when holds remain; 1 when the lock
 --        is free and the first in line was woken.
 
 local lock, queue, timeouts, channel_prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local message, lease, owner = ARGV[1], ARGV[2], ARGV[3]
-local now, publish, wait = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+local now, publish = tonumber(ARGV[4]), ARGV[5]
+local grace, cap = tonumber(ARGV[6]), tonumber(ARGV[7])
 
 evict_stale_heads(queue, timeouts, now, nil)
 
@@ -25,7 +27,7 @@ if redis.call('hexists', lock, owner) == 0 then
     -- Not ours. If the lock is gone altogether (expired), make sure the first in
     -- line is not left asleep.
     if redis.call('exists', lock) == 0 then
-        hand_to_head(queue, timeouts, channel_prefix, publish, message, now, wait)
+        hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
     end
     return nil
 end
@@ -38,5 +40,5 @@ if redis.call('hincrby', lock, owner, -1) > 0 then
 end
 
 redis.call('del', lock)
-hand_to_head(queue, timeouts, channel_prefix, publish, message, now, wait)
+hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
 return 1

@@ -6,12 +6,19 @@
 -- ARGV[2]  lease in milliseconds: the remaining holds live at least this long
 -- ARGV[3]  owner field
 -- ARGV[4]  the publish command
+-- ARGV[5]  the unlock message ("0"), published after ARGV[1]
+--
+-- Both messages go out whenever waiters may proceed: "1" wakes every waiter that
+-- is asleep right now; "0" also leaves a Redisson (Java) waiter a wake-up it keeps
+-- (a permit), so one that is between its failed attempt and its sleep does not
+-- sleep out a whole lease.
 --
 -- Reply: nil when the owner holds no write hold; 0 when write holds remain, or the
 --        owner's read holds keep the lock (now in read mode); 1 when it is free.
 
 local lock, channel = KEYS[1], KEYS[2]
 local message, lease, owner, publish = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local kept = ARGV[5]
 local writer = owner .. ':write'
 
 if redis.call('hget', lock, 'mode') ~= 'write' or redis.call('hexists', lock, writer) == 0 then
@@ -27,6 +34,7 @@ redis.call('hdel', lock, writer)
 if redis.call('hlen', lock) == 1 then
     redis.call('del', lock)
     redis.call(publish, channel, message)
+    redis.call(publish, channel, kept)
     return 1
 end
 
@@ -38,4 +46,5 @@ if longest > 0 then
     extend(lock, longest)
 end
 redis.call(publish, channel, message)
+redis.call(publish, channel, kept)
 return 0

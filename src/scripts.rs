@@ -249,13 +249,22 @@ pub(crate) async fn fair_acquire(
     )
 }
 
+/// What the first in line gets when a fair lock is freed: its deadline becomes
+/// the later of its own and now + `grace_ms`, but no later than now + `cap_ms`
+/// (the configured fair-lock wait).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Handoff {
+    pub(crate) grace_ms: u64,
+    pub(crate) cap_ms: u64,
+}
+
 /// Takes `owner` out of the fair lock's line; `true` when it was in it.
 pub(crate) async fn fair_cancel(
     conn: &mut Conn,
     keys: &FairKeys,
     owner: &str,
     wait_ms: u64,
-    handoff_ms: u64,
+    handoff: Handoff,
 ) -> Result<bool> {
     let mut invocation = keys.invocation(&FAIR_CANCEL, true);
     invocation
@@ -264,7 +273,8 @@ pub(crate) async fn fair_cancel(
         .arg(UNLOCK_MESSAGE)
         .arg(conn.publish_command())
         .arg(epoch_millis())
-        .arg(handoff_ms);
+        .arg(handoff.grace_ms)
+        .arg(handoff.cap_ms);
     decode_flag(
         "fair lock cancel",
         call(conn, &keys.lock, &invocation).await?,
@@ -272,13 +282,13 @@ pub(crate) async fn fair_cancel(
 }
 
 /// Fair release of one hold by `owner`; when it frees the lock, the first in line
-/// is woken and given `wait_ms` to take it.
+/// is woken and given time to take it (see [`Handoff`]).
 pub(crate) async fn fair_release(
     conn: &mut Conn,
     keys: &FairKeys,
     lease_ms: u64,
     owner: &str,
-    wait_ms: u64,
+    handoff: Handoff,
 ) -> Result<Released> {
     let mut invocation = keys.invocation(&FAIR_RELEASE, true);
     invocation
@@ -287,7 +297,8 @@ pub(crate) async fn fair_release(
         .arg(owner)
         .arg(epoch_millis())
         .arg(conn.publish_command())
-        .arg(wait_ms);
+        .arg(handoff.grace_ms)
+        .arg(handoff.cap_ms);
     decode_release(
         "fair lock release",
         call(conn, &keys.lock, &invocation).await?,
@@ -295,18 +306,19 @@ pub(crate) async fn fair_release(
 }
 
 /// Deletes the fair lock whoever holds it; the first in line is woken and given
-/// `wait_ms` to take it.
+/// time to take it (see [`Handoff`]).
 pub(crate) async fn fair_force_release(
     conn: &mut Conn,
     keys: &FairKeys,
-    wait_ms: u64,
+    handoff: Handoff,
 ) -> Result<bool> {
     let mut invocation = keys.invocation(&FAIR_FORCE_RELEASE, true);
     invocation
         .arg(UNLOCK_MESSAGE)
         .arg(epoch_millis())
         .arg(conn.publish_command())
-        .arg(wait_ms);
+        .arg(handoff.grace_ms)
+        .arg(handoff.cap_ms);
     decode_flag(
         "fair force unlock",
         call(conn, &keys.lock, &invocation).await?,
@@ -381,7 +393,8 @@ pub(crate) async fn write_release(
         .arg(READ_UNLOCK_MESSAGE)
         .arg(lease_ms)
         .arg(owner)
-        .arg(conn.publish_command());
+        .arg(conn.publish_command())
+        .arg(UNLOCK_MESSAGE);
     decode_release("write lock release", call(conn, name, &invocation).await?)
 }
 
@@ -398,7 +411,8 @@ pub(crate) async fn rw_force_release(
         .key(channel)
         .arg(mode)
         .arg(READ_UNLOCK_MESSAGE)
-        .arg(conn.publish_command());
+        .arg(conn.publish_command())
+        .arg(UNLOCK_MESSAGE);
     decode_flag(
         "read-write force unlock",
         call(conn, name, &invocation).await?,

@@ -14,8 +14,27 @@ use crate::conn::Conn;
 use crate::config::duration_to_millis;
 use crate::error::Result;
 use crate::keys::fair_waiter_channel;
-use crate::scripts::{self, BusyTtl, FairKeys, Released};
+use crate::scripts::{self, BusyTtl, FairKeys, Handoff, Released};
 use crate::wait::{Acquirer, BoxFuture, Target};
+
+/// The least time the first in line gets to take a lock just freed (its
+/// deadline becomes the later of its own and now + this). Short, because a woken
+/// head takes the lock within milliseconds, and a live head of this crate keeps
+/// its own deadline ahead anyway; what it bounds is how long a head that vanished
+/// (a killed Redisson waiter) blocks the line after a release. Redisson's own
+/// release leaves the head's deadline alone.
+pub(crate) const HANDOFF_GRACE: Duration = Duration::from_secs(2);
+
+/// What the first in line gets when the lock is freed: at least
+/// [`HANDOFF_GRACE`] (or the configured fair-lock wait, when shorter) from now,
+/// its own deadline if later, and never more than the configured wait from now.
+pub(crate) fn handoff(config: &crate::Config) -> Handoff {
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    Handoff {
+        grace_ms: millis(config.fair_lock_wait_timeout.min(HANDOFF_GRACE)),
+        cap_ms: millis(config.fair_lock_wait_timeout),
+    }
+}
 
 /// The fair lock's scripts, bound to one name, owner and wait.
 #[derive(Debug)]
@@ -25,21 +44,20 @@ pub(crate) struct FairOps {
     keys: FairKeys,
     /// How long this waiter keeps its place in line while silent.
     grace: Duration,
-    /// How long the next in line gets to take the lock when this owner frees it
-    /// (the configured fair-lock wait).
-    handoff: Duration,
+    /// What the next in line gets to take the lock when this owner frees it.
+    handoff: Handoff,
     /// The longest sleep between attempts, so a lost wake-up costs at most this.
     max_sleep: Duration,
 }
 
 impl FairOps {
-    /// `grace`: this waiter's wait; `handoff`: the configured fair-lock wait;
+    /// `grace`: this waiter's wait; `handoff`: see [`handoff`];
     /// `lease_bound`: the watchdog timeout, the longest a hold lasts unrenewed.
     pub(crate) fn new(
         name: Arc<str>,
         owner: String,
         grace: Duration,
-        handoff: Duration,
+        handoff: Handoff,
         lease_bound: Duration,
     ) -> Self {
         FairOps {
@@ -91,8 +109,7 @@ impl Acquirer for FairOps {
 
     fn release(self: Arc<Self>, mut conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>> {
         Box::pin(async move {
-            let handoff_ms = duration_to_millis("fair lock wait", self.handoff)?;
-            scripts::fair_release(&mut conn, &self.keys, lease_ms, self.owner(), handoff_ms).await
+            scripts::fair_release(&mut conn, &self.keys, lease_ms, self.owner(), self.handoff).await
         })
     }
 
@@ -103,8 +120,8 @@ impl Acquirer for FairOps {
     fn abandon(self: Arc<Self>, mut conn: Conn) -> BoxFuture<Result<()>> {
         Box::pin(async move {
             let grace_ms = self.grace_ms()?;
-            let handoff_ms = duration_to_millis("fair lock wait", self.handoff)?;
-            scripts::fair_cancel(&mut conn, &self.keys, self.owner(), grace_ms, handoff_ms).await?;
+            scripts::fair_cancel(&mut conn, &self.keys, self.owner(), grace_ms, self.handoff)
+                .await?;
             Ok(())
         })
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
-use super::fair::FairOps;
+use super::fair::{handoff, FairOps};
 use super::guard::{release, LockGuard};
 use super::read_write::{writer_field, ReadOps, WriteOps};
 use super::reentrant::ReentrantOps;
@@ -287,10 +287,7 @@ impl RLock {
                 scripts::lock_force_release(&mut conn, &self.name, &channel).await?
             }
             Kind::Fair => {
-                let handoff = duration_to_millis(
-                    "fair lock wait",
-                    self.client.config.fair_lock_wait_timeout,
-                )?;
+                let handoff = handoff(&self.client.config);
                 scripts::fair_force_release(&mut conn, &FairKeys::new(self.name.clone()), handoff)
                     .await?
             }
@@ -405,7 +402,7 @@ impl RLock {
                     self.name.clone(),
                     owner,
                     grace,
-                    self.client.config.fair_lock_wait_timeout,
+                    handoff(&self.client.config),
                     self.client.config.lock_watchdog_timeout,
                 ))
             }
