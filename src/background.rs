@@ -57,32 +57,43 @@ impl Background {
     /// Starts the thread. `drain_limit` bounds how long it keeps sending queued
     /// cleanup work once the client is dropped.
     pub(crate) fn start(drain_limit: Duration) -> Result<Background> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .thread_name("redisson-locks")
-            .build()
-            .map_err(|e| Error::unexpected("start the client's runtime", e))?;
         let cleanup = Arc::new(Outstanding::default());
-        let spawner = Spawner {
-            handle: runtime.handle().clone(),
-            cleanup: cleanup.clone(),
-        };
         let (stop, stopped) = oneshot::channel::<()>();
+        let (started, handle) = std::sync::mpsc::channel();
+        let drained = cleanup.clone();
+        // The runtime is built, run and dropped on its own thread: never inside
+        // the caller's async context, where dropping a runtime panics.
         let thread = std::thread::Builder::new()
             .name("redisson-locks".into())
             .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        let _ = started.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                let _ = started.send(Ok(runtime.handle().clone()));
                 runtime.block_on(async move {
                     // Sent or dropped: the client is gone either way.
                     let _ = stopped.await;
-                    let _ = tokio::time::timeout(drain_limit, cleanup.until_idle()).await;
+                    let _ = tokio::time::timeout(drain_limit, drained.until_idle()).await;
                 });
                 // Dropping the runtime cancels what is left: the watchdog, the
                 // subscriber, the connection's driver.
                 drop(runtime);
             })
             .map_err(|e| Error::unexpected("start the client's thread", e))?;
+        let handle = match handle.recv() {
+            Ok(Ok(handle)) => handle,
+            Ok(Err(e)) => return Err(Error::unexpected("start the client's runtime", e)),
+            Err(e) => return Err(Error::unexpected("start the client's runtime", e)),
+        };
         Ok(Background {
-            spawner,
+            spawner: Spawner { handle, cleanup },
             stop: Some(stop),
             thread: Some(thread),
         })
@@ -100,7 +111,20 @@ impl Drop for Background {
         }
         if let Some(thread) = self.thread.take() {
             // Waiting on itself would never end; the thread then finishes alone.
-            if thread.thread().id() != std::thread::current().id() {
+            if thread.thread().id() == std::thread::current().id() {
+                return;
+            }
+            // On a worker of a multi-thread runtime (perhaps the one the
+            // connection's driver lives on), hand the worker's other tasks to
+            // another thread while waiting, so the releases being drained can
+            // still be answered.
+            let on_worker = tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+            if on_worker {
+                tokio::task::block_in_place(|| {
+                    let _ = thread.join();
+                });
+            } else {
                 let _ = thread.join();
             }
         }
@@ -129,8 +153,12 @@ impl Spawner {
         &self,
         work: impl Future<Output = T> + Send + 'static,
     ) -> Result<T> {
+        let counted = Counted::new(self.cleanup.clone());
         self.handle
-            .spawn(work)
+            .spawn(async move {
+                let _counted = counted;
+                work.await
+            })
             .await
             .map_err(|e| Error::unexpected("background work", e))
     }

@@ -10,8 +10,6 @@ use redis::cluster_async::ClusterConnection;
 use redis::sentinel::SentinelClient;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use tokio::runtime::Handle;
-
 use crate::background::{entered, Spawner};
 use crate::home::Home;
 
@@ -153,6 +151,15 @@ impl SentinelConn {
     }
 }
 
+/// The error of a command that was never sent because no link could be made: a
+/// refused connection, which callers treat as surely not executed.
+fn not_sent(detail: &str) -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::ConnectionRefused,
+        format!("the connection could not be moved to the client's thread: {detail}"),
+    ))
+}
+
 /// Does `err` look like the primary moved?
 fn primary_may_have_moved(err: &redis::RedisError) -> bool {
     err.is_io_error()
@@ -256,51 +263,62 @@ impl Conn {
 
     /// The link to send the next command on, moved to the client's own thread
     /// first if its home is no longer healthy.
-    async fn link(&self) -> (Link, Handle) {
+    async fn link(&self) -> redis::RedisResult<Link> {
         let placed = self.shared.placed();
         let leaving = self
             .shared
             .leaving
             .load(std::sync::atomic::Ordering::Relaxed);
         if placed.home.is_healthy() && !(leaving && placed.home.is_caller()) {
-            return (placed.link, placed.home.handle().clone());
+            return Ok(placed.link);
         }
         self.move_home(placed).await
     }
 
-    /// Replaces a link whose home ended or stalled with one whose driver runs on
-    /// the client's thread, and has every channel subscribed again there.
-    async fn move_home(&self, stale: Placed) -> (Link, Handle) {
+    /// Replaces a link whose home ended or stalled with a new one whose driver (and
+    /// push relay) run on the client's thread, and has every channel subscribed
+    /// again there. If no link can be made now (the server is down too), the
+    /// command fails as surely not sent, and the next one tries again: the old
+    /// link's push relay may have died with its home, so it is never adopted.
+    async fn move_home(&self, stale: Placed) -> redis::RedisResult<Link> {
         let shared = &self.shared;
         let _moving = shared.moving.lock().await;
         let current = shared.placed();
         if !current.home.is(&stale.home) {
             // Someone else moved it while this caller waited.
-            return (current.link, current.home.handle().clone());
+            return Ok(current.link);
         }
-        let home = Home::Client(shared.spawner.handle().clone());
-        // If no new link can be made now (the server is down too), the old one is
-        // kept but entered on the client's thread: its next re-dial lands there.
         let link = match shared.spawner.run((shared.reconnect)()).await {
             Ok(Ok(link)) => link,
-            _ => current.link,
+            Ok(Err(e)) => return Err(not_sent(&e.to_string())),
+            Err(e) => return Err(not_sent(&e.to_string())),
         };
         *shared.placed.write().unwrap_or_else(|p| p.into_inner()) = Placed {
             link: link.clone(),
-            home: home.clone(),
+            home: Home::Client(shared.spawner.handle().clone()),
         };
         (shared.on_move)();
-        (link, home.handle().clone())
+        Ok(link)
+    }
+
+    /// Polls `command` with the client's own runtime entered: whatever the driver
+    /// spawns (a re-dial) and every timer it sets (the response timeout, re-dial
+    /// backoff) belongs to the client's thread, which lives as long as the client,
+    /// not to a home that may end or stall with the command in flight.
+    fn entered<F: std::future::Future>(&self, command: F) -> crate::background::Entered<F> {
+        entered(self.shared.spawner.handle().clone(), command)
     }
 
     pub(crate) async fn subscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
-        let (mut link, handle) = self.link().await;
-        entered(handle, async move { link.subscribe(channels).await }).await
+        let mut link = self.link().await?;
+        self.entered(async move { link.subscribe(channels).await })
+            .await
     }
 
     pub(crate) async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
-        let (mut link, handle) = self.link().await;
-        entered(handle, async move { link.unsubscribe(channels).await }).await
+        let mut link = self.link().await?;
+        self.entered(async move { link.unsubscribe(channels).await })
+            .await
     }
 }
 
@@ -379,8 +397,8 @@ impl redis::aio::ConnectionLike for Link {
 impl redis::aio::ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let (mut link, handle) = self.link().await;
-            entered(handle, link.req_packed_command(cmd)).await
+            let mut link = self.link().await?;
+            self.entered(link.req_packed_command(cmd)).await
         })
     }
 
@@ -391,8 +409,9 @@ impl redis::aio::ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let (mut link, handle) = self.link().await;
-            entered(handle, link.req_packed_commands(pipeline, offset, count)).await
+            let mut link = self.link().await?;
+            self.entered(link.req_packed_commands(pipeline, offset, count))
+                .await
         })
     }
 

@@ -16,9 +16,12 @@
 //!   trusted as a home: such a client's connection lives on its own thread from
 //!   the start.
 //!
-//! Either way every command is polled with the home entered, so whatever the
-//! driver spawns (a re-dial after a broken connection) lands on the home too, never
-//! on whichever runtime the command came from.
+//! Every command is polled with the *client's* runtime entered (see `conn.rs`),
+//! so whatever the driver spawns (a re-dial after a broken connection) and every
+//! timer it sets (the response timeout, re-dial backoff) belong to the client's
+//! thread: a home that ends or stalls with a command in flight cannot leave that
+//! command without a timeout, nor panic it on a timer that shut down. A re-dial
+//! therefore also moves the driver to the client's thread.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};

@@ -14,12 +14,15 @@
 //! unknown outcome keeps the gate and hands it to [`settle`], which (in the
 //! background if need be) asks the server for the owner's count on the same
 //! connection (so after the doubtful command, if that ever runs) and releases
-//! whatever exceeds the believed count, or, for the wait loop, adopts a hold that
-//! did land. Until then no other attempt or release of that owner goes out, so a
-//! hold count never exceeds the guards the owner actually has.
+//! whatever exceeds the believed count. Until then no other attempt or release of
+//! that owner goes out, so a hold count never exceeds the guards the owner
+//! actually has.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
@@ -28,7 +31,7 @@ use tokio::time::Instant;
 use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::scripts::Released;
-use crate::wait::Acquirer;
+use crate::wait::{Acquirer, BoxFuture};
 
 /// An owner's gate, held: exclusive use of its server-side count, and the number
 /// of holds its guards stand for.
@@ -38,14 +41,20 @@ pub(crate) type Gate = OwnedMutexGuard<u32>;
 #[derive(Debug)]
 pub(crate) struct Ledger {
     slots: Mutex<Slots>,
+    /// Gates kept alive for detached holds (no guard holds their slot), with how
+    /// many detached holds each stands for, until `RLock::unlock` ends them.
+    pinned: Mutex<HashMap<SlotKey, (Arc<AsyncMutex<u32>>, usize)>>,
     settling: Settling,
 }
+
+/// (lock name, owner field).
+type SlotKey = (Arc<str>, String);
 
 #[derive(Debug, Default)]
 struct Slots {
     /// Weak, so an entry lives exactly as long as something holds its gate (a
     /// guard's slot, an attempt, a settle in the background).
-    by_owner: HashMap<(Arc<str>, String), Weak<AsyncMutex<u32>>>,
+    by_owner: HashMap<SlotKey, Weak<AsyncMutex<u32>>>,
     /// Dead entries are swept when the map grows past this.
     sweep_at: usize,
 }
@@ -61,6 +70,7 @@ pub(crate) struct Settling {
 /// One owner's holds of one lock, as this client knows them.
 #[derive(Debug)]
 pub(crate) struct Slot {
+    key: SlotKey,
     gate: Arc<AsyncMutex<u32>>,
     settling: Settling,
 }
@@ -69,6 +79,7 @@ impl Ledger {
     pub(crate) fn new(settling: Settling) -> Self {
         Ledger {
             slots: Mutex::new(Slots::default()),
+            pinned: Mutex::new(HashMap::new()),
             settling,
         }
     }
@@ -82,7 +93,7 @@ impl Ledger {
             Some(gate) => gate,
             None => {
                 let gate = Arc::new(AsyncMutex::new(0));
-                slots.by_owner.insert(key, Arc::downgrade(&gate));
+                slots.by_owner.insert(key.clone(), Arc::downgrade(&gate));
                 if slots.by_owner.len() > slots.sweep_at {
                     slots.by_owner.retain(|_, gate| gate.strong_count() > 0);
                     slots.sweep_at = (slots.by_owner.len() * 2).max(64);
@@ -91,9 +102,31 @@ impl Ledger {
             }
         };
         Arc::new(Slot {
+            key,
             gate,
             settling: self.settling,
         })
+    }
+
+    /// A hold of `slot` was detached: keep its count alive with no guard.
+    pub(crate) fn pin(&self, slot: &Slot) {
+        let mut pinned = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
+        pinned
+            .entry(slot.key.clone())
+            .or_insert_with(|| (slot.gate.clone(), 0))
+            .1 += 1;
+    }
+
+    /// A detached hold of `field` on `name` was released (`RLock::unlock`).
+    pub(crate) fn unpin(&self, name: &Arc<str>, field: &str) {
+        let mut pinned = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (name.clone(), field.to_owned());
+        if let Some((_, count)) = pinned.get_mut(&key) {
+            *count -= 1;
+            if *count == 0 {
+                pinned.remove(&key);
+            }
+        }
     }
 }
 
@@ -119,8 +152,10 @@ impl Ledger {
     }
 }
 
-/// Releases one hold that a guard stood for, through its owner's gate; a release
-/// of unknown outcome is settled from a task of its own (the caller still gets the
+/// Releases one hold that a guard stood for, through its owner's gate. The count
+/// drops before the release is sent; a release that failed (whether or not it
+/// ran), or whose caller went away while it was in flight, is settled from a task
+/// of its own, so the hold does not outlive its guard (the caller still gets the
 /// error).
 pub(crate) async fn release_one(
     slot: &Slot,
@@ -131,17 +166,80 @@ pub(crate) async fn release_one(
     let Some(mut gate) = slot.enter(None).await else {
         return Err(Error::unexpected("release", "gate closed"));
     };
-    let outcome = acquirer.clone().release(conn.clone(), lease_ms).await;
     *gate = gate.saturating_sub(1);
-    if let Err(e) = &outcome {
-        if !e.is_surely_not_executed() && e.is_transient() {
-            let (acquirer, conn2, settling) = (acquirer.clone(), conn.clone(), slot.settling);
-            conn.spawn_cleanup(async move {
-                settle(acquirer, conn2, gate, lease_ms, settling).await;
+    let release = acquirer.clone().release(conn.clone(), lease_ms);
+    let (outcome, gate) = Gated::new(release, gate, acquirer, conn, lease_ms, slot.settling).await;
+    if outcome.is_err() {
+        let (acquirer, conn2, settling) = (acquirer.clone(), conn.clone(), slot.settling);
+        conn.spawn_cleanup(async move {
+            settle(acquirer, conn2, gate, lease_ms, settling).await;
+        });
+    }
+    outcome
+}
+
+/// A command of an owner on its way to the server, sent with the owner's gate
+/// held; completes with its outcome and the gate. Dropped while in flight, it is
+/// finished in a task of its own that keeps the gate and then settles the owner's
+/// count, since nobody is left to receive the outcome.
+pub(crate) struct Gated<T: Send + 'static> {
+    command: Option<BoxFuture<Result<T>>>,
+    gate: Option<Gate>,
+    acquirer: Arc<dyn Acquirer>,
+    conn: Conn,
+    lease_ms: u64,
+    settling: Settling,
+}
+
+impl<T: Send + 'static> Gated<T> {
+    pub(crate) fn new(
+        command: BoxFuture<Result<T>>,
+        gate: Gate,
+        acquirer: &Arc<dyn Acquirer>,
+        conn: &Conn,
+        lease_ms: u64,
+        settling: Settling,
+    ) -> Self {
+        Gated {
+            command: Some(command),
+            gate: Some(gate),
+            acquirer: acquirer.clone(),
+            conn: conn.clone(),
+            lease_ms,
+            settling,
+        }
+    }
+}
+
+impl<T: Send + 'static> Future for Gated<T> {
+    type Output = (Result<T>, Gate);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let (Some(command), Some(_)) = (this.command.as_mut(), this.gate.as_ref()) else {
+            // Polled after completion: a bug in the caller; nothing to return.
+            return Poll::Pending;
+        };
+        let outcome = std::task::ready!(command.as_mut().poll(cx));
+        this.command = None;
+        match this.gate.take() {
+            Some(gate) => Poll::Ready((outcome, gate)),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<T: Send + 'static> Drop for Gated<T> {
+    fn drop(&mut self) {
+        if let (Some(command), Some(gate)) = (self.command.take(), self.gate.take()) {
+            let (acquirer, conn) = (self.acquirer.clone(), self.conn.clone());
+            let (lease_ms, settling) = (self.lease_ms, self.settling);
+            self.conn.spawn_cleanup(async move {
+                let _ = command.await;
+                settle(acquirer, conn, gate, lease_ms, settling).await;
             });
         }
     }
-    outcome
 }
 
 /// Makes the server agree with the gate's count: releases the holds of the owner

@@ -352,6 +352,7 @@ impl PubSub {
                 waiters: [0, 0],
                 wakeups: Arc::default(),
             });
+        let joined_others = waiters.waiters[class as usize] > 0;
         waiters.waiters[class as usize] += 1;
         Subscription {
             pubsub: self.clone(),
@@ -359,6 +360,7 @@ impl PubSub {
             lock: lock.clone(),
             wakeups: waiters.wakeups.clone(),
             class,
+            joined_others,
         }
     }
 
@@ -384,6 +386,9 @@ pub(crate) struct Subscription {
     lock: Arc<str>,
     wakeups: Arc<Wakeups>,
     class: Class,
+    /// Other waiters of this lock and class were already listening when this
+    /// one joined.
+    joined_others: bool,
 }
 
 impl Subscription {
@@ -417,6 +422,12 @@ impl Subscription {
     /// Is the subscription confirmed on the current connection right now?
     pub(crate) fn is_ready(&self) -> bool {
         matches!(*self.channel.status.borrow(), Status::Ready)
+    }
+
+    /// Did this waiter join other waiters of the same lock and class, already
+    /// listening? Then a message published before it joined reached one of them.
+    pub(crate) fn joined_others(&self) -> bool {
+        self.joined_others
     }
 
     /// A future that completes on the next wake-up for this channel. Call

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use crate::client::ClientInner;
 use crate::config::{duration_to_millis, MAX_DURATION};
 use crate::error::{Error, Result};
-use crate::ledger::{release_one, settle, Gate, Settling, Slot};
+use crate::ledger::{release_one, settle, Gate, Gated, Slot};
 use crate::pubsub::Class;
 use crate::pubsub::PollTurn;
 use crate::scripts::{BusyTtl, Released};
@@ -128,6 +128,9 @@ pub(crate) struct Hold {
     pub(crate) lease_ms: u64,
     /// The owner's slot in the client's ledger: releases go through its gate.
     pub(crate) slot: Arc<Slot>,
+    /// The connection epoch when the acquire that took it was sent: replica sync
+    /// must WAIT on that same connection.
+    pub(crate) epoch: u64,
 }
 
 /// Checks a wait time before any I/O.
@@ -154,7 +157,6 @@ pub(crate) async fn acquire(
     lease: Lease,
     wait: Wait,
 ) -> Result<Option<Hold>> {
-    let epoch = client.pubsub.connection_epoch();
     let Some(hold) = acquire_on_primary(client, acquirer, lease, wait).await? else {
         return Ok(None);
     };
@@ -175,7 +177,7 @@ pub(crate) async fn acquire(
     // WAIT counts the writes of the connection it runs on: if the connection was
     // replaced since the acquire (a reconnect, a Sentinel switch), its answer says
     // nothing about the acquire.
-    let same_connection = client.pubsub.connection_epoch() == epoch;
+    let same_connection = client.pubsub.connection_epoch() == hold.epoch;
     if same_connection && matches!(acked, Ok(n) if n >= replicas) {
         unconfirmed.undo = None;
         return Ok(Some(hold));
@@ -252,13 +254,14 @@ async fn acquire_on_primary(
     let (field, kind) = acquirer.renewal();
     let slot = client.ledger.slot(&acquirer.target().name, field);
     let registration = renewed.then(|| client.watchdog.register(acquirer.name(), field, kind));
-    let acquired = |registration: Option<Registration>, sent: Instant| {
+    let acquired = |registration: Option<Registration>, sent: Instant, epoch: u64| {
         let validity = Arc::new(Validity::new(sent, lease, drift));
         Hold {
             renewal: registration.map(|r| r.activate(validity.clone())),
             validity,
             lease_ms,
             slot: slot.clone(),
+            epoch,
         }
     };
     let queue = !matches!(wait, Wait::Once);
@@ -278,6 +281,7 @@ async fn acquire_on_primary(
     let first_deadline = deadline
         .or_else(|| matches!(wait, Wait::Once).then(|| Instant::now() + client.config.timeout));
     let sent = Instant::now();
+    let epoch = client.pubsub.connection_epoch();
     let mut failures = 0;
     let first_ttl = match attempts.send(queue, first_deadline).await {
         None => {
@@ -286,7 +290,7 @@ async fn acquire_on_primary(
         }
         Some(Ok(None)) => {
             place.keep();
-            return Ok(Some(acquired(registration, sent)));
+            return Ok(Some(acquired(registration, sent, epoch)));
         }
         Some(Ok(Some(ttl))) if queue => Some(ttl),
         Some(Ok(Some(_busy))) => return Ok(None),
@@ -310,15 +314,20 @@ async fn acquire_on_primary(
         &acquirer.target().name,
         acquirer.class(),
     );
-    // Joining a channel other waiters of this client already listen on, right
-    // after a failed attempt, nothing can have been missed: an unlock published
-    // since went to one of them (or left a permit for the next to listen), and that
-    // one retries. So sleep first and skip the immediate second attempt; on a new
-    // subscription the attempt must follow it, or that unlock would be lost.
+    // Joining other waiters of this client that already listen for this lock (a
+    // channel can carry two locks), right after a failed attempt, nothing can have
+    // been missed: an unlock published since went to one of them (or left a permit
+    // for the next to listen), and that one retries. So sleep first and skip the
+    // immediate second attempt; on a new subscription the attempt must follow it,
+    // or that unlock would be lost.
     // Not for shared waiters: a "wake all" (write release) that reached the others
     // before this one joined would leave it asleep on a lock it could share.
     let mut sleep_first = first_ttl
-        .filter(|_| subscription.is_ready() && acquirer.class() == Class::Exclusive)
+        .filter(|_| {
+            subscription.is_ready()
+                && subscription.joined_others()
+                && acquirer.class() == Class::Exclusive
+        })
         .map(|ttl| Pause::after(ttl, acquirer.max_sleep()));
     // This waiter's turn to poll a lock held without expiry (see `Pause`).
     let mut poll_turn: Option<PollTurn> = None;
@@ -329,6 +338,7 @@ async fn acquire_on_primary(
         let mut woken = std::pin::pin!(subscription.notified());
         woken.as_mut().enable();
         let sent = Instant::now();
+        let epoch = client.pubsub.connection_epoch();
         let step = async {
             if let Some(pause) = sleep_first.take() {
                 return Ok(Step::Pause(pause));
@@ -348,7 +358,7 @@ async fn acquire_on_primary(
             None => break,
             Some(Ok(Step::Acquired(sent))) => {
                 place.keep();
-                return Ok(Some(acquired(registration, sent)));
+                return Ok(Some(acquired(registration, sent, epoch)));
             }
             Some(Ok(Step::Busy(pause))) => {
                 failures = 0;
@@ -579,63 +589,15 @@ fn attempt(
     lease_ms: u64,
     queue: bool,
     gate: Gate,
-) -> InFlight {
-    InFlight {
-        attempt: Some(
-            acquirer
-                .clone()
-                .attempt(client.conn.clone(), lease_ms, queue),
-        ),
-        gate: Some(gate),
-        acquirer: acquirer.clone(),
-        conn: client.conn.clone(),
+) -> Gated<Option<BusyTtl>> {
+    Gated::new(
+        acquirer
+            .clone()
+            .attempt(client.conn.clone(), lease_ms, queue),
+        gate,
+        acquirer,
+        &client.conn,
         lease_ms,
-        settling: client.ledger.settling(),
-    }
-}
-
-/// An attempt on its way to the server.
-struct InFlight {
-    attempt: Option<BoxFuture<Result<Option<BusyTtl>>>>,
-    gate: Option<Gate>,
-    acquirer: Arc<dyn Acquirer>,
-    conn: Conn,
-    lease_ms: u64,
-    settling: Settling,
-}
-
-impl Future for InFlight {
-    type Output = (Result<Option<BusyTtl>>, Gate);
-
-    fn poll(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        let this = &mut *self;
-        let (Some(attempt), Some(_)) = (this.attempt.as_mut(), this.gate.as_ref()) else {
-            // Polled after completion: a bug in the caller; nothing can be returned.
-            return std::task::Poll::Pending;
-        };
-        let outcome = std::task::ready!(attempt.as_mut().poll(cx));
-        this.attempt = None;
-        match this.gate.take() {
-            Some(gate) => std::task::Poll::Ready((outcome, gate)),
-            None => std::task::Poll::Pending,
-        }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        // Dropped mid-flight: the script may yet run. Finish it elsewhere, then
-        // settle whatever it got, keeping the owner's gate until then.
-        if let (Some(attempt), Some(gate)) = (self.attempt.take(), self.gate.take()) {
-            let (acquirer, conn) = (self.acquirer.clone(), self.conn.clone());
-            let (lease_ms, settling) = (self.lease_ms, self.settling);
-            self.conn.spawn_cleanup(async move {
-                let _ = attempt.await;
-                settle(acquirer, conn, gate, lease_ms, settling).await;
-            });
-        }
-    }
+        client.ledger.settling(),
+    )
 }

@@ -125,6 +125,8 @@ impl LockGuard {
     /// `unlock()` from the same owner, as Java code does.
     pub fn detach(mut self) {
         if let Some(hold) = self.hold.take() {
+            // Its count stays in the ledger until `RLock::unlock` ends it.
+            self.client.ledger.pin(&hold.slot);
             if let Some(renewal) = hold.renewal {
                 renewal.detach((self.ops.clone(), self.lease_ms));
             }

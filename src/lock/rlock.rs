@@ -269,7 +269,9 @@ impl RLock {
             .watchdog
             .release_detached(&self.name, field, kind);
         let slot = self.client.ledger.slot(&self.name, field);
-        release(&self.client, &slot, &ops, self.watchdog_lease_ms()?).await
+        let released = release(&self.client, &slot, &ops, self.watchdog_lease_ms()?).await;
+        self.client.ledger.unpin(&self.name, field);
+        released
     }
 
     /// Releases the lock whoever holds it, however many holds (Redisson
@@ -323,19 +325,37 @@ impl RLock {
         }
     }
 
-    /// Is the lock held by anyone (Redisson `isLocked()`)? For a side of a
-    /// read-write lock: is the lock in that side's mode?
+    /// Is the lock held by anyone (Redisson `isLocked()`)? For the write side of a
+    /// read-write lock: is it in write mode? For the read side: is any read hold
+    /// taken, in read mode or by a writer on its way to a downgrade (write mode
+    /// with read holds), as Redisson answers.
     ///
     /// # Errors
     /// [`Error::Redis`] when the command fails.
     pub async fn is_locked(&self) -> Result<bool> {
         let mut conn = self.client.conn.clone();
-        match self.rw_mode() {
-            None => conn.exists(&*self.name).await,
-            Some(mode) => conn
+        match self.kind {
+            Kind::Reentrant | Kind::Fair => conn.exists(&*self.name).await,
+            Kind::Write => conn
                 .hget(&*self.name, "mode")
                 .await
-                .map(|current: Option<String>| current.as_deref() == Some(mode)),
+                .map(|mode: Option<String>| mode.as_deref() == Some("write")),
+            Kind::Read => {
+                // In write mode the hash holds `mode` and the writer's field; any
+                // further field is a read hold of the writer.
+                let (mode, fields): (Option<String>, u64) = redis::pipe()
+                    .atomic()
+                    .hget(&*self.name, "mode")
+                    .hlen(&*self.name)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(|e| Error::from_redis(&self.name, e))?;
+                return Ok(match mode.as_deref() {
+                    Some("read") => true,
+                    Some("write") => fields > 2,
+                    _ => false,
+                });
+            }
         }
         .map_err(|e| Error::from_redis(&self.name, e))
     }
