@@ -43,12 +43,15 @@ pub(crate) struct Ledger {
     slots: Mutex<Slots>,
     /// Gates kept alive for detached holds (no guard holds their slot), with how
     /// many detached holds each stands for, until `RLock::unlock` ends them.
-    pinned: Mutex<HashMap<SlotKey, (Arc<AsyncMutex<u32>>, usize)>>,
+    pinned: Mutex<HashMap<SlotKey, Pinned>>,
     settling: Settling,
 }
 
 /// (lock name, owner field).
 type SlotKey = (Arc<str>, String);
+
+/// A gate kept alive for detached holds, and how many.
+type Pinned = (Arc<AsyncMutex<u32>>, usize);
 
 #[derive(Debug, Default)]
 struct Slots {
