@@ -30,6 +30,16 @@ use tokio::sync::{oneshot, Notify};
 
 use crate::error::{Error, Result};
 
+thread_local! {
+    /// Set on every client's own thread.
+    static ON_CLIENT_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Is the calling thread a client's own thread (its background work)?
+pub(crate) fn on_client_thread() -> bool {
+    ON_CLIENT_THREAD.with(std::cell::Cell::get)
+}
+
 /// The background thread and its runtime, owned by the client.
 #[derive(Debug)]
 pub(crate) struct Background {
@@ -66,6 +76,7 @@ impl Background {
         let thread = std::thread::Builder::new()
             .name("redisson-locks".into())
             .spawn(move || {
+                ON_CLIENT_THREAD.with(|on| on.set(true));
                 let runtime = match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()

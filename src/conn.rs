@@ -10,6 +10,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::sentinel::SentinelClient;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use tokio::runtime::Handle;
+
 use crate::background::{entered, Spawner};
 use crate::home::Home;
 
@@ -263,16 +265,29 @@ impl Conn {
 
     /// The link to send the next command on, moved to the client's own thread
     /// first if its home is no longer healthy.
-    async fn link(&self) -> redis::RedisResult<Link> {
+    async fn link(&self) -> redis::RedisResult<(Link, Handle)> {
         let placed = self.shared.placed();
         let leaving = self
             .shared
             .leaving
             .load(std::sync::atomic::Ordering::Relaxed);
         if placed.home.is_healthy() && !(leaving && placed.home.is_caller()) {
-            return Ok(placed.link);
+            return Ok((placed.link, self.runtime_for_command(&placed.home)));
         }
-        self.move_home(placed).await
+        let link = self.move_home(placed).await?;
+        Ok((link, self.shared.spawner.handle().clone()))
+    }
+
+    /// The runtime a command is polled in (see `home.rs`): the client's own for
+    /// the client's background work (renewals, subscriptions, releases), so that
+    /// nothing it depends on can end or stall with a home; the home for the
+    /// callers' commands, which costs nothing when the caller is on the home.
+    fn runtime_for_command(&self, home: &Home) -> Handle {
+        if crate::background::on_client_thread() {
+            self.shared.spawner.handle().clone()
+        } else {
+            home.handle().clone()
+        }
     }
 
     /// Replaces a link whose home ended or stalled with a new one whose driver (and
@@ -301,24 +316,14 @@ impl Conn {
         Ok(link)
     }
 
-    /// Polls `command` with the client's own runtime entered: whatever the driver
-    /// spawns (a re-dial) and every timer it sets (the response timeout, re-dial
-    /// backoff) belongs to the client's thread, which lives as long as the client,
-    /// not to a home that may end or stall with the command in flight.
-    fn entered<F: std::future::Future>(&self, command: F) -> crate::background::Entered<F> {
-        entered(self.shared.spawner.handle().clone(), command)
-    }
-
     pub(crate) async fn subscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
-        let mut link = self.link().await?;
-        self.entered(async move { link.subscribe(channels).await })
-            .await
+        let (mut link, runtime) = self.link().await?;
+        entered(runtime, async move { link.subscribe(channels).await }).await
     }
 
     pub(crate) async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
-        let mut link = self.link().await?;
-        self.entered(async move { link.unsubscribe(channels).await })
-            .await
+        let (mut link, runtime) = self.link().await?;
+        entered(runtime, async move { link.unsubscribe(channels).await }).await
     }
 }
 
@@ -397,8 +402,8 @@ impl redis::aio::ConnectionLike for Link {
 impl redis::aio::ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let mut link = self.link().await?;
-            self.entered(link.req_packed_command(cmd)).await
+            let (mut link, runtime) = self.link().await?;
+            entered(runtime, link.req_packed_command(cmd)).await
         })
     }
 
@@ -409,9 +414,8 @@ impl redis::aio::ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let mut link = self.link().await?;
-            self.entered(link.req_packed_commands(pipeline, offset, count))
-                .await
+            let (mut link, runtime) = self.link().await?;
+            entered(runtime, link.req_packed_commands(pipeline, offset, count)).await
         })
     }
 

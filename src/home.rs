@@ -16,12 +16,14 @@
 //!   trusted as a home: such a client's connection lives on its own thread from
 //!   the start.
 //!
-//! Every command is polled with the *client's* runtime entered (see `conn.rs`),
-//! so whatever the driver spawns (a re-dial after a broken connection) and every
-//! timer it sets (the response timeout, re-dial backoff) belong to the client's
-//! thread: a home that ends or stalls with a command in flight cannot leave that
-//! command without a timeout, nor panic it on a timer that shut down. A re-dial
-//! therefore also moves the driver to the client's thread.
+//! Every command is polled with a runtime entered (see `conn.rs`), so whatever
+//! the driver spawns (a re-dial after a broken connection) and every timer it
+//! sets (the response timeout, re-dial backoff) land there, never on the runtime
+//! a caller happens to be on: the client's own runtime for the client's
+//! background work (renewals, subscriptions, releases), which therefore never
+//! waits on a timer of a home that ended or stalled; the home for callers'
+//! commands, which is free when the caller is on the home (entering another
+//! runtime for every command measured about 8 % slower).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
