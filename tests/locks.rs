@@ -13,6 +13,7 @@ mod locks {
     mod faults;
     mod hostile;
     mod interop;
+    mod java;
     mod pubsub;
     mod read_write;
     mod reentrant;

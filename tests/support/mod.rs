@@ -9,6 +9,7 @@ pub mod child;
 pub mod cluster;
 pub mod fair;
 pub mod fake_resp;
+pub mod java;
 pub mod proxy;
 pub mod sentinel;
 

@@ -1,0 +1,365 @@
+package io.redissonlocks.interop;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.io.PrintWriter;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.redisson.Redisson;
+import org.redisson.api.RBucket;
+import org.redisson.api.RLock;
+import org.redisson.api.RedissonClient;
+import org.redisson.client.codec.StringCodec;
+import org.redisson.config.Config;
+
+/**
+ * A Redisson client driven line by line: one JSON command per line on stdin, one
+ * JSON event per line on stdout. Each named actor is a thread of its own (Redisson's
+ * lock owner is the thread), running its commands in order.
+ *
+ * <p>Usage: {@code Driver --redis redis://127.0.0.1:PORT --watchdog-ms N [--fair-wait-ms N]}
+ */
+public final class Driver {
+    private static final PrintWriter OUT =
+            new PrintWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8), false);
+
+    private static RedissonClient redisson;
+    private static final Map<String, Actor> ACTORS = new ConcurrentHashMap<>();
+
+    public static void main(String[] args) throws IOException {
+        String url = null;
+        long watchdogMs = 30_000;
+        long fairWaitMs = -1;
+        for (int i = 0; i < args.length; i++) {
+            switch (args[i]) {
+                case "--redis": url = args[++i]; break;
+                case "--watchdog-ms": watchdogMs = Long.parseLong(args[++i]); break;
+                case "--fair-wait-ms": fairWaitMs = Long.parseLong(args[++i]); break;
+                default:
+                    System.err.println("unknown argument " + args[i]);
+                    System.exit(2);
+            }
+        }
+        if (url == null) {
+            System.err.println("usage: Driver --redis redis://HOST:PORT --watchdog-ms N [--fair-wait-ms N]");
+            System.exit(2);
+        }
+        Config config = new Config();
+        config.useSingleServer().setAddress(url);
+        config.setLockWatchdogTimeout(watchdogMs);
+        if (fairWaitMs >= 0) {
+            setFairWait(config, fairWaitMs);
+        }
+        redisson = Redisson.create(config);
+        emit(obj("event", "ready", "client_id", redisson.getId(),
+                "fair_wait_supported", fairWaitSupported));
+
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            line = line.trim();
+            if (line.isEmpty()) {
+                continue;
+            }
+            Map<String, Object> cmd;
+            try {
+                cmd = Json.parse(line);
+            } catch (RuntimeException e) {
+                emit(obj("event", "error", "message", "bad json: " + e.getMessage()));
+                continue;
+            }
+            if ("exit".equals(cmd.get("op"))) {
+                break;
+            }
+            dispatch(cmd);
+        }
+        exit();
+    }
+
+    private static boolean fairWaitSupported;
+
+    /** {@code Config.setFairLockWaitTimeout} exists only in some releases: reflection. */
+    private static void setFairWait(Config config, long ms) {
+        try {
+            Method m = Config.class.getMethod("setFairLockWaitTimeout", long.class);
+            m.invoke(config, ms);
+            fairWaitSupported = true;
+        } catch (ReflectiveOperationException e) {
+            System.err.println("this Redisson has no Config.setFairLockWaitTimeout; ignored");
+        }
+    }
+
+    /** Shuts Redisson down within a bound, then exits whatever happened. */
+    private static void exit() {
+        Thread killer = new Thread(() -> {
+            try {
+                Thread.sleep(5_000);
+            } catch (InterruptedException ignored) {
+                // exiting anyway
+            }
+            Runtime.getRuntime().halt(3);
+        }, "exit-timer");
+        killer.setDaemon(true);
+        killer.start();
+        try {
+            redisson.shutdown(0, 2, TimeUnit.SECONDS);
+        } catch (Throwable t) {
+            System.err.println("shutdown: " + t);
+        }
+        OUT.flush();
+        Runtime.getRuntime().halt(0);
+    }
+
+    private static void dispatch(Map<String, Object> cmd) {
+        Object op = cmd.get("op");
+        Object actorName = cmd.get("actor");
+        if ("contend".equals(op)) {
+            Thread t = new Thread(() -> contend(cmd), "contend");
+            t.setDaemon(true);
+            t.start();
+            return;
+        }
+        if (!(actorName instanceof String)) {
+            emit(withActor(cmd, obj("event", "error", "message", "missing actor for op " + op)));
+            return;
+        }
+        Actor actor = ACTORS.computeIfAbsent((String) actorName, Actor::new);
+        actor.queue.add(cmd);
+    }
+
+    /** One actor: a thread running its commands in order. */
+    private static final class Actor implements Runnable {
+        final String name;
+        final LinkedBlockingQueue<Map<String, Object>> queue = new LinkedBlockingQueue<>();
+
+        Actor(String name) {
+            this.name = name;
+            Thread t = new Thread(this, "actor-" + name);
+            t.setDaemon(true);
+            t.start();
+        }
+
+        @Override
+        public void run() {
+            while (true) {
+                Map<String, Object> cmd;
+                try {
+                    cmd = queue.take();
+                } catch (InterruptedException e) {
+                    return;
+                }
+                Map<String, Object> event;
+                try {
+                    event = execute(cmd);
+                } catch (IllegalMonitorStateException e) {
+                    event = obj("event", "error", "error", "not_held", "message", String.valueOf(e.getMessage()));
+                } catch (Throwable t) {
+                    Throwable root = t;
+                    while (root.getCause() != null && root.getCause() != root) {
+                        root = root.getCause();
+                    }
+                    if (root instanceof IllegalMonitorStateException) {
+                        event = obj("event", "error", "error", "not_held", "message", String.valueOf(root.getMessage()));
+                    } else {
+                        event = obj("event", "error", "message", t.toString());
+                    }
+                }
+                emit(withActor(cmd, event));
+            }
+        }
+    }
+
+    private static RLock lockOf(Map<String, Object> cmd) {
+        String name = str(cmd, "name");
+        String kind = cmd.containsKey("kind") ? str(cmd, "kind") : "reentrant";
+        switch (kind) {
+            case "reentrant": return redisson.getLock(name);
+            case "fair": return redisson.getFairLock(name);
+            case "read": return redisson.getReadWriteLock(name).readLock();
+            case "write": return redisson.getReadWriteLock(name).writeLock();
+            default: throw new IllegalArgumentException("unknown kind " + kind);
+        }
+    }
+
+    /** Runs one actor command on the actor's thread; the event to print. */
+    private static Map<String, Object> execute(Map<String, Object> cmd) throws Exception {
+        String op = str(cmd, "op");
+        switch (op) {
+            case "lock": {
+                RLock lock = lockOf(cmd);
+                long lease = num(cmd, "lease_ms", 0);
+                long wait = num(cmd, "wait_ms", -1);
+                boolean acquired;
+                if (wait < 0) {
+                    if (lease > 0) {
+                        lock.lock(lease, TimeUnit.MILLISECONDS);
+                    } else {
+                        lock.lock();
+                    }
+                    acquired = true;
+                } else {
+                    acquired = lock.tryLock(wait, lease > 0 ? lease : -1, TimeUnit.MILLISECONDS);
+                }
+                return acquired
+                        ? obj("event", "acquired", "thread", Thread.currentThread().getId())
+                        : obj("event", "not_acquired", "thread", Thread.currentThread().getId());
+            }
+            case "unlock":
+                lockOf(cmd).unlock();
+                return obj("event", "unlocked");
+            case "inspect": {
+                RLock lock = lockOf(cmd);
+                return obj("event", "inspected",
+                        "hold_count", (long) lock.getHoldCount(),
+                        "held_by_current", lock.isHeldByCurrentThread(),
+                        "locked", lock.isLocked(),
+                        "ttl_ms", lock.remainTimeToLive(),
+                        "thread", Thread.currentThread().getId());
+            }
+            case "force_unlock":
+                return obj("event", "forced", "result", lockOf(cmd).forceUnlock());
+            case "record":
+                redisson.<String>getList(str(cmd, "list"), StringCodec.INSTANCE).add(str(cmd, "value"));
+                return obj("event", "recorded");
+            case "incr_nonatomic":
+                incrNonAtomic(str(cmd, "key"));
+                return obj("event", "incremented");
+            case "sleep":
+                Thread.sleep(num(cmd, "ms", 0));
+                return obj("event", "slept");
+            default:
+                return obj("event", "error", "message", "unknown op " + op);
+        }
+    }
+
+    /** GET, sleep 1 ms, SET: overlapping critical sections lose increments. */
+    private static void incrNonAtomic(String key) throws InterruptedException {
+        RBucket<String> bucket = redisson.getBucket(key, StringCodec.INSTANCE);
+        String value = bucket.get();
+        long n = value == null ? 0 : Long.parseLong(value);
+        Thread.sleep(1);
+        bucket.set(Long.toString(n + 1));
+    }
+
+    /** T threads, each N times: lock, non-atomic increment, sleep H, unlock. */
+    private static void contend(Map<String, Object> cmd) {
+        int threads = (int) num(cmd, "threads", 1);
+        int ops = (int) num(cmd, "ops", 1);
+        long holdMs = num(cmd, "hold_ms", 0);
+        long lease = num(cmd, "lease_ms", 0);
+        String counter = str(cmd, "counter");
+        AtomicLong grants = new AtomicLong();
+        AtomicLong errors = new AtomicLong();
+        List<String> firstErrors = new ArrayList<>();
+        RLock lock;
+        try {
+            lock = lockOf(cmd);
+        } catch (RuntimeException e) {
+            emit(withActor(cmd, obj("event", "error", "message", e.toString())));
+            return;
+        }
+        List<Thread> workers = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            Thread w = new Thread(() -> {
+                for (int i = 0; i < ops; i++) {
+                    try {
+                        if (lease > 0) {
+                            lock.lock(lease, TimeUnit.MILLISECONDS);
+                        } else {
+                            lock.lock();
+                        }
+                        grants.incrementAndGet();
+                        try {
+                            incrNonAtomic(counter);
+                            if (holdMs > 0) {
+                                Thread.sleep(holdMs);
+                            }
+                        } finally {
+                            lock.unlock();
+                        }
+                    } catch (Throwable e) {
+                        errors.incrementAndGet();
+                        synchronized (firstErrors) {
+                            if (firstErrors.size() < 5) {
+                                firstErrors.add(e.toString());
+                            }
+                        }
+                    }
+                }
+            }, "contend-" + t);
+            w.setDaemon(true);
+            workers.add(w);
+            w.start();
+        }
+        for (Thread w : workers) {
+            try {
+                w.join();
+            } catch (InterruptedException e) {
+                return;
+            }
+        }
+        String errorText;
+        synchronized (firstErrors) {
+            errorText = String.join("; ", firstErrors);
+        }
+        emit(withActor(cmd, obj("event", "contended", "grants", grants.get(), "errors", errors.get(),
+                "error_messages", errorText)));
+    }
+
+    // ---- events ----
+
+    private static synchronized void emit(Map<String, Object> event) {
+        OUT.println(Json.format(event));
+        OUT.flush();
+    }
+
+    private static Map<String, Object> withActor(Map<String, Object> cmd, Map<String, Object> event) {
+        Object actor = cmd.get("actor");
+        if (actor == null) {
+            return event;
+        }
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("event", event.get("event"));
+        out.put("actor", actor);
+        out.putAll(event);
+        return out;
+    }
+
+    private static Map<String, Object> obj(Object... kv) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        for (int i = 0; i < kv.length; i += 2) {
+            m.put((String) kv[i], kv[i + 1]);
+        }
+        return m;
+    }
+
+    private static String str(Map<String, Object> cmd, String key) {
+        Object v = cmd.get(key);
+        if (!(v instanceof String)) {
+            throw new IllegalArgumentException("missing string field " + key);
+        }
+        return (String) v;
+    }
+
+    private static long num(Map<String, Object> cmd, String key, long dflt) {
+        Object v = cmd.get(key);
+        if (v == null) {
+            return dflt;
+        }
+        if (!(v instanceof Number)) {
+            throw new IllegalArgumentException("field " + key + " is not a number");
+        }
+        return ((Number) v).longValue();
+    }
+}

@@ -1,0 +1,909 @@
+//! Interop with the real Java Redisson: a driver process (`interop/java`, built
+//! with Maven against `REDISSON_VERSION`, default 3.52.0) whose actors are Java
+//! threads taking Redisson locks, contending with this crate's owners on one
+//! `redis-server` per test.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use serde_json::json;
+
+use crate::support::fair::{queue_len, timeouts_len};
+use crate::support::java::{
+    assert_nothing_left_but_latches, is_unlock_latch, java_field, JavaDriver,
+};
+use crate::support::{eventually, within, RedisServer};
+
+/// The bound for an event that should come at once (a reply, a prompt wake-up
+/// with a generous margin for two loaded cores).
+const SOON: Duration = Duration::from_secs(10);
+const WATCHDOG_30S: Duration = Duration::from_secs(30);
+
+/// GET, 1 ms, SET: two overlapping critical sections lose an increment.
+async fn incr_nonatomic(admin: &mut redis::aio::MultiplexedConnection, key: &str) {
+    let value: Option<i64> = admin.get(key).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let _: () = admin.set(key, value.unwrap_or(0) + 1).await.unwrap();
+}
+
+async fn lrange(server: &RedisServer, key: &str) -> Vec<String> {
+    let mut admin = server.admin().await;
+    admin.lrange(key, 0, -1).await.unwrap()
+}
+
+async fn del(server: &RedisServer, key: &str) {
+    let mut admin = server.admin().await;
+    let _: () = admin.del(key).await.unwrap();
+}
+
+async fn pttl(server: &RedisServer, key: &str) -> i64 {
+    let mut admin = server.admin().await;
+    admin.pttl(key).await.unwrap()
+}
+
+/// Waits (bounded) until `channel` has at least one subscriber: a waiter of some
+/// client is parked on it.
+async fn wait_subscribed(server: &RedisServer, channel: &str) {
+    assert!(
+        eventually(SOON, || async { server.subscribers(channel).await >= 1 }).await,
+        "nobody subscribed to {channel}"
+    );
+}
+
+/// The channel a waiter of `kind` sleeps on (fair waiters: their own; use the
+/// queue length for them instead).
+fn channel(kind: &str, name: &str) -> String {
+    match kind {
+        "read" | "write" => format!("redisson_rwlock:{{{name}}}"),
+        _ => format!("redisson_lock__channel:{{{name}}}"),
+    }
+}
+
+fn rust_lock(client: &redisson_locks::Client, kind: &str, name: &str) -> redisson_locks::RLock {
+    match kind {
+        "reentrant" => client.get_lock(name).unwrap(),
+        "fair" => client.get_fair_lock(name).unwrap(),
+        "read" => client.get_read_write_lock(name).unwrap().read_lock(),
+        "write" => client.get_read_write_lock(name).unwrap().write_lock(),
+        other => panic!("unknown kind {other}"),
+    }
+}
+
+// ---- a. reentrant, mixed -------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_threads_and_rust_tasks_exclude_each_other_on_one_reentrant_lock() {
+    const OPS: u64 = 25;
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+
+    java.send(json!({
+        "op": "contend", "kind": "reentrant", "name": "mixed", "threads": 4, "ops": OPS,
+        "hold_ms": 1, "counter": "mixed-counter", "lease_ms": 0
+    }));
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let lock = client.get_lock("mixed").unwrap();
+        let mut admin = server.admin().await;
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..OPS {
+                let guard = lock.lock().await.unwrap();
+                incr_nonatomic(&mut admin, "mixed-counter").await;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    within(Duration::from_secs(60), "4 Rust tasks", async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    })
+    .await;
+    let done = java
+        .expect("contended", None, Duration::from_secs(60))
+        .await;
+    assert_eq!(done["errors"], 0, "Java errors: {done}");
+    assert_eq!(done["grants"], 4 * OPS, "{done}");
+
+    let mut admin = server.admin().await;
+    let counter: i64 = admin.get("mixed-counter").await.unwrap();
+    assert_eq!(counter, 8 * OPS as i64, "an increment was lost: an overlap");
+    del(&server, "mixed-counter").await;
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}
+
+// ---- b. nested holds seen from both sides --------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_holds_are_seen_alike_from_java_and_rust() {
+    let server = RedisServer::start();
+    let java_watchdog = Duration::from_secs(10);
+    let mut java = JavaDriver::start(&server.url(), java_watchdog, None).await;
+    let client = server.client().await;
+    let lock = client.get_lock("nested").unwrap();
+    let mut admin = server.admin().await;
+
+    // A Java thread holds it twice.
+    java.lock("j1", "reentrant", "nested", 0, -1);
+    let acquired = java.expect("acquired", Some("j1"), SOON).await;
+    java.lock("j1", "reentrant", "nested", 0, -1);
+    java.expect("acquired", Some("j1"), SOON).await;
+    let field = java_field(&java, &acquired);
+    let fields: HashMap<String, i64> = admin.hgetall("nested").await.unwrap();
+    assert_eq!(fields, HashMap::from([(field.clone(), 2)]));
+    assert!(lock.is_locked().await.unwrap());
+    assert_eq!(lock.hold_count().await.unwrap(), 0, "not ours");
+    assert!(!lock.is_held_by_current_task().await.unwrap());
+    let ttl = lock
+        .remain_time_to_live()
+        .await
+        .unwrap()
+        .as_duration()
+        .expect("an expiry");
+    assert!(
+        ttl > java_watchdog / 2 && ttl <= java_watchdog,
+        "TTL {ttl:?}, Java's watchdog is {java_watchdog:?}"
+    );
+    assert!(lock.try_lock().await.unwrap().is_none());
+    let seen = java.inspect("j1", "reentrant", "nested").await;
+    assert_eq!(seen["hold_count"], 2, "{seen}");
+    assert_eq!(seen["held_by_current"], true, "{seen}");
+    assert_eq!(seen["locked"], true, "{seen}");
+    let java_ttl = seen["ttl_ms"].as_i64().unwrap();
+    assert!(java_ttl > 5_000 && java_ttl <= 10_000, "{seen}");
+    // Another Java thread is not the owner.
+    java.unlock("j2", "reentrant", "nested");
+    let refused = java.expect("error", Some("j2"), SOON).await;
+    assert_eq!(refused["error"], "not_held", "{refused}");
+    for _ in 0..2 {
+        java.unlock("j1", "reentrant", "nested");
+        java.expect("unlocked", Some("j1"), SOON).await;
+    }
+    assert!(!lock.is_locked().await.unwrap());
+
+    // A Rust owner holds it twice, nesting through its scope.
+    let guard = lock.lock().await.unwrap();
+    let inner = guard.scope(lock.lock()).await.unwrap();
+    assert_eq!(guard.scope(lock.hold_count()).await.unwrap(), 2);
+    let fields: HashMap<String, i64> = admin.hgetall("nested").await.unwrap();
+    assert_eq!(
+        fields,
+        HashMap::from([(format!("{}:{}", client.id(), guard.owner_id()), 2)])
+    );
+    let seen = java.inspect("j2", "reentrant", "nested").await;
+    assert_eq!(seen["locked"], true, "{seen}");
+    assert_eq!(seen["held_by_current"], false, "{seen}");
+    assert_eq!(seen["hold_count"], 0, "{seen}");
+    assert!(seen["ttl_ms"].as_i64().unwrap() > 0, "{seen}");
+    java.lock("j2", "reentrant", "nested", 0, 0);
+    java.expect("not_acquired", Some("j2"), SOON).await;
+    inner.unlock().await.unwrap();
+    assert!(java.inspect("j2", "reentrant", "nested").await["locked"] == true);
+    guard.unlock().await.unwrap();
+    let seen = java.inspect("j2", "reentrant", "nested").await;
+    assert_eq!(seen["locked"], false, "{seen}");
+    assert_eq!(seen["ttl_ms"], -2, "{seen}");
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}
+
+// ---- c. fair lock ----------------------------------------------------------
+
+/// 8 Java threads and 8 Rust waiters, alternating, each joining after the one
+/// before is in line, are served in arrival order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_lock_serves_java_and_rust_waiters_in_arrival_order() {
+    let name = "fair-order";
+    let wait = Duration::from_secs(20);
+    let server = RedisServer::start();
+    // Both sides with the same fair wait: each acquisition from the line moves the
+    // deadlines behind it earlier by the acquirer's wait.
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, Some(wait)).await;
+    let client = server
+        .client_with(|c| c.fair_lock_wait_timeout = wait)
+        .await;
+    let holder = client.get_fair_lock(name).unwrap();
+    let held = holder.lock().await.unwrap();
+
+    let mut expected = Vec::new();
+    let mut rust_waiters = Vec::new();
+    let mut java_actors = Vec::new();
+    for i in 0..16 {
+        let before = queue_len(&server, name).await;
+        let label = if i % 2 == 0 {
+            format!("java-{i}")
+        } else {
+            format!("rust-{i}")
+        };
+        if i % 2 == 0 {
+            java.lock(&label, "fair", name, 0, -1);
+            java.act(
+                &label,
+                "record",
+                "fair",
+                name,
+                json!({ "list": "grants", "value": label }),
+            );
+            java.unlock(&label, "fair", name);
+            java_actors.push(label.clone());
+        } else {
+            let lock = client.get_fair_lock(name).unwrap();
+            let mut admin = server.admin().await;
+            let label = label.clone();
+            rust_waiters.push(tokio::spawn(async move {
+                let guard = lock.lock().await.unwrap();
+                let _: () = admin.rpush("grants", &label).await.unwrap();
+                guard.unlock().await.unwrap();
+            }));
+        }
+        assert!(
+            eventually(SOON, || async {
+                queue_len(&server, name).await == before + 1
+            })
+            .await,
+            "{label} did not join the line"
+        );
+        expected.push(label);
+    }
+    held.unlock().await.unwrap();
+    within(Duration::from_secs(30), "16 fair waiters", async {
+        for actor in &java_actors {
+            java.expect("unlocked", Some(actor), Duration::from_secs(30))
+                .await;
+        }
+        for t in rust_waiters {
+            t.await.unwrap();
+        }
+    })
+    .await;
+    assert_eq!(
+        lrange(&server, "grants").await,
+        expected,
+        "granted out of arrival order"
+    );
+    del(&server, "grants").await;
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}
+
+/// A Java waiter (`tryLock(2 s)`) whose JVM is killed while first in line: the
+/// Rust and Java waiters behind it get the lock, in order, within its wait plus a
+/// few seconds of the release (not the Rust side's 20 s fair wait).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_waiters_behind_a_killed_java_head_still_get_the_lock() {
+    let name = "fair-killed";
+    let wait = Duration::from_secs(20);
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, Some(wait)).await;
+    let mut doomed = JavaDriver::start(&server.url(), WATCHDOG_30S, Some(wait)).await;
+    // The holder's lease is a 1 s watchdog: Redisson sets the dead head's deadline
+    // when it joins, to the holder's PTTL then + its tryLock wait (about 3 s on).
+    let client = server
+        .client_with(|c| {
+            c.fair_lock_wait_timeout = wait;
+            c.lock_watchdog_timeout = Duration::from_secs(1);
+        })
+        .await;
+    let held = client.get_fair_lock(name).unwrap().lock().await.unwrap();
+
+    doomed.lock("k", "fair", name, 0, 2_000);
+    assert!(eventually(SOON, || async { queue_len(&server, name).await == 1 }).await);
+    doomed.kill();
+
+    let lock = client.get_fair_lock(name).unwrap();
+    let mut admin = server.admin().await;
+    let rust_waiter = tokio::spawn(async move {
+        let guard = lock.lock().await.unwrap();
+        let at = Instant::now();
+        let _: () = admin.rpush("grants", "rust").await.unwrap();
+        guard.unlock().await.unwrap();
+        at
+    });
+    assert!(eventually(SOON, || async { queue_len(&server, name).await == 2 }).await);
+    java.lock("behind", "fair", name, 0, -1);
+    java.act(
+        "behind",
+        "record",
+        "fair",
+        name,
+        json!({ "list": "grants", "value": "java" }),
+    );
+    java.unlock("behind", "fair", name);
+    assert!(eventually(SOON, || async { queue_len(&server, name).await == 3 }).await);
+
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let bound = Duration::from_secs(2 + 5);
+    let rust_at = within(bound, "the Rust waiter behind the dead head", rust_waiter)
+        .await
+        .unwrap();
+    java.expect(
+        "unlocked",
+        Some("behind"),
+        bound.saturating_sub(released.elapsed()),
+    )
+    .await;
+    eprintln!(
+        "fair, killed Java head: the Rust waiter behind it acquired {:?} after the release",
+        rust_at.duration_since(released)
+    );
+    assert_eq!(lrange(&server, "grants").await, ["rust", "java"]);
+    del(&server, "grants").await;
+    assert_eq!(queue_len(&server, name).await, 0);
+    assert_eq!(timeouts_len(&server, name).await, 0);
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}
+
+/// `tryLock` give-ups, Java's and ours, leave the line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_try_lock_give_ups_on_both_sides_leave_the_line() {
+    let name = "fair-give-up";
+    let wait = Duration::from_secs(20);
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, Some(wait)).await;
+    let client = server
+        .client_with(|c| c.fair_lock_wait_timeout = wait)
+        .await;
+    let held = client.get_fair_lock(name).unwrap().lock().await.unwrap();
+
+    // One waiter that stays, first in line.
+    let stayer = client.get_fair_lock(name).unwrap();
+    let stayer = tokio::spawn(async move { stayer.lock().await.unwrap().unlock().await.unwrap() });
+    assert!(eventually(SOON, || async { queue_len(&server, name).await == 1 }).await);
+
+    // Java gives up after 500 ms.
+    java.lock("quitter", "fair", name, 0, 500);
+    assert!(eventually(SOON, || async { queue_len(&server, name).await == 2 }).await);
+    java.expect("not_acquired", Some("quitter"), SOON).await;
+    assert!(
+        eventually(SOON, || async { queue_len(&server, name).await == 1 }).await,
+        "the Java quitter stayed in line: {:?}",
+        crate::support::fair::queue(&server, name).await
+    );
+    assert_eq!(timeouts_len(&server, name).await, 1);
+
+    // Rust gives up after 500 ms, behind a Java waiter that stays.
+    java.lock("java-stayer", "fair", name, 0, -1);
+    assert!(eventually(SOON, || async { queue_len(&server, name).await == 2 }).await);
+    let quitter = client.get_fair_lock(name).unwrap();
+    let gave_up = tokio::spawn(async move {
+        quitter
+            .try_lock_wait(Duration::from_millis(500))
+            .await
+            .unwrap()
+            .is_none()
+    });
+    assert!(eventually(SOON, || async { queue_len(&server, name).await == 3 }).await);
+    assert!(within(SOON, "the Rust quitter", gave_up).await.unwrap());
+    assert!(
+        eventually(SOON, || async { queue_len(&server, name).await == 2 }).await,
+        "the Rust quitter stayed in line: {:?}",
+        crate::support::fair::queue(&server, name).await
+    );
+    assert_eq!(timeouts_len(&server, name).await, 2);
+
+    // Java gives up from the middle of the line, too.
+    java.lock("quitter2", "fair", name, 0, 300);
+    java.expect("not_acquired", Some("quitter2"), SOON).await;
+    assert!(eventually(SOON, || async { queue_len(&server, name).await == 2 }).await);
+
+    held.unlock().await.unwrap();
+    within(SOON, "the Rust stayer", stayer).await.unwrap();
+    java.expect("acquired", Some("java-stayer"), SOON).await;
+    java.unlock("java-stayer", "fair", name);
+    java.expect("unlocked", Some("java-stayer"), SOON).await;
+    assert_eq!(queue_len(&server, name).await, 0);
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}
+
+// ---- d. read-write ---------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_lock_excludes_across_languages_both_ways() {
+    let name = "rw-mixed";
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    let rw = client.get_read_write_lock(name).unwrap();
+
+    // Java readers, a Rust writer waiting.
+    for r in ["jr1", "jr2"] {
+        java.lock(r, "read", name, 0, -1);
+        java.expect("acquired", Some(r), SOON).await;
+    }
+    let shared = rw.read_lock().try_lock().await.unwrap();
+    shared
+        .expect("a Rust reader shares with Java readers")
+        .unlock()
+        .await
+        .unwrap();
+    let writer = rw.write_lock();
+    let waiting = tokio::spawn(async move { writer.lock().await.unwrap() });
+    wait_subscribed(&server, &channel("write", name)).await;
+    java.unlock("jr1", "read", name);
+    java.expect("unlocked", Some("jr1"), SOON).await;
+    assert!(
+        !waiting.is_finished(),
+        "a writer got in beside a Java reader"
+    );
+    java.unlock("jr2", "read", name);
+    java.expect("unlocked", Some("jr2"), SOON).await;
+    let write = within(SOON, "the Rust writer after the Java readers", waiting)
+        .await
+        .unwrap();
+    java.lock("jr3", "read", name, 0, 0);
+    java.expect("not_acquired", Some("jr3"), SOON).await;
+    write.unlock().await.unwrap();
+
+    // Rust readers, a Java writer waiting.
+    let r1 = rw.read_lock().lock().await.unwrap();
+    let r2 = rw.read_lock().lock().await.unwrap();
+    java.lock("jw", "write", name, 0, -1);
+    wait_subscribed(&server, &channel("write", name)).await;
+    r1.unlock().await.unwrap();
+    assert!(
+        java.try_expect("acquired", Some("jw"), Duration::from_millis(300))
+            .await
+            .is_none(),
+        "a Java writer got in beside a Rust reader"
+    );
+    r2.unlock().await.unwrap();
+    java.expect("acquired", Some("jw"), SOON).await;
+    assert!(rw.read_lock().try_lock().await.unwrap().is_none());
+    assert!(rw.write_lock().try_lock().await.unwrap().is_none());
+    java.unlock("jw", "write", name);
+    java.expect("unlocked", Some("jw"), SOON).await;
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_downgrade_lets_a_waiting_java_reader_in_promptly() {
+    let name = "rw-downgrade";
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    let rw = client.get_read_write_lock(name).unwrap();
+
+    let write = rw.write_lock().lock().await.unwrap();
+    java.lock("reader", "read", name, 0, -1);
+    wait_subscribed(&server, &channel("read", name)).await;
+    let read = write.scope(rw.read_lock().lock()).await.unwrap();
+    write.unlock().await.unwrap();
+    // Java's watchdog (and so the lock's TTL it would sleep out) is 30 s.
+    java.expect("acquired", Some("reader"), Duration::from_secs(3))
+        .await;
+    assert!(rw.write_lock().try_lock().await.unwrap().is_none());
+    java.unlock("reader", "read", name);
+    java.expect("unlocked", Some("reader"), SOON).await;
+    read.unlock().await.unwrap();
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}
+
+// ---- e. watchdog both ways -------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdogs_keep_one_second_leases_alive_both_ways() {
+    let server = RedisServer::start();
+    let watchdog = Duration::from_secs(1);
+    let mut java = JavaDriver::start(&server.url(), watchdog, None).await;
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = watchdog)
+        .await;
+    let hold = Duration::from_secs(3);
+
+    for kind in ["reentrant", "write"] {
+        let name = format!("watchdog-{kind}");
+        let key = name.clone();
+
+        // A Java holder, a Rust contender.
+        java.lock("holder", kind, &name, 0, -1);
+        java.expect("acquired", Some("holder"), SOON).await;
+        let lock = rust_lock(&client, kind, &name);
+        let start = Instant::now();
+        let mut attempts = 0;
+        while start.elapsed() < hold {
+            assert!(
+                lock.try_lock_wait(Duration::from_millis(100))
+                    .await
+                    .unwrap()
+                    .is_none(),
+                "{kind}: got a lock Java holds, after {:?}",
+                start.elapsed()
+            );
+            let ttl = pttl(&server, &key).await;
+            assert!(ttl > 0 && ttl <= 1_000, "{kind}: PTTL {ttl}");
+            attempts += 1;
+        }
+        assert!(attempts >= 10, "{kind}: only {attempts} attempts");
+        java.unlock("holder", kind, &name);
+        java.expect("unlocked", Some("holder"), SOON).await;
+        let guard = lock
+            .try_lock_wait(SOON)
+            .await
+            .unwrap()
+            .expect("free after the Java unlock");
+
+        // The reverse: the Rust holder, a Java contender.
+        let start = Instant::now();
+        while start.elapsed() < hold {
+            java.lock("contender", kind, &name, 0, 100);
+            java.expect("not_acquired", Some("contender"), SOON).await;
+            let ttl = pttl(&server, &key).await;
+            assert!(ttl > 0 && ttl <= 1_000, "{kind}: PTTL {ttl}");
+        }
+        guard.unlock().await.unwrap();
+        java.lock("contender", kind, &name, 0, 10_000);
+        java.expect("acquired", Some("contender"), SOON).await;
+        java.unlock("contender", kind, &name);
+        java.expect("unlocked", Some("contender"), SOON).await;
+    }
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}
+
+// ---- f. force unlock -------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_from_either_side_wakes_the_other_sides_waiters() {
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    // Far below the 30 s leases: the wake-up came from the force release's
+    // message.
+    let prompt = Duration::from_secs(3);
+
+    for kind in ["reentrant", "fair", "write"] {
+        let name = format!("force-{kind}");
+
+        // Java holds, a Rust waiter waits, Java forces.
+        java.lock("holder", kind, &name, 0, -1);
+        java.expect("acquired", Some("holder"), SOON).await;
+        let lock = rust_lock(&client, kind, &name);
+        let waiter = lock.clone();
+        let waiting = tokio::spawn(async move { waiter.lock().await.unwrap() });
+        if kind == "fair" {
+            assert!(eventually(SOON, || async { queue_len(&server, &name).await == 1 }).await);
+        } else {
+            wait_subscribed(&server, &channel(kind, &name)).await;
+        }
+        java.act("forcer", "force_unlock", kind, &name, json!({}));
+        let forced = java.expect("forced", Some("forcer"), SOON).await;
+        assert_eq!(forced["result"], true, "{kind}: {forced}");
+        let guard = within(
+            prompt,
+            &format!("{kind}: the Rust waiter after a Java force unlock"),
+            waiting,
+        )
+        .await
+        .unwrap();
+
+        // Rust holds, a Java waiter waits, Rust forces.
+        java.lock("waiter", kind, &name, 0, -1);
+        if kind == "fair" {
+            assert!(eventually(SOON, || async { queue_len(&server, &name).await == 1 }).await);
+        } else {
+            wait_subscribed(&server, &channel(kind, &name)).await;
+        }
+        assert!(lock.force_unlock().await.unwrap(), "{kind}: nothing forced");
+        java.expect("acquired", Some("waiter"), prompt).await;
+        assert!(guard.unlock().await.unwrap_err().is_not_held());
+        java.unlock("waiter", kind, &name);
+        java.expect("unlocked", Some("waiter"), SOON).await;
+        // The Java holder that was forced out: its unlock is refused, except
+        // that Redisson's fair and write unlocks report success on a lock that
+        // no longer exists at all.
+        java.unlock("holder", kind, &name);
+        let answer = java
+            .expect_any(&["error", "unlocked"], Some("holder"), SOON)
+            .await;
+        if kind == "reentrant" {
+            assert_eq!(answer["error"], "not_held", "{answer}");
+        }
+        eprintln!("force unlock, {kind}: the forced-out Java holder's unlock said {answer}");
+    }
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}
+
+// ---- g. Redisson's unlock latches ----------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redisson_unlock_latches_do_not_disturb_rust_locks() {
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+
+    for kind in ["reentrant", "fair", "read", "write"] {
+        let name = format!("latch-{kind}");
+        // Java: watchdog hold, lease hold, nested hold; each released.
+        for lease in [0, 5_000] {
+            java.lock("j", kind, &name, lease, -1);
+            java.expect("acquired", Some("j"), SOON).await;
+            java.unlock("j", kind, &name);
+            java.expect("unlocked", Some("j"), SOON).await;
+        }
+        // Rust, right after, on the same name: everything as usual.
+        let lock = rust_lock(&client, kind, &name);
+        let guard = lock.try_lock().await.unwrap().expect("free after Java");
+        let inner = guard.scope(lock.lock()).await.unwrap();
+        assert_eq!(guard.scope(lock.hold_count()).await.unwrap(), 2);
+        inner.unlock().await.unwrap();
+        guard.unlock().await.unwrap();
+        let guard = lock.lock_with_lease(Duration::from_secs(5)).await.unwrap();
+        guard.unlock().await.unwrap();
+        assert!(!lock.is_locked().await.unwrap());
+        // And Java again after Rust.
+        java.lock("j", kind, &name, 0, 0);
+        java.expect("acquired", Some("j"), SOON).await;
+        java.unlock("j", kind, &name);
+        java.expect("unlocked", Some("j"), SOON).await;
+    }
+    // Rust alone writes no latch.
+    let rust_only = client.get_lock("latch-rust-only").unwrap();
+    rust_only.lock().await.unwrap().unlock().await.unwrap();
+
+    let latches = assert_nothing_left_but_latches(&server, &[&client]).await;
+    assert!(
+        !latches.iter().any(|k| k.contains("latch-rust-only")),
+        "a Rust unlock wrote a latch: {latches:?}"
+    );
+    let mut report = String::new();
+    for key in &latches {
+        let ttl = pttl(&server, key).await;
+        report.push_str(&format!("  {key} (PTTL {ttl} ms)\n"));
+    }
+    eprintln!(
+        "Redisson {} left {} unlock latch key(s) after 12 Java unlocks:\n{report}",
+        crate::support::java::redisson_version(),
+        latches.len()
+    );
+    assert!(latches.iter().all(|k| is_unlock_latch(k)));
+}
+
+// ---- h. fix checks ---------------------------------------------------------
+
+/// A Java waiter parked on the read-write lock behind a Rust writer acquires
+/// within 1 s of the write release, not after the TTL its attempt returned (the
+/// 6 s watchdog): Redisson's waiters keep a `0` message as a permit but not a `1`,
+/// so a waiter between its attempt and its sleep misses a lone `1`. The window
+/// is narrow (a few percent of rounds hit it): 60 rounds, each releasing the
+/// moment the Java waiter subscribes plus 0 to 1 ms, swept round by round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fix_check_a_java_rw_waiter_wakes_promptly_after_a_rust_write_release() {
+    let server = RedisServer::start();
+    let watchdog = Duration::from_secs(6);
+    let mut java = JavaDriver::start(&server.url(), watchdog, None).await;
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = watchdog)
+        .await;
+    let mut admin = server.admin().await;
+    let mut late = Vec::new();
+    for round in 0..60u64 {
+        let name = format!("rw-race-{round}");
+        let java_kind = if round % 2 == 0 { "write" } else { "read" };
+        let rw = client.get_read_write_lock(&name).unwrap();
+        let write = rw.write_lock().lock().await.unwrap();
+        java.lock("waiter", java_kind, &name, 0, -1);
+        // Poll without sleeping: release as close as possible after the Java
+        // waiter's subscription, where its second attempt and its park are.
+        let channel = channel("write", &name);
+        let deadline = Instant::now() + SOON;
+        loop {
+            let subs: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&channel)
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            if subs.first().is_some_and(|(_, n)| *n >= 1) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: the Java waiter never subscribed"
+            );
+        }
+        // Sweep the release over the window, for each kind.
+        let spin = Duration::from_micros(1_000 * ((round / 2) % 30) / 30);
+        let spin_until = Instant::now() + spin;
+        while Instant::now() < spin_until {
+            std::hint::spin_loop();
+        }
+        let released = Instant::now();
+        write.unlock().await.unwrap();
+        if java
+            .try_expect("acquired", Some("waiter"), Duration::from_secs(1))
+            .await
+            .is_none()
+        {
+            java.expect("acquired", Some("waiter"), Duration::from_secs(15))
+                .await;
+            late.push(format!(
+                "round {round} (Java {java_kind} lock, released {spin:?} after it \
+                 subscribed): acquired {:?} after the release",
+                released.elapsed()
+            ));
+        }
+        java.unlock("waiter", java_kind, &name);
+        java.expect("unlocked", Some("waiter"), SOON).await;
+        if late.len() == 2 {
+            break; // each costs a lease; two make the point
+        }
+    }
+    assert!(
+        late.is_empty(),
+        "Java waiters slept out the lease after a Rust write release:\n{}",
+        late.join("\n")
+    );
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}
+
+/// A Java `tryLock(2 s)` waiter killed while first in line holds the line for
+/// about its own wait after the release, not for the Rust fair wait (20 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fix_check_a_killed_java_fair_head_blocks_for_its_wait_not_ours() {
+    let name = "fair-dead-head";
+    let wait = Duration::from_secs(20);
+    let server = RedisServer::start();
+    let mut doomed = JavaDriver::start(&server.url(), WATCHDOG_30S, Some(wait)).await;
+    // A 1 s watchdog on the holder: the dead head's deadline, set by Redisson when
+    // it joined, is the holder's PTTL then (<= 1 s) + its tryLock wait (2 s).
+    let client = server
+        .client_with(|c| {
+            c.fair_lock_wait_timeout = wait;
+            c.lock_watchdog_timeout = Duration::from_secs(1);
+        })
+        .await;
+    let held = client.get_fair_lock(name).unwrap().lock().await.unwrap();
+    doomed.lock("k", "fair", name, 0, 2_000);
+    assert!(eventually(SOON, || async { queue_len(&server, name).await == 1 }).await);
+    doomed.kill();
+    let next = client.get_fair_lock(name).unwrap();
+    let waiting = tokio::spawn(async move {
+        let guard = next.lock().await.unwrap();
+        let at = Instant::now();
+        guard.unlock().await.unwrap();
+        at
+    });
+    assert!(eventually(SOON, || async { queue_len(&server, name).await == 2 }).await);
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let at = within(
+        Duration::from_secs(2 + 3),
+        "the Rust waiter behind the killed Java head (the Rust fair wait is 20 s)",
+        waiting,
+    )
+    .await
+    .unwrap();
+    eprintln!(
+        "fix check, killed Java fair head: the next waiter acquired {:?} after the release",
+        at.duration_since(released)
+    );
+    assert_eq!(queue_len(&server, name).await, 0);
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}
+
+/// `read_lock().is_locked()` agrees with Java's `readLock().isLocked()` in pure
+/// write mode, during a downgrade (write + read by one owner) and in pure read
+/// mode; the write side is compared too. Each state is built by Rust, then by
+/// Java.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fix_check_read_lock_is_locked_agrees_with_java_in_every_mode() {
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    let mut table = Vec::new();
+    let mut mismatches = Vec::new();
+
+    async fn compare(
+        java: &mut JavaDriver,
+        client: &redisson_locks::Client,
+        name: &str,
+        state: &str,
+        table: &mut Vec<String>,
+        mismatches: &mut Vec<String>,
+    ) {
+        let rw = client.get_read_write_lock(name).unwrap();
+        for (kind, lock) in [("read", rw.read_lock()), ("write", rw.write_lock())] {
+            let rust = lock.is_locked().await.unwrap();
+            let java_says = java.inspect("observer", kind, name).await["locked"]
+                .as_bool()
+                .unwrap();
+            let line =
+                format!("{state:<32} {kind}Lock().isLocked(): Java {java_says}, Rust {rust}");
+            if java_says != rust {
+                mismatches.push(line.clone());
+            }
+            table.push(line);
+        }
+    }
+
+    // Built by Rust.
+    let name = "rw-is-locked-rust";
+    let rw = client.get_read_write_lock(name).unwrap();
+    let write = rw.write_lock().lock().await.unwrap();
+    compare(
+        &mut java,
+        &client,
+        name,
+        "Rust: write",
+        &mut table,
+        &mut mismatches,
+    )
+    .await;
+    let read = write.scope(rw.read_lock().lock()).await.unwrap();
+    compare(
+        &mut java,
+        &client,
+        name,
+        "Rust: write + read (downgrade)",
+        &mut table,
+        &mut mismatches,
+    )
+    .await;
+    write.unlock().await.unwrap();
+    compare(
+        &mut java,
+        &client,
+        name,
+        "Rust: read",
+        &mut table,
+        &mut mismatches,
+    )
+    .await;
+    read.unlock().await.unwrap();
+    compare(
+        &mut java,
+        &client,
+        name,
+        "Rust: free",
+        &mut table,
+        &mut mismatches,
+    )
+    .await;
+
+    // Built by Java.
+    let name = "rw-is-locked-java";
+    java.lock("owner", "write", name, 0, -1);
+    java.expect("acquired", Some("owner"), SOON).await;
+    compare(
+        &mut java,
+        &client,
+        name,
+        "Java: write",
+        &mut table,
+        &mut mismatches,
+    )
+    .await;
+    java.lock("owner", "read", name, 0, -1);
+    java.expect("acquired", Some("owner"), SOON).await;
+    compare(
+        &mut java,
+        &client,
+        name,
+        "Java: write + read (downgrade)",
+        &mut table,
+        &mut mismatches,
+    )
+    .await;
+    java.unlock("owner", "write", name);
+    java.expect("unlocked", Some("owner"), SOON).await;
+    compare(
+        &mut java,
+        &client,
+        name,
+        "Java: read",
+        &mut table,
+        &mut mismatches,
+    )
+    .await;
+    java.unlock("owner", "read", name);
+    java.expect("unlocked", Some("owner"), SOON).await;
+
+    eprintln!("isLocked() by mode:\n{}", table.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "Rust disagrees with Java:\n{}",
+        mismatches.join("\n")
+    );
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}
