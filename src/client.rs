@@ -12,7 +12,7 @@ use crate::ledger::{Ledger, Settling};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::keys::{validate_cluster_name, validate_name};
-use crate::lock::{Kind, RLock, RReadWriteLock};
+use crate::lock::{Fair, RLock, RReadWriteLock, Reentrant};
 use crate::pubsub::{PubSub, PushHandler};
 use crate::watchdog::Watchdog;
 
@@ -191,7 +191,7 @@ impl Client {
     /// unbalanced or empty `{` (its keys would land in different slots).
     pub fn get_lock(&self, name: impl Into<String>) -> Result<RLock> {
         let name = self.checked_name(name.into())?;
-        Ok(RLock::new(self.inner.clone(), name, Kind::Reentrant))
+        Ok(RLock::new(self.inner.clone(), name, &Reentrant))
     }
 
     /// A fair lock (Redisson's `getFairLock`) named `name`: an [`RLock`] that hands
@@ -201,7 +201,7 @@ impl Client {
     /// As [`get_lock`](Client::get_lock).
     pub fn get_fair_lock(&self, name: impl Into<String>) -> Result<RLock> {
         let name = self.checked_name(name.into())?;
-        Ok(RLock::new(self.inner.clone(), name, Kind::Fair))
+        Ok(RLock::new(self.inner.clone(), name, &Fair))
     }
 
     /// A read-write lock (Redisson's `getReadWriteLock`) named `name`: shared

@@ -9,13 +9,56 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::kind::LockKind;
+use crate::client::ClientInner;
 use crate::conn::Conn;
 
 use crate::config::duration_to_millis;
 use crate::error::Result;
 use crate::keys::fair_waiter_channel;
 use crate::scripts::{self, BusyTtl, FairKeys, Handoff, Released};
-use crate::wait::{Acquirer, BoxFuture, Target};
+use crate::wait::{Acquirer, BoxFuture, Target, Wait};
+
+/// The fair lock (Redisson `getFairLock`): handed out strictly in arrival order.
+#[derive(Debug)]
+pub(crate) struct Fair;
+
+impl LockKind for Fair {
+    fn acquirer(
+        &self,
+        client: &ClientInner,
+        name: &Arc<str>,
+        owner: String,
+        wait: Wait,
+    ) -> Arc<dyn Acquirer> {
+        let config = &client.config;
+        // How long this waiter keeps its place while silent: a timed try uses its
+        // wait, as Redisson does; otherwise the configured default.
+        let grace = match wait {
+            Wait::For(wait) if !wait.is_zero() => wait,
+            _ => config.fair_lock_wait_timeout,
+        };
+        Arc::new(FairOps::new(
+            name.clone(),
+            owner,
+            grace,
+            handoff(config),
+            config.lock_watchdog_timeout,
+        ))
+    }
+
+    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+        Box::pin(async move {
+            let handoff = handoff(&client.config);
+            scripts::fair_force_release(&mut client.conn.clone(), &FairKeys::new(name), handoff)
+                .await
+        })
+    }
+
+    fn is_fair(&self) -> bool {
+        true
+    }
+}
 
 /// The least time the first in line gets to take a lock just freed (its
 /// deadline becomes the later of its own and now + this). Short, because a woken

@@ -2,13 +2,15 @@
 
 mod fair;
 mod guard;
+mod kind;
 mod read_write;
 mod reentrant;
 mod rlock;
 
+pub(crate) use fair::Fair;
 pub use guard::LockGuard;
 pub use read_write::RReadWriteLock;
-pub(crate) use rlock::Kind;
+pub(crate) use reentrant::Reentrant;
 pub use rlock::RLock;
 
 use std::time::Duration;

@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use crate::conn::Conn;
 
-use super::rlock::{Kind, RLock};
+use super::kind::LockKind;
+use super::rlock::RLock;
 use crate::client::ClientInner;
 use crate::error::{Error, Result};
 use crate::keys::rwlock_channel;
 use crate::pubsub::Class;
 use crate::scripts::{self, BusyTtl, Released, HOLDS_READ};
-use crate::wait::{Acquirer, BoxFuture, Target};
+use crate::wait::{Acquirer, BoxFuture, Target, Wait};
 use crate::watchdog::RenewKind;
 
 /// A read-write lock (Redisson's `RReadWriteLock`): any number of readers, or one
@@ -46,8 +47,8 @@ pub struct RReadWriteLock {
 impl RReadWriteLock {
     pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Self {
         RReadWriteLock {
-            read: RLock::new(client.clone(), name.clone(), Kind::Read),
-            write: RLock::new(client, name, Kind::Write),
+            read: RLock::new(client.clone(), name.clone(), &ReadSide),
+            write: RLock::new(client, name, &WriteSide),
         }
     }
 
@@ -64,6 +65,98 @@ impl RReadWriteLock {
     /// The exclusive side (Redisson `writeLock()`).
     pub fn write_lock(&self) -> RLock {
         self.write.clone()
+    }
+}
+
+/// The shared side of a read-write lock (Redisson `readLock()`).
+#[derive(Debug)]
+pub(crate) struct ReadSide;
+
+/// The exclusive side of a read-write lock (Redisson `writeLock()`).
+#[derive(Debug)]
+pub(crate) struct WriteSide;
+
+/// Forces one side open: deletes the lock (and every read hold's key) when it is
+/// in that side's `mode`.
+fn force_side(
+    client: Arc<ClientInner>,
+    name: Arc<str>,
+    mode: &'static str,
+) -> BoxFuture<Result<bool>> {
+    Box::pin(async move {
+        let channel = rwlock_channel(&name);
+        scripts::rw_force_release(&mut client.conn.clone(), &name, &channel, mode).await
+    })
+}
+
+impl LockKind for ReadSide {
+    fn acquirer(
+        &self,
+        _client: &ClientInner,
+        name: &Arc<str>,
+        owner: String,
+        _wait: Wait,
+    ) -> Arc<dyn Acquirer> {
+        Arc::new(ReadOps::new(name.clone(), owner))
+    }
+
+    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+        force_side(client, name, "read")
+    }
+
+    /// Held in read mode, and during a downgrade (write mode with read holds: more
+    /// than the `mode` and writer fields), as Redisson answers.
+    fn is_locked(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+        Box::pin(async move {
+            let (mode, fields): (Option<String>, u64) = redis::pipe()
+                .atomic()
+                .hget(&*name, "mode")
+                .hlen(&*name)
+                .query_async(&mut client.conn.clone())
+                .await
+                .map_err(|e| Error::from_redis(&name, e))?;
+            Ok(match mode.as_deref() {
+                Some("read") => true,
+                Some("write") => fields > 2,
+                _ => false,
+            })
+        })
+    }
+}
+
+impl LockKind for WriteSide {
+    fn acquirer(
+        &self,
+        _client: &ClientInner,
+        name: &Arc<str>,
+        owner: String,
+        wait: Wait,
+    ) -> Arc<dyn Acquirer> {
+        // Refuse, rather than wait on itself, an upgrade without a time limit.
+        Arc::new(WriteOps::new(
+            name.clone(),
+            owner,
+            matches!(wait, Wait::Forever),
+        ))
+    }
+
+    fn field(&self, owner: String) -> String {
+        writer_field(&owner)
+    }
+
+    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+        force_side(client, name, "write")
+    }
+
+    /// Held in write mode.
+    fn is_locked(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+        Box::pin(async move {
+            let mode: Option<String> =
+                redis::AsyncCommands::hget(&mut client.conn.clone(), &*name, "mode")
+                    .await
+                    .map_err(|e| Error::from_redis(&name, e))?;
+            Ok(mode.as_deref() == Some("write"))
+        })
     }
 }
 

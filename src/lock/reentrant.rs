@@ -2,12 +2,37 @@
 
 use std::sync::Arc;
 
+use super::kind::LockKind;
+use crate::client::ClientInner;
 use crate::conn::Conn;
-
 use crate::error::Result;
 use crate::keys::lock_channel;
 use crate::scripts::{self, BusyTtl, Released};
-use crate::wait::{Acquirer, BoxFuture, Target};
+use crate::wait::{Acquirer, BoxFuture, Target, Wait};
+
+/// The reentrant lock (Redisson `getLock`): whoever asks first after a release
+/// gets it.
+#[derive(Debug)]
+pub(crate) struct Reentrant;
+
+impl LockKind for Reentrant {
+    fn acquirer(
+        &self,
+        _client: &ClientInner,
+        name: &Arc<str>,
+        owner: String,
+        _wait: Wait,
+    ) -> Arc<dyn Acquirer> {
+        Arc::new(ReentrantOps::new(name.clone(), owner))
+    }
+
+    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+        Box::pin(async move {
+            let channel = lock_channel(&name);
+            scripts::lock_force_release(&mut client.conn.clone(), &name, &channel).await
+        })
+    }
+}
 
 /// The reentrant lock's scripts, bound to one name and owner. All waiters of one
 /// lock share its unlock channel; an unlock wakes one of them per client.

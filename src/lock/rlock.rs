@@ -6,30 +6,14 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
-use super::fair::{handoff, FairOps};
 use super::guard::{release, LockGuard};
-use super::read_write::{writer_field, ReadOps, WriteOps};
-use super::reentrant::ReentrantOps;
+use super::kind::LockKind;
 use super::RemainingTtl;
 use crate::client::ClientInner;
 use crate::config::duration_to_millis;
 use crate::error::{Error, Result};
 use crate::owner::{owner_field, OwnerId};
-use crate::scripts::{self, FairKeys};
 use crate::wait::{self, Acquirer, Lease, Wait};
-
-/// Which hand-out rule a lock follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// Whoever asks first after a release (Redisson `getLock`).
-    Reentrant,
-    /// Strictly in arrival order (Redisson `getFairLock`).
-    Fair,
-    /// The shared side of a read-write lock (Redisson `readLock()`).
-    Read,
-    /// The exclusive side of a read-write lock (Redisson `writeLock()`).
-    Write,
-}
 
 /// A reentrant distributed lock: Redisson's `RLock`, on the same keys.
 ///
@@ -95,12 +79,12 @@ pub(crate) enum Kind {
 pub struct RLock {
     client: Arc<ClientInner>,
     name: Arc<str>,
-    kind: Kind,
+    kind: &'static dyn LockKind,
     owner: OwnerId,
 }
 
 impl RLock {
-    pub(crate) fn new(client: Arc<ClientInner>, name: String, kind: Kind) -> Self {
+    pub(crate) fn new(client: Arc<ClientInner>, name: String, kind: &'static dyn LockKind) -> Self {
         RLock {
             client,
             name: name.into(),
@@ -116,7 +100,7 @@ impl RLock {
 
     /// Is this the fair lock (handed out in arrival order)?
     pub fn is_fair(&self) -> bool {
-        self.kind == Kind::Fair
+        self.kind.is_fair()
     }
 
     /// A handle for the same lock that acts for owner `id`: for work that is
@@ -282,23 +266,10 @@ impl RLock {
     /// # Errors
     /// [`Error::Redis`] when the command fails.
     pub async fn force_unlock(&self) -> Result<bool> {
-        let mut conn = self.client.conn.clone();
-        let freed = match self.kind {
-            Kind::Reentrant => {
-                let channel = crate::keys::lock_channel(&self.name);
-                scripts::lock_force_release(&mut conn, &self.name, &channel).await?
-            }
-            Kind::Fair => {
-                let handoff = handoff(&self.client.config);
-                scripts::fair_force_release(&mut conn, &FairKeys::new(self.name.clone()), handoff)
-                    .await?
-            }
-            Kind::Read | Kind::Write => {
-                let channel = crate::keys::rwlock_channel(&self.name);
-                let mode = self.rw_mode().unwrap_or_default();
-                scripts::rw_force_release(&mut conn, &self.name, &channel, mode).await?
-            }
-        };
+        let freed = self
+            .kind
+            .force_unlock(self.client.clone(), self.name.clone())
+            .await?;
         // Only a lock that was deleted takes this client's holds with it (forcing
         // the read side of a lock in write mode deletes nothing).
         if freed {
@@ -307,22 +278,9 @@ impl RLock {
         Ok(freed)
     }
 
-    /// The `mode` value of a read-write lock side.
-    fn rw_mode(&self) -> Option<&'static str> {
-        match self.kind {
-            Kind::Read => Some("read"),
-            Kind::Write => Some("write"),
-            Kind::Reentrant | Kind::Fair => None,
-        }
-    }
-
     /// The hash field counting owner `id`'s holds on this side.
     fn field(&self, id: u64) -> String {
-        let owner = owner_field(&self.client.id, id);
-        match self.kind {
-            Kind::Write => writer_field(&owner),
-            Kind::Reentrant | Kind::Fair | Kind::Read => owner,
-        }
+        self.kind.field(owner_field(&self.client.id, id))
     }
 
     /// Is the lock held by anyone (Redisson `isLocked()`)? For the write side of a
@@ -333,31 +291,9 @@ impl RLock {
     /// # Errors
     /// [`Error::Redis`] when the command fails.
     pub async fn is_locked(&self) -> Result<bool> {
-        let mut conn = self.client.conn.clone();
-        match self.kind {
-            Kind::Reentrant | Kind::Fair => conn.exists(&*self.name).await,
-            Kind::Write => conn
-                .hget(&*self.name, "mode")
-                .await
-                .map(|mode: Option<String>| mode.as_deref() == Some("write")),
-            Kind::Read => {
-                // In write mode the hash holds `mode` and the writer's field; any
-                // further field is a read hold of the writer.
-                let (mode, fields): (Option<String>, u64) = redis::pipe()
-                    .atomic()
-                    .hget(&*self.name, "mode")
-                    .hlen(&*self.name)
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(|e| Error::from_redis(&self.name, e))?;
-                return Ok(match mode.as_deref() {
-                    Some("read") => true,
-                    Some("write") => fields > 2,
-                    _ => false,
-                });
-            }
-        }
-        .map_err(|e| Error::from_redis(&self.name, e))
+        self.kind
+            .is_locked(self.client.clone(), self.name.clone())
+            .await
     }
 
     /// Does the calling owner hold it (Redisson `isHeldByCurrentThread()`)?
@@ -409,30 +345,7 @@ impl RLock {
     /// The scripts for one acquisition (or release) by owner `id`.
     fn ops(&self, id: u64, wait: Wait) -> Arc<dyn Acquirer> {
         let owner = owner_field(&self.client.id, id);
-        match self.kind {
-            Kind::Reentrant => Arc::new(ReentrantOps::new(self.name.clone(), owner)),
-            Kind::Fair => {
-                // How long this waiter keeps its place while silent: a timed try
-                // uses its wait, as Redisson does; otherwise the configured default.
-                let grace = match wait {
-                    Wait::For(wait) if !wait.is_zero() => wait,
-                    _ => self.client.config.fair_lock_wait_timeout,
-                };
-                Arc::new(FairOps::new(
-                    self.name.clone(),
-                    owner,
-                    grace,
-                    handoff(&self.client.config),
-                    self.client.config.lock_watchdog_timeout,
-                ))
-            }
-            Kind::Read => Arc::new(ReadOps::new(self.name.clone(), owner)),
-            Kind::Write => Arc::new(WriteOps::new(
-                self.name.clone(),
-                owner,
-                matches!(wait, Wait::Forever),
-            )),
-        }
+        self.kind.acquirer(&self.client, &self.name, owner, wait)
     }
 
     fn watchdog_lease_ms(&self) -> Result<u64> {

@@ -1,0 +1,57 @@
+//! The one extension point of the lock kinds.
+//!
+//! A lock kind is one value implementing [`LockKind`], in a file of its own with
+//! its scripts' adapter (an [`Acquirer`]): which scripts acquire and release for
+//! an owner, which hash field counts an owner's holds, how the lock is forced
+//! open and asked whether it is held. [`RLock`](super::RLock), the handle every
+//! kind shares, knows nothing else about kinds; the wait engine (`wait.rs`) and
+//! the watchdog serve them all.
+//!
+//! A trait rather than an enum of operations: a new kind is then one new file,
+//! with no match arm to add elsewhere, and a kind that composes another (the fair
+//! variant of a non-reentrant lock, say) can wrap it.
+
+use std::sync::Arc;
+
+use redis::AsyncCommands;
+
+use crate::client::ClientInner;
+use crate::error::{Error, Result};
+use crate::wait::{Acquirer, BoxFuture, Wait};
+
+/// What one kind of lock is, as the shared handle sees it.
+pub(crate) trait LockKind: std::fmt::Debug + Send + Sync + 'static {
+    /// The scripts one acquisition (or release) by owner field `owner` uses;
+    /// `wait` is the caller's wait, which some kinds take into account.
+    fn acquirer(
+        &self,
+        client: &ClientInner,
+        name: &Arc<str>,
+        owner: String,
+        wait: Wait,
+    ) -> Arc<dyn Acquirer>;
+
+    /// The hash field that counts `owner`'s holds.
+    fn field(&self, owner: String) -> String {
+        owner
+    }
+
+    /// Releases the lock whoever holds it; `true` when it was held and is now
+    /// deleted (taking this client's holds of it with it).
+    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>>;
+
+    /// Is it held (Redisson `isLocked()`)? By default: does the key exist.
+    fn is_locked(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+        Box::pin(async move {
+            let mut conn = client.conn.clone();
+            conn.exists(&*name)
+                .await
+                .map_err(|e| Error::from_redis(&name, e))
+        })
+    }
+
+    /// Does it hand the lock out in arrival order?
+    fn is_fair(&self) -> bool {
+        false
+    }
+}
