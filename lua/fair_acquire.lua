@@ -8,8 +8,10 @@
 -- ARGV[3]  wait in milliseconds: how long a silent waiter keeps its place
 -- ARGV[4]  now, epoch milliseconds (the caller's clock, as Redisson does)
 -- ARGV[5]  "1" to join the queue when the lock cannot be taken, "0" to try once
+-- ARGV[6]  "0" to refuse a re-entry (the non-reentrant fair lock); otherwise allowed
 --
--- Reply: nil when the owner now holds the lock; otherwise how many milliseconds the
+-- Reply: nil when the owner now holds the lock; -4 when the owner holds it and
+--        re-entry is refused (nothing changed); otherwise how many milliseconds the
 --        caller may sleep before trying again (<= 0: no useful bound):
 --        the lock's PTTL for the first in line, the time until the waiter ahead
 --        would be considered gone for the others.
@@ -18,6 +20,7 @@ local lock, queue, timeouts = KEYS[1], KEYS[2], KEYS[3]
 local lease, owner = ARGV[1], ARGV[2]
 local wait, now = tonumber(ARGV[3]), tonumber(ARGV[4])
 local may_queue = ARGV[5] == '1'
+local refuse_reentry = ARGV[6] == '0'
 
 evict_stale_heads(queue, timeouts, now, owner)
 
@@ -49,6 +52,9 @@ end
 
 -- Ours already: re-enter without queueing; the lease is extended, never shortened.
 if redis.call('hexists', lock, owner) == 1 then
+    if refuse_reentry then
+        return -4
+    end
     redis.call('hincrby', lock, owner, 1)
     if redis.call('pttl', lock) < tonumber(lease) then
         redis.call('pexpire', lock, lease)

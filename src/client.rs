@@ -12,7 +12,7 @@ use crate::ledger::{Ledger, Settling};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::keys::{validate_cluster_name, validate_name};
-use crate::lock::{Fair, RLock, RReadWriteLock, Reentrant};
+use crate::lock::{Fair, NonReentrant, NonReentrantFair, RLock, RReadWriteLock, Reentrant};
 use crate::pubsub::{PubSub, PushHandler};
 use crate::watchdog::Watchdog;
 
@@ -202,6 +202,40 @@ impl Client {
     pub fn get_fair_lock(&self, name: impl Into<String>) -> Result<RLock> {
         let name = self.checked_name(name.into())?;
         Ok(RLock::new(self.inner.clone(), name, &Fair))
+    }
+
+    /// A non-reentrant lock (Redisson `getNonReentrantLock`) named `name`: the
+    /// reentrant lock's layout, but an owner asking again for it while it holds it
+    /// is refused at once with [`Error::AlreadyHeld`], as Redisson refuses it.
+    /// Other owners wait as usual. No I/O happens here.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_non_reentrant_lock("once")?;
+    /// let guard = lock.lock().await?;
+    /// let again = guard.scope(lock.lock()).await; // the same owner asks again
+    /// assert!(again.unwrap_err().is_already_held());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`get_lock`](Client::get_lock).
+    pub fn get_non_reentrant_lock(&self, name: impl Into<String>) -> Result<RLock> {
+        let name = self.checked_name(name.into())?;
+        Ok(RLock::new(self.inner.clone(), name, &NonReentrant))
+    }
+
+    /// A non-reentrant fair lock (Redisson `getNonReentrantFairLock`): the fair
+    /// lock's layout and order, refusing an owner's second hold as
+    /// [`get_non_reentrant_lock`](Client::get_non_reentrant_lock) does. No I/O
+    /// happens here.
+    ///
+    /// # Errors
+    /// As [`get_lock`](Client::get_lock).
+    pub fn get_non_reentrant_fair_lock(&self, name: impl Into<String>) -> Result<RLock> {
+        let name = self.checked_name(name.into())?;
+        Ok(RLock::new(self.inner.clone(), name, &NonReentrantFair))
     }
 
     /// A read-write lock (Redisson's `getReadWriteLock`) named `name`: shared

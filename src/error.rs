@@ -39,6 +39,16 @@ pub enum Error {
         /// The lock name.
         name: String,
     },
+    /// The owner asked for a non-reentrant lock it already holds
+    /// ([`Client::get_non_reentrant_lock`](crate::Client::get_non_reentrant_lock)).
+    /// Refused at once, as Redisson refuses it (with `IllegalMonitorStateException`):
+    /// waiting would be waiting on itself.
+    AlreadyHeld {
+        /// The lock name.
+        name: String,
+        /// The owner field (`<client-uuid>:<id>`) that asked again.
+        owner: String,
+    },
     /// The lock was acquired on the primary but no replica acknowledged it within
     /// `replica_sync_timeout`; it was released again (see
     /// [`Config::replica_sync`](crate::Config::replica_sync)).
@@ -86,6 +96,11 @@ impl Error {
         matches!(self, Error::WouldDeadlock { .. })
     }
 
+    /// Did the owner ask again for a non-reentrant lock it holds?
+    pub fn is_already_held(&self) -> bool {
+        matches!(self, Error::AlreadyHeld { .. })
+    }
+
     /// Was an acquire released again because no replica acknowledged it?
     pub fn is_not_replicated(&self) -> bool {
         matches!(self, Error::NotReplicated { .. })
@@ -125,6 +140,16 @@ impl Error {
             Error::Redis(e) => e.is_connection_refusal() || is_not_now(e),
             _ => false,
         }
+    }
+
+    /// Is this a refusal decided by a script that changed nothing (a re-entry
+    /// of a non-reentrant lock, an upgrade)? Its outcome is known: nothing to
+    /// settle.
+    pub(crate) fn is_definite_refusal(&self) -> bool {
+        matches!(
+            self,
+            Error::AlreadyHeld { .. } | Error::WouldDeadlock { .. }
+        )
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
@@ -185,6 +210,10 @@ impl fmt::Display for Error {
                 f,
                 "the write lock of '{name}' was requested without a time limit by an owner \
                  holding its read lock; upgrading is not supported"
+            ),
+            Error::AlreadyHeld { name, owner } => write!(
+                f,
+                "lock '{name}' is not reentrant and owner {owner} already holds it"
             ),
             Error::NotReplicated { name, replicas } => write!(
                 f,

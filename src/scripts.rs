@@ -152,9 +152,45 @@ pub(crate) async fn lock_acquire(
     name: &str,
     lease_ms: u64,
     owner: &str,
+    reentry: Reentry,
 ) -> Result<Option<BusyTtl>> {
-    let reply = call(conn, name, LOCK_ACQUIRE.key(name).arg(lease_ms).arg(owner)).await?;
-    decode_acquire("lock acquire", reply)
+    let mut invocation = LOCK_ACQUIRE.key(name);
+    invocation.arg(lease_ms).arg(owner).arg(reentry.flag());
+    let reply = call(conn, name, &invocation).await?;
+    refuse_reentry(name, owner, decode_acquire("lock acquire", reply)?)
+}
+
+/// Whether an owner that holds a lock may take it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reentry {
+    /// The reentrant locks: one more hold.
+    Allowed,
+    /// The non-reentrant locks: refused with [`Error::AlreadyHeld`].
+    Refused,
+}
+
+impl Reentry {
+    fn flag(self) -> &'static str {
+        match self {
+            Reentry::Allowed => "1",
+            Reentry::Refused => "0",
+        }
+    }
+}
+
+/// The acquire scripts' reply when the owner holds the lock and re-entry is
+/// refused (nothing was changed).
+const HELD_BY_OWNER: BusyTtl = -4;
+
+/// Turns the refused re-entry reply into [`Error::AlreadyHeld`].
+fn refuse_reentry(name: &str, owner: &str, reply: Option<BusyTtl>) -> Result<Option<BusyTtl>> {
+    match reply {
+        Some(HELD_BY_OWNER) => Err(Error::AlreadyHeld {
+            name: name.to_owned(),
+            owner: owner.to_owned(),
+        }),
+        other => Ok(other),
+    }
 }
 
 /// Reentrant release of one hold by `owner`, waking one waiter when it frees the lock.
@@ -235,6 +271,7 @@ pub(crate) async fn fair_acquire(
     owner: &str,
     wait_ms: u64,
     queue: bool,
+    reentry: Reentry,
 ) -> Result<Option<BusyTtl>> {
     let mut invocation = keys.invocation(&FAIR_ACQUIRE, false);
     invocation
@@ -242,11 +279,13 @@ pub(crate) async fn fair_acquire(
         .arg(owner)
         .arg(wait_ms)
         .arg(epoch_millis())
-        .arg(if queue { "1" } else { "0" });
-    decode_acquire(
+        .arg(if queue { "1" } else { "0" })
+        .arg(reentry.flag());
+    let reply = decode_acquire(
         "fair lock acquire",
         call(conn, &keys.lock, &invocation).await?,
-    )
+    )?;
+    refuse_reentry(&keys.lock, owner, reply)
 }
 
 /// What the first in line gets when a fair lock is freed: its deadline becomes

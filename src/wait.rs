@@ -483,7 +483,7 @@ impl Attempts<'_> {
         match &outcome {
             Ok(None) => *gate += 1,
             Ok(Some(_)) => {}
-            Err(e) if e.is_surely_not_executed() => {}
+            Err(e) if e.is_surely_not_executed() || e.is_definite_refusal() => {}
             Err(_) => {
                 let (acquirer, conn) = (self.acquirer.clone(), self.client.conn.clone());
                 let (lease_ms, settling) = (self.lease_ms, self.slot.settling());

@@ -14,6 +14,7 @@ mod locks {
     mod hostile;
     mod interop;
     mod java;
+    mod non_reentrant;
     mod pubsub;
     mod read_write;
     mod reentrant;

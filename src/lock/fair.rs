@@ -16,8 +16,34 @@ use crate::conn::Conn;
 use crate::config::duration_to_millis;
 use crate::error::Result;
 use crate::keys::fair_waiter_channel;
-use crate::scripts::{self, BusyTtl, FairKeys, Handoff, Released};
+use crate::scripts::{self, BusyTtl, FairKeys, Handoff, Reentry, Released};
 use crate::wait::{Acquirer, BoxFuture, Target, Wait};
+
+/// The fair lock's scripts for one acquisition; `reentry` says whether an owner
+/// that holds it may take it again.
+pub(crate) fn fair_acquirer(
+    client: &ClientInner,
+    name: &Arc<str>,
+    owner: String,
+    wait: Wait,
+    reentry: Reentry,
+) -> Arc<dyn Acquirer> {
+    let config = &client.config;
+    // How long this waiter keeps its place while silent: a timed try uses its
+    // wait, as Redisson does; otherwise the configured default.
+    let grace = match wait {
+        Wait::For(wait) if !wait.is_zero() => wait,
+        _ => config.fair_lock_wait_timeout,
+    };
+    Arc::new(FairOps::new(
+        name.clone(),
+        owner,
+        grace,
+        handoff(config),
+        config.lock_watchdog_timeout,
+        reentry,
+    ))
+}
 
 /// The fair lock (Redisson `getFairLock`): handed out strictly in arrival order.
 #[derive(Debug)]
@@ -31,20 +57,7 @@ impl LockKind for Fair {
         owner: String,
         wait: Wait,
     ) -> Arc<dyn Acquirer> {
-        let config = &client.config;
-        // How long this waiter keeps its place while silent: a timed try uses its
-        // wait, as Redisson does; otherwise the configured default.
-        let grace = match wait {
-            Wait::For(wait) if !wait.is_zero() => wait,
-            _ => config.fair_lock_wait_timeout,
-        };
-        Arc::new(FairOps::new(
-            name.clone(),
-            owner,
-            grace,
-            handoff(config),
-            config.lock_watchdog_timeout,
-        ))
+        fair_acquirer(client, name, owner, wait, Reentry::Allowed)
     }
 
     fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
@@ -91,6 +104,8 @@ pub(crate) struct FairOps {
     handoff: Handoff,
     /// The longest sleep between attempts, so a lost wake-up costs at most this.
     max_sleep: Duration,
+    /// Whether an owner that holds the lock may take it again.
+    reentry: Reentry,
 }
 
 impl FairOps {
@@ -102,6 +117,7 @@ impl FairOps {
         grace: Duration,
         handoff: Handoff,
         lease_bound: Duration,
+        reentry: Reentry,
     ) -> Self {
         FairOps {
             target: Target {
@@ -117,6 +133,7 @@ impl FairOps {
             // deadline on before it passes. And once per lease, in case a
             // wake-up was lost.
             max_sleep: (grace / 2).min(lease_bound),
+            reentry,
         }
     }
 
@@ -145,6 +162,7 @@ impl Acquirer for FairOps {
                 self.owner(),
                 grace_ms,
                 queue,
+                self.reentry,
             )
             .await
         })

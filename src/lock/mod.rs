@@ -3,12 +3,14 @@
 mod fair;
 mod guard;
 mod kind;
+mod non_reentrant;
 mod read_write;
 mod reentrant;
 mod rlock;
 
 pub(crate) use fair::Fair;
 pub use guard::LockGuard;
+pub(crate) use non_reentrant::{NonReentrant, NonReentrantFair};
 pub use read_write::RReadWriteLock;
 pub(crate) use reentrant::Reentrant;
 pub use rlock::RLock;

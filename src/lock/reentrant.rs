@@ -7,7 +7,7 @@ use crate::client::ClientInner;
 use crate::conn::Conn;
 use crate::error::Result;
 use crate::keys::lock_channel;
-use crate::scripts::{self, BusyTtl, Released};
+use crate::scripts::{self, BusyTtl, Reentry, Released};
 use crate::wait::{Acquirer, BoxFuture, Target, Wait};
 
 /// The reentrant lock (Redisson `getLock`): whoever asks first after a release
@@ -23,7 +23,7 @@ impl LockKind for Reentrant {
         owner: String,
         _wait: Wait,
     ) -> Arc<dyn Acquirer> {
-        Arc::new(ReentrantOps::new(name.clone(), owner))
+        Arc::new(ReentrantOps::new(name.clone(), owner, Reentry::Allowed))
     }
 
     fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
@@ -39,16 +39,19 @@ impl LockKind for Reentrant {
 #[derive(Debug)]
 pub(crate) struct ReentrantOps {
     target: Target,
+    reentry: Reentry,
 }
 
 impl ReentrantOps {
-    pub(crate) fn new(name: Arc<str>, owner: String) -> Self {
+    /// `reentry`: whether an owner that holds the lock may take it again.
+    pub(crate) fn new(name: Arc<str>, owner: String, reentry: Reentry) -> Self {
         ReentrantOps {
             target: Target {
                 channel: lock_channel(&name),
                 name,
                 owner,
             },
+            reentry,
         }
     }
 }
@@ -65,7 +68,8 @@ impl Acquirer for ReentrantOps {
         _queue: bool,
     ) -> BoxFuture<Result<Option<BusyTtl>>> {
         Box::pin(async move {
-            scripts::lock_acquire(&mut conn, self.name(), lease_ms, self.owner()).await
+            scripts::lock_acquire(&mut conn, self.name(), lease_ms, self.owner(), self.reentry)
+                .await
         })
     }
 

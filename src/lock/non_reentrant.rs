@@ -1,0 +1,59 @@
+//! The non-reentrant locks (Redisson `getNonReentrantLock`,
+//! `getNonReentrantFairLock`): the reentrant and the fair lock's layout and
+//! scripts, except that an owner asking again for a lock it holds is refused at
+//! once with [`Error::AlreadyHeld`](crate::Error::AlreadyHeld) (the scripts
+//! check it atomically), as Redisson refuses it, rather than counted.
+
+use std::sync::Arc;
+
+use super::fair::{fair_acquirer, Fair};
+use super::kind::LockKind;
+use super::reentrant::{Reentrant, ReentrantOps};
+use crate::client::ClientInner;
+use crate::error::Result;
+use crate::scripts::Reentry;
+use crate::wait::{Acquirer, BoxFuture, Wait};
+
+/// The non-reentrant lock: whoever asks first after a release gets it.
+#[derive(Debug)]
+pub(crate) struct NonReentrant;
+
+impl LockKind for NonReentrant {
+    fn acquirer(
+        &self,
+        _client: &ClientInner,
+        name: &Arc<str>,
+        owner: String,
+        _wait: Wait,
+    ) -> Arc<dyn Acquirer> {
+        Arc::new(ReentrantOps::new(name.clone(), owner, Reentry::Refused))
+    }
+
+    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+        Reentrant.force_unlock(client, name)
+    }
+}
+
+/// The non-reentrant fair lock: handed out in arrival order.
+#[derive(Debug)]
+pub(crate) struct NonReentrantFair;
+
+impl LockKind for NonReentrantFair {
+    fn acquirer(
+        &self,
+        client: &ClientInner,
+        name: &Arc<str>,
+        owner: String,
+        wait: Wait,
+    ) -> Arc<dyn Acquirer> {
+        fair_acquirer(client, name, owner, wait, Reentry::Refused)
+    }
+
+    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+        Fair.force_unlock(client, name)
+    }
+
+    fn is_fair(&self) -> bool {
+        true
+    }
+}
