@@ -12,7 +12,9 @@ use crate::ledger::{Ledger, Settling};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::keys::{validate_cluster_name, validate_name};
-use crate::lock::{Fair, NonReentrant, NonReentrantFair, RLock, RReadWriteLock, Reentrant};
+use crate::lock::{
+    Fair, NonReentrant, NonReentrantFair, RFencedLock, RLock, RReadWriteLock, Reentrant,
+};
 use crate::pubsub::{PubSub, PushHandler};
 use crate::watchdog::Watchdog;
 
@@ -202,6 +204,17 @@ impl Client {
     pub fn get_fair_lock(&self, name: impl Into<String>) -> Result<RLock> {
         let name = self.checked_name(name.into())?;
         Ok(RLock::new(self.inner.clone(), name, &Fair))
+    }
+
+    /// A fenced lock (Redisson `getFencedLock`) named `name`: the reentrant lock,
+    /// plus a fencing token with every acquisition, greater than every token
+    /// drawn before for this name (see [`RFencedLock`]). No I/O happens here.
+    ///
+    /// # Errors
+    /// As [`get_lock`](Client::get_lock).
+    pub fn get_fenced_lock(&self, name: impl Into<String>) -> Result<RFencedLock> {
+        let name = self.checked_name(name.into())?;
+        Ok(RFencedLock::new(self.inner.clone(), name))
     }
 
     /// A non-reentrant lock (Redisson `getNonReentrantLock`) named `name`: the

@@ -39,6 +39,11 @@ pub(crate) fn lock_channel(name: &str) -> String {
 }
 
 /// The fair lock's waiting line: a LIST of owner fields in arrival order.
+/// The fenced lock's token counter: a STRING, no TTL, INCR on every acquisition.
+pub(crate) fn fenced_token(name: &str) -> String {
+    prefixed("redisson_lock_token", name)
+}
+
 pub(crate) fn fair_queue(name: &str) -> String {
     prefixed("redisson_lock_queue", name)
 }

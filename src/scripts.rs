@@ -36,6 +36,7 @@ lua_script!(LOCK_ACQUIRE, "lock_acquire.lua");
 lua_script!(LOCK_RELEASE, "lock_release.lua");
 lua_script!(LOCK_FORCE_RELEASE, "lock_force_release.lua");
 lua_script!(LOCK_RENEW, "lock_renew.lua");
+lua_script!(FENCED_ACQUIRE, "fenced_acquire.lua");
 
 // The fair lock's scripts share the queue rules of `fair_common.lua`.
 lua_script!(FAIR_ACQUIRE, "fair_common.lua" + "fair_acquire.lua");
@@ -158,6 +159,27 @@ pub(crate) async fn lock_acquire(
     invocation.arg(lease_ms).arg(owner).arg(reentry.flag());
     let reply = call(conn, name, &invocation).await?;
     refuse_reentry(name, owner, decode_acquire("lock acquire", reply)?)
+}
+
+/// Fenced acquire: `Ok(Ok(token))` when `owner` now holds `name` (with a new
+/// fencing token drawn from `counter`), `Ok(Err(ttl))` when another owner holds it.
+pub(crate) async fn fenced_acquire(
+    conn: &mut Conn,
+    name: &str,
+    counter: &str,
+    lease_ms: u64,
+    owner: &str,
+) -> Result<std::result::Result<u64, BusyTtl>> {
+    let mut invocation = FENCED_ACQUIRE.key(name);
+    invocation.key(counter).arg(lease_ms).arg(owner);
+    match call(conn, name, &invocation).await? {
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(token)] if *token > 0 => Ok(Ok(token.unsigned_abs())),
+            other => Err(Error::unexpected("fenced lock acquire", other)),
+        },
+        Value::Int(ttl) => Ok(Err(ttl)),
+        other => Err(Error::unexpected("fenced lock acquire", other)),
+    }
 }
 
 /// Whether an owner that holds a lock may take it again.

@@ -93,6 +93,10 @@ pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
     fn max_sleep(&self) -> Option<Duration> {
         None
     }
+    /// The fencing token the successful attempt drew (the fenced lock only).
+    fn token(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// How long a hold lasts.

@@ -11,6 +11,7 @@ mod locks {
     mod errors;
     mod fair;
     mod faults;
+    mod fenced;
     mod hostile;
     mod interop;
     mod java;

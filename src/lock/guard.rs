@@ -65,6 +65,13 @@ impl LockGuard {
         self.ops.name()
     }
 
+    /// The fencing token this hold drew, for a lock from
+    /// [`Client::get_fenced_lock`](crate::Client::get_fenced_lock): greater than
+    /// every token drawn before for this lock name. `None` for other kinds.
+    pub fn token(&self) -> Option<u64> {
+        self.ops.token()
+    }
+
     /// The id (task, thread or explicit) of the owner holding this guard.
     pub fn owner_id(&self) -> u64 {
         self.owner_id

@@ -1,6 +1,7 @@
 //! The lock kinds: thin adapters over the wait engine and the watchdog.
 
 mod fair;
+mod fenced;
 mod guard;
 mod kind;
 mod non_reentrant;
@@ -9,6 +10,7 @@ mod reentrant;
 mod rlock;
 
 pub(crate) use fair::Fair;
+pub use fenced::RFencedLock;
 pub use guard::LockGuard;
 pub(crate) use non_reentrant::{NonReentrant, NonReentrantFair};
 pub use read_write::RReadWriteLock;

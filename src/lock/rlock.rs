@@ -93,6 +93,10 @@ impl RLock {
         }
     }
 
+    pub(crate) fn client(&self) -> &Arc<ClientInner> {
+        &self.client
+    }
+
     /// The lock's name (Redisson `getName()`).
     pub fn name(&self) -> &str {
         &self.name

@@ -1,0 +1,160 @@
+//! The fenced lock: every acquisition draws a token greater than every earlier
+//! one for the name, and a store that checks tokens refuses a paused holder's
+//! late write.
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+
+use crate::support::{eventually, within, RedisServer};
+
+const T: Duration = Duration::from_secs(30);
+
+/// 1,000 acquisitions from 4 clients (some re-entering): in grant order, every
+/// token is greater than the one before; `get_token` is the last one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_strictly_increase_across_clients_and_reentries() {
+    let server = RedisServer::start();
+    let mut tasks = Vec::new();
+    for c in 0..4 {
+        let client = server.client().await;
+        let url = server.url();
+        tasks.push(tokio::spawn(async move {
+            let lock = client.get_fenced_lock("fenced").unwrap();
+            let mut conn = redis::Client::open(url)
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            for i in 0..250 {
+                let (guard, token) = lock.lock_and_get_token().await.unwrap();
+                let _: () = conn.rpush("granted", token).await.unwrap();
+                if (c + i) % 10 == 0 {
+                    // A re-entry draws a token of its own, greater still.
+                    let (inner, inner_token) =
+                        guard.scope(lock.lock_and_get_token()).await.unwrap();
+                    assert!(inner_token > token);
+                    assert_eq!(inner.token(), Some(inner_token));
+                    let _: () = conn.rpush("granted", inner_token).await.unwrap();
+                    inner.unlock().await.unwrap();
+                }
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        within(T, "contenders", task).await.unwrap();
+    }
+    let mut admin = server.admin().await;
+    let granted: Vec<u64> = admin.lrange("granted", 0, -1).await.unwrap();
+    assert_eq!(granted.len(), 1000 + 100);
+    for pair in granted.windows(2) {
+        assert!(pair[0] < pair[1], "token {} after {}", pair[1], pair[0]);
+    }
+    let client = server.client().await;
+    let lock = client.get_fenced_lock("fenced").unwrap();
+    assert_eq!(lock.get_token().await.unwrap(), granted.last().copied());
+    assert!(!lock.is_locked().await.unwrap());
+}
+
+/// The scenario from the fencing literature: a holder paused past its lease
+/// writes late. A store that keeps the highest token it saw, and compares and
+/// writes in one step, refuses that write; without the token check the same
+/// interleaving overwrites the newer holder's data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_holders_late_write_is_refused_by_a_fencing_store() {
+    let server = RedisServer::start();
+    let (a, b) = (server.client().await, server.client().await);
+    let mut store = server.admin().await;
+    // The store: write `value` only with a token above the highest seen.
+    let fenced_write = redis::Script::new(
+        "local seen = tonumber(redis.call('get', KEYS[2]) or '0') \
+         if tonumber(ARGV[1]) <= seen then return 0 end \
+         redis.call('set', KEYS[2], ARGV[1]) redis.call('set', KEYS[1], ARGV[2]) return 1",
+    );
+    let lease = Duration::from_millis(300);
+    let slow = a.get_fenced_lock("account").unwrap();
+    let (paused, stale) = slow
+        .try_lock_and_get_token(Duration::from_secs(1), Some(lease))
+        .await
+        .unwrap()
+        .expect("free");
+    // A pauses past its lease; B gets the lock and writes.
+    tokio::time::sleep(lease * 2).await;
+    assert!(paused.is_lease_lost(), "the paused holder is told");
+    let (fresh, token) = within(
+        T,
+        "second holder",
+        b.get_fenced_lock("account").unwrap().lock_and_get_token(),
+    )
+    .await
+    .unwrap();
+    assert!(token > stale);
+    let applied: i64 = fenced_write
+        .key("balance")
+        .key("balance:token")
+        .arg(token)
+        .arg("written by B")
+        .invoke_async(&mut store)
+        .await
+        .unwrap();
+    assert_eq!(applied, 1);
+    // A wakes and writes with its old token: refused.
+    let applied: i64 = fenced_write
+        .key("balance")
+        .key("balance:token")
+        .arg(stale)
+        .arg("written by A, late")
+        .invoke_async(&mut store)
+        .await
+        .unwrap();
+    assert_eq!(applied, 0, "the stale write was applied");
+    let balance: String = store.get("balance").await.unwrap();
+    assert_eq!(balance, "written by B");
+    // Without the check the late write lands: what fencing prevents.
+    let _: () = store.set("unfenced", "written by B").await.unwrap();
+    let _: () = store.set("unfenced", "written by A, late").await.unwrap();
+    let unfenced: String = store.get("unfenced").await.unwrap();
+    assert_ne!(unfenced, "written by B");
+    fresh.unlock().await.unwrap();
+    assert!(paused.unlock().await.unwrap_err().is_not_held());
+}
+
+/// Cancelled acquisitions leave nothing but the token counter (which, as in
+/// Redisson, has no TTL and only grows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_fenced_acquisitions_leave_only_the_counter() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let client = server.client().await;
+    let held = holder.get_fenced_lock("cancelled").unwrap();
+    let (guard, _) = held.lock_and_get_token().await.unwrap();
+    let lock = client.get_fenced_lock("cancelled").unwrap();
+    for i in 0..200u64 {
+        let _ = tokio::time::timeout(Duration::from_micros(i * 10), lock.lock()).await;
+    }
+    guard.unlock().await.unwrap();
+    for i in 0..200u64 {
+        if let Ok(Ok(guard)) =
+            tokio::time::timeout(Duration::from_micros(i * 20), lock.lock()).await
+        {
+            guard.unlock().await.unwrap();
+        }
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.keys().await == vec!["redisson_lock_token:{cancelled}".to_owned()]
+        })
+        .await,
+        "left behind: {:?}",
+        server.keys().await
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.channels().await.is_empty()
+        })
+        .await
+    );
+    assert_eq!(client.subscribed_channels(), 0);
+    assert_eq!(client.renewed_holds(), 0);
+}
