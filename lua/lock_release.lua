@@ -6,7 +6,8 @@
 -- ARGV[2]  lease in milliseconds: the remaining holds live at least this long
 --          (an inner short lease never shortens an outer hold)
 -- ARGV[3]  owner field
--- ARGV[4]  the publish command: "publish" or "spublish"
+-- ARGV[4]  the publish command: "publish" or "spublish"; empty for none (the spin
+--          lock, whose waiters poll and which must work without channel access)
 --
 -- Reply: nil when the owner holds no hold (never held, expired, or someone else's);
 --        0 when holds remain; 1 when this was the last hold and the lock is free.
@@ -28,5 +29,7 @@ end
 
 -- Last hold gone: free the lock and wake one waiter.
 redis.call('del', lock)
-redis.call(publish, channel, message)
+if publish ~= '' then
+    redis.call(publish, channel, message)
+end
 return 1

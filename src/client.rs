@@ -13,7 +13,8 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::keys::{validate_cluster_name, validate_name};
 use crate::lock::{
-    Fair, NonReentrant, NonReentrantFair, RFencedLock, RLock, RReadWriteLock, Reentrant,
+    BackOff, Fair, NonReentrant, NonReentrantFair, RFencedLock, RLock, RReadWriteLock, Reentrant,
+    Spin,
 };
 use crate::pubsub::{PubSub, PushHandler};
 use crate::watchdog::Watchdog;
@@ -193,7 +194,7 @@ impl Client {
     /// unbalanced or empty `{` (its keys would land in different slots).
     pub fn get_lock(&self, name: impl Into<String>) -> Result<RLock> {
         let name = self.checked_name(name.into())?;
-        Ok(RLock::new(self.inner.clone(), name, &Reentrant))
+        Ok(RLock::new(self.inner.clone(), name, Arc::new(Reentrant)))
     }
 
     /// A fair lock (Redisson's `getFairLock`) named `name`: an [`RLock`] that hands
@@ -203,7 +204,7 @@ impl Client {
     /// As [`get_lock`](Client::get_lock).
     pub fn get_fair_lock(&self, name: impl Into<String>) -> Result<RLock> {
         let name = self.checked_name(name.into())?;
-        Ok(RLock::new(self.inner.clone(), name, &Fair))
+        Ok(RLock::new(self.inner.clone(), name, Arc::new(Fair)))
     }
 
     /// A fenced lock (Redisson `getFencedLock`) named `name`: the reentrant lock,
@@ -215,6 +216,37 @@ impl Client {
     pub fn get_fenced_lock(&self, name: impl Into<String>) -> Result<RFencedLock> {
         let name = self.checked_name(name.into())?;
         Ok(RFencedLock::new(self.inner.clone(), name))
+    }
+
+    /// A spin lock (Redisson `getSpinLock`) named `name`, with Redisson's default
+    /// back-off ([`BackOff::default`]): the reentrant lock's layout with no
+    /// channel and no message; waiters back off and retry. For deployments whose
+    /// ACLs forbid channels; it polls, so prefer [`get_lock`](Client::get_lock)
+    /// where channels are allowed. No I/O happens here.
+    ///
+    /// # Errors
+    /// As [`get_lock`](Client::get_lock).
+    pub fn get_spin_lock(&self, name: impl Into<String>) -> Result<RLock> {
+        self.get_spin_lock_with_backoff(name, BackOff::default())
+    }
+
+    /// A spin lock with the given back-off (Redisson `getSpinLock(name, backOff)`).
+    ///
+    /// # Errors
+    /// As [`get_lock`](Client::get_lock); [`Error::InvalidArgument`] for a zero
+    /// pause, a multiplier of 0, or a maximum below the first pause.
+    pub fn get_spin_lock_with_backoff(
+        &self,
+        name: impl Into<String>,
+        backoff: BackOff,
+    ) -> Result<RLock> {
+        backoff.validate()?;
+        let name = self.checked_name(name.into())?;
+        Ok(RLock::new(
+            self.inner.clone(),
+            name,
+            Arc::new(Spin { backoff }),
+        ))
     }
 
     /// A non-reentrant lock (Redisson `getNonReentrantLock`) named `name`: the
@@ -236,7 +268,7 @@ impl Client {
     /// As [`get_lock`](Client::get_lock).
     pub fn get_non_reentrant_lock(&self, name: impl Into<String>) -> Result<RLock> {
         let name = self.checked_name(name.into())?;
-        Ok(RLock::new(self.inner.clone(), name, &NonReentrant))
+        Ok(RLock::new(self.inner.clone(), name, Arc::new(NonReentrant)))
     }
 
     /// A non-reentrant fair lock (Redisson `getNonReentrantFairLock`): the fair
@@ -248,7 +280,11 @@ impl Client {
     /// As [`get_lock`](Client::get_lock).
     pub fn get_non_reentrant_fair_lock(&self, name: impl Into<String>) -> Result<RLock> {
         let name = self.checked_name(name.into())?;
-        Ok(RLock::new(self.inner.clone(), name, &NonReentrantFair))
+        Ok(RLock::new(
+            self.inner.clone(),
+            name,
+            Arc::new(NonReentrantFair),
+        ))
     }
 
     /// A read-write lock (Redisson's `getReadWriteLock`) named `name`: shared

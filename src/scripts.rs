@@ -182,6 +182,25 @@ pub(crate) async fn fenced_acquire(
     }
 }
 
+/// Whether a release announces itself on the lock's channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Notify {
+    /// Publish the unlock message (waiters sleep on it).
+    Publish,
+    /// No message: the spin lock, whose waiters poll, and which must work for a
+    /// user whose ACL grants no channel.
+    Silent,
+}
+
+impl Notify {
+    fn command(self, conn: &Conn) -> &'static str {
+        match self {
+            Notify::Publish => conn.publish_command(),
+            Notify::Silent => "",
+        }
+    }
+}
+
 /// Whether an owner that holds a lock may take it again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reentry {
@@ -222,6 +241,7 @@ pub(crate) async fn lock_release(
     channel: &str,
     lease_ms: u64,
     owner: &str,
+    notify: Notify,
 ) -> Result<Released> {
     let mut invocation = LOCK_RELEASE.key(name);
     invocation
@@ -229,17 +249,22 @@ pub(crate) async fn lock_release(
         .arg(UNLOCK_MESSAGE)
         .arg(lease_ms)
         .arg(owner)
-        .arg(conn.publish_command());
+        .arg(notify.command(conn));
     decode_release("lock release", call(conn, name, &invocation).await?)
 }
 
 /// Deletes the lock whoever holds it; `true` when there was one (a waiter is woken).
-pub(crate) async fn lock_force_release(conn: &mut Conn, name: &str, channel: &str) -> Result<bool> {
+pub(crate) async fn lock_force_release(
+    conn: &mut Conn,
+    name: &str,
+    channel: &str,
+    notify: Notify,
+) -> Result<bool> {
     let mut invocation = LOCK_FORCE_RELEASE.key(name);
     invocation
         .key(channel)
         .arg(UNLOCK_MESSAGE)
-        .arg(conn.publish_command());
+        .arg(notify.command(conn));
     decode_flag("force unlock", call(conn, name, &invocation).await?)
 }
 

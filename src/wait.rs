@@ -93,6 +93,11 @@ pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
     fn max_sleep(&self) -> Option<Duration> {
         None
     }
+    /// For a spin lock: how to pause between attempts. Such a waiter neither
+    /// subscribes nor listens; it backs off and retries.
+    fn backoff(&self) -> Option<crate::lock::BackOff> {
+        None
+    }
     /// The fencing token the successful attempt drew (the fenced lock only).
     fn token(&self) -> Option<u64> {
         None
@@ -309,6 +314,41 @@ async fn acquire_on_primary(
         }
     };
     if deadline.is_some_and(|d| Instant::now() >= d) {
+        place.leave().await;
+        return Ok(None);
+    }
+
+    if let Some(backoff) = acquirer.backoff() {
+        // A spin lock: no subscription, no message; back off and retry.
+        let mut retry = 0u32;
+        loop {
+            let pause_until = Instant::now() + backoff.pause(retry);
+            retry = retry.saturating_add(1);
+            tokio::time::sleep_until(deadline.map_or(pause_until, |d| pause_until.min(d))).await;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            let sent = Instant::now();
+            let epoch = client.pubsub.connection_epoch();
+            match within(deadline, attempts.send(true, None)).await {
+                None => break,
+                Some(Some(Ok(None))) => {
+                    place.keep();
+                    return Ok(Some(acquired(registration, sent, epoch)));
+                }
+                Some(Some(Ok(Some(_busy)))) => failures = 0,
+                Some(Some(Err(e)))
+                    if e.is_transient() && failures < client.config.retry_attempts =>
+                {
+                    failures += 1;
+                }
+                Some(Some(Err(e))) => {
+                    place.leave().await;
+                    return Err(e);
+                }
+                Some(None) => {}
+            }
+        }
         place.leave().await;
         return Ok(None);
     }

@@ -23,5 +23,6 @@ mod locks {
     mod safety;
     mod sentinel;
     mod siblings;
+    mod spin;
     mod watchdog;
 }

@@ -136,7 +136,7 @@ impl std::ops::Deref for RFencedLock {
 impl RFencedLock {
     pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Self {
         RFencedLock {
-            lock: RLock::new(client, name, &Fenced),
+            lock: RLock::new(client, name, Arc::new(Fenced)),
         }
     }
 

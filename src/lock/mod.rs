@@ -8,6 +8,7 @@ mod non_reentrant;
 mod read_write;
 mod reentrant;
 mod rlock;
+mod spin;
 
 pub(crate) use fair::Fair;
 pub use fenced::RFencedLock;
@@ -16,6 +17,8 @@ pub(crate) use non_reentrant::{NonReentrant, NonReentrantFair};
 pub use read_write::RReadWriteLock;
 pub(crate) use reentrant::Reentrant;
 pub use rlock::RLock;
+pub use spin::BackOff;
+pub(crate) use spin::Spin;
 
 use std::time::Duration;
 

@@ -47,8 +47,8 @@ pub struct RReadWriteLock {
 impl RReadWriteLock {
     pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Self {
         RReadWriteLock {
-            read: RLock::new(client.clone(), name.clone(), &ReadSide),
-            write: RLock::new(client, name, &WriteSide),
+            read: RLock::new(client.clone(), name.clone(), Arc::new(ReadSide)),
+            write: RLock::new(client, name, Arc::new(WriteSide)),
         }
     }
 

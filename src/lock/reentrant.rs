@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use super::kind::LockKind;
+use super::spin::BackOff;
 use crate::client::ClientInner;
 use crate::conn::Conn;
 use crate::error::Result;
 use crate::keys::lock_channel;
-use crate::scripts::{self, BusyTtl, Reentry, Released};
+use crate::scripts::{self, BusyTtl, Notify, Reentry, Released};
 use crate::wait::{Acquirer, BoxFuture, Target, Wait};
 
 /// The reentrant lock (Redisson `getLock`): whoever asks first after a release
@@ -29,7 +30,8 @@ impl LockKind for Reentrant {
     fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         Box::pin(async move {
             let channel = lock_channel(&name);
-            scripts::lock_force_release(&mut client.conn.clone(), &name, &channel).await
+            scripts::lock_force_release(&mut client.conn.clone(), &name, &channel, Notify::Publish)
+                .await
         })
     }
 }
@@ -40,6 +42,8 @@ impl LockKind for Reentrant {
 pub(crate) struct ReentrantOps {
     target: Target,
     reentry: Reentry,
+    notify: Notify,
+    backoff: Option<BackOff>,
 }
 
 impl ReentrantOps {
@@ -52,7 +56,17 @@ impl ReentrantOps {
                 owner,
             },
             reentry,
+            notify: Notify::Publish,
+            backoff: None,
         }
+    }
+
+    /// The spin lock's variant: no unlock message, and waiters back off and
+    /// retry rather than listen.
+    pub(crate) fn spinning(mut self, backoff: BackOff) -> Self {
+        self.notify = Notify::Silent;
+        self.backoff = Some(backoff);
+        self
     }
 }
 
@@ -73,6 +87,10 @@ impl Acquirer for ReentrantOps {
         })
     }
 
+    fn backoff(&self) -> Option<BackOff> {
+        self.backoff
+    }
+
     fn release(self: Arc<Self>, mut conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>> {
         Box::pin(async move {
             scripts::lock_release(
@@ -81,6 +99,7 @@ impl Acquirer for ReentrantOps {
                 self.channel(),
                 lease_ms,
                 self.owner(),
+                self.notify,
             )
             .await
         })

@@ -79,12 +79,12 @@ use crate::wait::{self, Acquirer, Lease, Wait};
 pub struct RLock {
     client: Arc<ClientInner>,
     name: Arc<str>,
-    kind: &'static dyn LockKind,
+    kind: Arc<dyn LockKind>,
     owner: OwnerId,
 }
 
 impl RLock {
-    pub(crate) fn new(client: Arc<ClientInner>, name: String, kind: &'static dyn LockKind) -> Self {
+    pub(crate) fn new(client: Arc<ClientInner>, name: String, kind: Arc<dyn LockKind>) -> Self {
         RLock {
             client,
             name: name.into(),

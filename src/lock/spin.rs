@@ -1,0 +1,151 @@
+//! The spin lock (Redisson `getSpinLock`): the reentrant lock's layout, with no
+//! channel and no message. Waiters back off and retry, so it works for a user
+//! whose ACL grants no channel at all, at the price of polling.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::kind::LockKind;
+use super::reentrant::ReentrantOps;
+use crate::client::ClientInner;
+use crate::error::Result;
+use crate::keys::lock_channel;
+use crate::scripts::{self, Notify, Reentry};
+use crate::wait::{Acquirer, BoxFuture, Wait};
+
+/// How a spin lock's waiter pauses between attempts (Redisson's
+/// `LockOptions.BackOff`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum BackOff {
+    /// Pauses that grow by `multiplier` from `initial` up to `max`, each drawn at
+    /// random between half of it and all of it (jitter, so waiters that started
+    /// together do not retry together). Redisson's default: 1 ms, 128 ms, ×2.
+    Exponential {
+        /// The first pause.
+        initial: Duration,
+        /// The longest pause.
+        max: Duration,
+        /// How much each pause grows.
+        multiplier: u32,
+    },
+    /// The same pause every time (Redisson `ConstantBackOff`, default 64 ms).
+    Constant(Duration),
+}
+
+impl Default for BackOff {
+    fn default() -> Self {
+        BackOff::Exponential {
+            initial: Duration::from_millis(1),
+            max: Duration::from_millis(128),
+            multiplier: 2,
+        }
+    }
+}
+
+impl BackOff {
+    /// Checks the values before any I/O.
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = match *self {
+            BackOff::Exponential {
+                initial,
+                max,
+                multiplier,
+            } => initial.is_zero() || max < initial || multiplier == 0 || max > crate::MAX_DURATION,
+            BackOff::Constant(delay) => delay.is_zero() || delay > crate::MAX_DURATION,
+        };
+        if bad {
+            return Err(crate::Error::invalid(format!(
+                "spin lock back-off {self:?}: pauses must be positive and at most \
+                 MAX_DURATION, max >= initial, multiplier >= 1"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The pause before retry number `attempt` (0 = the first retry).
+    pub(crate) fn pause(&self, attempt: u32) -> Duration {
+        match *self {
+            BackOff::Constant(delay) => delay,
+            BackOff::Exponential {
+                initial,
+                max,
+                multiplier,
+            } => {
+                let grown = multiplier
+                    .checked_pow(attempt.min(32))
+                    .map_or(max, |factor| initial.saturating_mul(factor).min(max));
+                // Jitter: between half of it and all of it.
+                let half = grown / 2;
+                half + jitter(grown - half)
+            }
+        }
+    }
+}
+
+/// A pseudo-random duration in `[0, span]`, good enough to spread retries.
+fn jitter(span: Duration) -> Duration {
+    let nanos = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
+    if nanos == 0 {
+        return Duration::ZERO;
+    }
+    let bits = uuid::Uuid::new_v4().as_u64_pair().0;
+    Duration::from_nanos(bits % nanos.saturating_add(1))
+}
+
+/// The spin lock's kind, with its back-off.
+#[derive(Debug)]
+pub(crate) struct Spin {
+    pub(crate) backoff: BackOff,
+}
+
+impl LockKind for Spin {
+    fn acquirer(
+        &self,
+        _client: &ClientInner,
+        name: &Arc<str>,
+        owner: String,
+        _wait: Wait,
+    ) -> Arc<dyn Acquirer> {
+        Arc::new(ReentrantOps::new(name.clone(), owner, Reentry::Allowed).spinning(self.backoff))
+    }
+
+    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+        Box::pin(async move {
+            let channel = lock_channel(&name);
+            scripts::lock_force_release(&mut client.conn.clone(), &name, &channel, Notify::Silent)
+                .await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exponential_pauses_grow_with_jitter_and_stop_at_the_max() {
+        let backoff = BackOff::default();
+        for attempt in 0..20 {
+            let pause = backoff.pause(attempt);
+            let grown = Duration::from_millis(1 << attempt.min(7));
+            assert!(pause >= grown / 2 && pause <= grown, "{attempt}: {pause:?}");
+        }
+        assert_eq!(
+            BackOff::Constant(Duration::from_millis(64)).pause(9),
+            Duration::from_millis(64)
+        );
+    }
+
+    #[test]
+    fn absurd_back_offs_are_refused() {
+        assert!(BackOff::Constant(Duration::ZERO).validate().is_err());
+        let backwards = BackOff::Exponential {
+            initial: Duration::from_secs(2),
+            max: Duration::from_secs(1),
+            multiplier: 2,
+        };
+        assert!(backwards.validate().is_err());
+        assert!(BackOff::default().validate().is_ok());
+    }
+}
