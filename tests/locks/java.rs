@@ -907,3 +907,136 @@ async fn fix_check_read_lock_is_locked_agrees_with_java_in_every_mode() {
     );
     assert_nothing_left_but_latches(&server, &[&client]).await;
 }
+
+/// Fenced tokens are one sequence for Java's `RFencedLock` and this crate's:
+/// acquisitions alternating between the languages draw strictly increasing
+/// tokens, and `get_token` agrees with the last one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_tokens_are_one_sequence_across_languages() {
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    let lock = client.get_fenced_lock("shared-fence").unwrap();
+    let mut last = 0u64;
+    for round in 0..10 {
+        java.lock("fj", "fenced", "shared-fence", 0, -1);
+        let acquired = java.expect("acquired", Some("fj"), SOON).await;
+        let token = acquired["token"].as_u64().expect("Java's token");
+        assert!(
+            token > last,
+            "round {round}: Java's token {token} after {last}"
+        );
+        java.unlock("fj", "fenced", "shared-fence");
+        java.expect("unlocked", Some("fj"), SOON).await;
+        let (guard, ours) = within(SOON, "Rust fenced lock", lock.lock_and_get_token())
+            .await
+            .unwrap();
+        assert!(
+            ours > token,
+            "round {round}: our token {ours} after Java's {token}"
+        );
+        guard.unlock().await.unwrap();
+        last = ours;
+    }
+    assert_eq!(lock.get_token().await.unwrap(), Some(last));
+}
+
+/// Spin locks of both languages exclude each other: 4 Java threads and 4 Rust
+/// tasks, a shared non-atomic counter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spin_locks_exclude_each_other_across_languages() {
+    const OPS: u64 = 15;
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    java.send(json!({
+        "op": "contend", "kind": "spin", "name": "spun", "threads": 4, "ops": OPS,
+        "hold_ms": 1, "counter": "spin-counter", "lease_ms": 0
+    }));
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let lock = client.get_spin_lock("spun").unwrap();
+        let mut admin = server.admin().await;
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..OPS {
+                let guard = lock.lock().await.unwrap();
+                incr_nonatomic(&mut admin, "spin-counter").await;
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    within(Duration::from_secs(60), "Rust spinners", async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    })
+    .await;
+    let done = java
+        .expect("contended", None, Duration::from_secs(60))
+        .await;
+    assert_eq!(done["errors"], 0, "Java errors: {done}");
+    let mut admin = server.admin().await;
+    let counter: i64 = admin.get("spin-counter").await.unwrap();
+    assert_eq!(counter, 8 * OPS as i64, "an increment was lost: an overlap");
+}
+
+/// Non-reentrant locks of both languages exclude each other, on Redisson 4 (3.x
+/// has no non-reentrant lock: there the driver must say so).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reentrant_locks_exclude_each_other_across_languages() {
+    const OPS: u64 = 15;
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let version = crate::support::java::redisson_version();
+    if !java.non_reentrant_supported {
+        assert!(
+            version.starts_with("3."),
+            "Redisson {version} lacks getNonReentrantLock"
+        );
+        return;
+    }
+    let client = server.client().await;
+    for kind in ["nonreentrant", "nonreentrant_fair"] {
+        let name = format!("nr-{kind}");
+        let counter = format!("{name}-counter");
+        java.send(json!({
+            "op": "contend", "kind": kind, "name": name, "threads": 4, "ops": OPS,
+            "hold_ms": 1, "counter": counter, "lease_ms": 0
+        }));
+        let mut tasks = Vec::new();
+        for _ in 0..4 {
+            let lock = if kind == "nonreentrant" {
+                client.get_non_reentrant_lock(name.clone())
+            } else {
+                client.get_non_reentrant_fair_lock(name.clone())
+            }
+            .unwrap();
+            let mut admin = server.admin().await;
+            let counter = counter.clone();
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..OPS {
+                    let guard = lock.lock().await.unwrap();
+                    incr_nonatomic(&mut admin, &counter).await;
+                    guard.unlock().await.unwrap();
+                }
+            }));
+        }
+        within(Duration::from_secs(60), "Rust holders", async {
+            for t in tasks {
+                t.await.unwrap();
+            }
+        })
+        .await;
+        let done = java
+            .expect("contended", None, Duration::from_secs(60))
+            .await;
+        assert_eq!(done["errors"], 0, "Java errors: {done}");
+        let mut admin = server.admin().await;
+        let total: i64 = admin.get(&counter).await.unwrap();
+        assert_eq!(
+            total,
+            8 * OPS as i64,
+            "{kind}: an increment was lost: an overlap"
+        );
+    }
+}

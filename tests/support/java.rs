@@ -123,6 +123,8 @@ pub struct JavaDriver {
     stderr: Arc<Mutex<String>>,
     /// Redisson's `getId()`: the first part of its hash fields.
     pub client_id: String,
+    /// Whether this Redisson has the non-reentrant locks (4.x does, 3.x not).
+    pub non_reentrant_supported: bool,
 }
 
 impl std::fmt::Debug for JavaDriver {
@@ -202,6 +204,7 @@ impl JavaDriver {
                 seen: Vec::new(),
                 stderr,
                 client_id: String::new(),
+                non_reentrant_supported: false,
             }
         })
         .await
@@ -211,6 +214,7 @@ impl JavaDriver {
             .as_str()
             .expect("ready carries client_id")
             .to_owned();
+        driver.non_reentrant_supported = ready["non_reentrant_supported"] == true;
         driver
     }
 

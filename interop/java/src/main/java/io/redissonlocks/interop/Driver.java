@@ -63,7 +63,8 @@ public final class Driver {
         }
         redisson = Redisson.create(config);
         emit(obj("event", "ready", "client_id", redisson.getId(),
-                "fair_wait_supported", fairWaitSupported));
+                "fair_wait_supported", fairWaitSupported,
+                "non_reentrant_supported", nonReentrantSupported()));
 
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
@@ -188,7 +189,32 @@ public final class Driver {
             case "fair": return redisson.getFairLock(name);
             case "read": return redisson.getReadWriteLock(name).readLock();
             case "write": return redisson.getReadWriteLock(name).writeLock();
+            case "fenced": return redisson.getFencedLock(name);
+            case "spin": return redisson.getSpinLock(name);
+            // Redisson 4 has these; 3.x does not (looked up by name so that one
+            // source builds against both).
+            case "nonreentrant": return byName("getNonReentrantLock", name);
+            case "nonreentrant_fair": return byName("getNonReentrantFairLock", name);
             default: throw new IllegalArgumentException("unknown kind " + kind);
+        }
+    }
+
+    /** A lock from a `RedissonClient` method that this Redisson may not have. */
+    private static RLock byName(String method, String name) {
+        try {
+            return (RLock) redisson.getClass().getMethod(method, String.class).invoke(redisson, name);
+        } catch (ReflectiveOperationException e) {
+            throw new UnsupportedOperationException(method + " is not in this Redisson", e);
+        }
+    }
+
+    /** Does this Redisson have the non-reentrant locks? */
+    private static boolean nonReentrantSupported() {
+        try {
+            redisson.getClass().getMethod("getNonReentrantLock", String.class);
+            return true;
+        } catch (NoSuchMethodException e) {
+            return false;
         }
     }
 
@@ -200,6 +226,16 @@ public final class Driver {
                 RLock lock = lockOf(cmd);
                 long lease = num(cmd, "lease_ms", 0);
                 long wait = num(cmd, "wait_ms", -1);
+                if (lock instanceof org.redisson.api.RFencedLock) {
+                    org.redisson.api.RFencedLock fenced = (org.redisson.api.RFencedLock) lock;
+                    Long token = wait < 0
+                            ? (lease > 0 ? fenced.lockAndGetToken(lease, TimeUnit.MILLISECONDS)
+                                         : fenced.lockAndGetToken())
+                            : fenced.tryLockAndGetToken(wait, lease > 0 ? lease : -1, TimeUnit.MILLISECONDS);
+                    return token != null
+                            ? obj("event", "acquired", "thread", Thread.currentThread().getId(), "token", token)
+                            : obj("event", "not_acquired", "thread", Thread.currentThread().getId());
+                }
                 boolean acquired;
                 if (wait < 0) {
                     if (lease > 0) {
