@@ -23,5 +23,7 @@ pub use client::Client;
 pub use config::{Config, MAX_DURATION, MAX_RETRY_ATTEMPTS};
 pub use error::{Error, Result};
 pub use keys::MAX_NAME_LEN;
-pub use lock::{BackOff, LockGuard, RFencedLock, RLock, RReadWriteLock, RemainingTtl};
+pub use lock::{
+    BackOff, LockGuard, MultiGuard, MultiLock, RFencedLock, RLock, RReadWriteLock, RemainingTtl,
+};
 pub use owner::current_id;

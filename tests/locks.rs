@@ -15,6 +15,7 @@ mod locks {
     mod hostile;
     mod interop;
     mod java;
+    mod multi;
     mod non_reentrant;
     mod pubsub;
     mod read_write;

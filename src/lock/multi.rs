@@ -1,0 +1,258 @@
+//! The multi-lock (Redisson `getMultiLock(locks...)`): all of N locks or none,
+//! whatever clients and servers they live on.
+//!
+//! A round tries the locks in the order given, each for at most what is left of
+//! the round's budget. When one cannot be had, the locks taken in this round are
+//! released and, after a short random pause (so two callers taking the same locks
+//! in opposite orders stop meeting head on), a new round starts from the first:
+//! nobody ever waits for one lock while holding another for longer than a round,
+//! so opposite orders cannot deadlock. As Redisson: `lock()` runs rounds of
+//! `1.5 s × N` until one succeeds; `try_lock_wait(wait)` runs rounds until `wait`
+//! is spent.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::guard::LockGuard;
+use super::rlock::RLock;
+use crate::error::{Error, Result};
+
+/// The budget of one round of `lock()`, per lock (Redisson's `1500 ms × N`).
+const ROUND_PER_LOCK: Duration = Duration::from_millis(1500);
+
+/// All of several locks, or none (Redisson's `RedissonMultiLock`). The locks may
+/// come from different clients, so from different servers.
+///
+/// ```no_run
+/// # async fn demo(a: redisson_locks::Client, b: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+/// use redisson_locks::MultiLock;
+///
+/// let both = MultiLock::new(vec![a.get_lock("account:1")?, b.get_lock("account:2")?])?;
+/// let guard = both.lock().await?; // holds both, or waits
+/// guard.unlock().await?;          // releases both
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct MultiLock {
+    locks: Vec<RLock>,
+}
+
+/// The holds of a [`MultiLock`]: one guard per lock. Dropping it drops (and so
+/// releases) every hold.
+#[must_use = "dropping the guard releases every lock at once"]
+#[derive(Debug)]
+pub struct MultiGuard {
+    guards: Vec<LockGuard>,
+}
+
+/// How one round went.
+enum Round {
+    Held(Vec<LockGuard>),
+    /// One lock could not be had in time; what was taken has been dropped.
+    Missed,
+}
+
+impl MultiLock {
+    /// A multi-lock over `locks`, taken in this order.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for no locks at all.
+    pub fn new(locks: Vec<RLock>) -> Result<MultiLock> {
+        if locks.is_empty() {
+            return Err(Error::invalid("a multi-lock needs at least one lock"));
+        }
+        Ok(MultiLock { locks })
+    }
+
+    /// The locks, in the order they are taken.
+    pub fn locks(&self) -> &[RLock] {
+        &self.locks
+    }
+
+    /// Takes every lock, waiting as long as it takes; the watchdog renews each
+    /// (Redisson `lock()`).
+    ///
+    /// # Errors
+    /// The first error of a lock (a refused command, Redis down past the retry
+    /// budget); the locks already taken are released.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the holds taken so far are released, and the lock being
+    /// waited for leaves nothing (as [`RLock::lock`]).
+    pub async fn lock(&self) -> Result<MultiGuard> {
+        self.run(None, None)
+            .await?
+            .ok_or_else(|| Error::unexpected("multi-lock", "gave up without a wait limit"))
+    }
+
+    /// As [`lock`](MultiLock::lock), every hold with `lease` and no renewal.
+    ///
+    /// # Errors
+    /// As [`lock`](MultiLock::lock); [`Error::InvalidArgument`] for a bad lease.
+    ///
+    /// # Cancel safety
+    /// As [`lock`](MultiLock::lock).
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiGuard> {
+        self.run(None, Some(lease))
+            .await?
+            .ok_or_else(|| Error::unexpected("multi-lock", "gave up without a wait limit"))
+    }
+
+    /// Tries once: every lock free right now, or none taken (Redisson
+    /// `tryLock()`).
+    ///
+    /// # Errors
+    /// As [`lock`](MultiLock::lock).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](MultiLock::lock).
+    pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
+        match self.round(Duration::ZERO, None).await? {
+            Round::Held(guards) => Ok(Some(MultiGuard { guards })),
+            Round::Missed => Ok(None),
+        }
+    }
+
+    /// Tries for up to `wait` (Redisson `tryLock(waitTime, unit)`); `None` when it
+    /// ran out, with nothing held.
+    ///
+    /// # Errors
+    /// As [`lock`](MultiLock::lock).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](MultiLock::lock).
+    pub async fn try_lock_wait(&self, wait: Duration) -> Result<Option<MultiGuard>> {
+        self.run(Some(wait), None).await
+    }
+
+    /// Tries for up to `wait`, every hold with `lease` (Redisson `tryLock(waitTime,
+    /// leaseTime, unit)`). The holds are taken one after the other, so the first
+    /// ends first: the guard's [`valid_for`](MultiGuard::valid_for) is the least.
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](MultiLock::lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](MultiLock::lock).
+    pub async fn try_lock_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<MultiGuard>> {
+        self.run(Some(wait), Some(lease)).await
+    }
+
+    /// Rounds until one succeeds or `wait` (if any) is spent.
+    async fn run(
+        &self,
+        wait: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Result<Option<MultiGuard>> {
+        if let Some(wait) = wait {
+            crate::wait::validate_wait(wait)?;
+        }
+        let deadline = wait.map(|wait| Instant::now() + wait);
+        let per_round =
+            ROUND_PER_LOCK.saturating_mul(u32::try_from(self.locks.len()).unwrap_or(u32::MAX));
+        loop {
+            let now = Instant::now();
+            let budget = match deadline {
+                Some(deadline) => deadline.saturating_duration_since(now),
+                None => per_round,
+            };
+            match self.round(budget, lease).await? {
+                Round::Held(guards) => return Ok(Some(MultiGuard { guards })),
+                Round::Missed => {}
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+            // A short random pause: two callers that met head on (opposite
+            // orders) do not start their next rounds together.
+            let pause = Duration::from_millis(uuid::Uuid::new_v4().as_u64_pair().0 % 50);
+            let until = Instant::now() + pause;
+            tokio::time::sleep_until(deadline.map_or(until, |d| until.min(d))).await;
+        }
+    }
+
+    /// One round: each lock in order, each for at most what is left of `budget`
+    /// (a zero budget tries each once).
+    async fn round(&self, budget: Duration, lease: Option<Duration>) -> Result<Round> {
+        let end = Instant::now() + budget;
+        let mut guards = Vec::with_capacity(self.locks.len());
+        for lock in &self.locks {
+            let left = end.saturating_duration_since(Instant::now());
+            let got = match (left.is_zero(), lease) {
+                (true, None) => lock.try_lock().await,
+                (true, Some(lease)) => lock.try_lock_with_lease(Duration::ZERO, lease).await,
+                (false, None) => lock.try_lock_wait(left).await,
+                (false, Some(lease)) => lock.try_lock_with_lease(left, lease).await,
+            };
+            let missed = match got {
+                Ok(Some(guard)) => {
+                    guards.push(guard);
+                    continue;
+                }
+                // Missed: busy, or its server failing for the whole budget (a
+                // timed try rides out failures). Ask once, so a server that is
+                // down fails the multi-lock rather than every round missing.
+                Ok(None) => match lock.is_locked().await {
+                    Err(e) => Err(e),
+                    Ok(_) => Ok(Round::Missed),
+                },
+                Err(e) => Err(e),
+            };
+            // Give back what this round took before anything else, so the next
+            // round (ours or a contender's) starts from free locks. A hold whose
+            // release fails here ends with its lease; the round's outcome is what
+            // the caller needs to know.
+            let _ = release_all(guards).await;
+            return missed;
+        }
+        Ok(Round::Held(guards))
+    }
+}
+
+/// Releases every guard, reporting the first error.
+async fn release_all(guards: Vec<LockGuard>) -> Result<()> {
+    let mut first = None;
+    for guard in guards {
+        if let Err(e) = guard.unlock().await {
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+impl MultiGuard {
+    /// Releases every hold (Redisson `unlock()`).
+    ///
+    /// # Errors
+    /// The first release that failed ([`Error::NotHeld`] for a hold already
+    /// lost); the others are released all the same.
+    pub async fn unlock(self) -> Result<()> {
+        release_all(self.guards).await
+    }
+
+    /// The guards, one per lock, in the multi-lock's order.
+    pub fn guards(&self) -> &[LockGuard] {
+        &self.guards
+    }
+
+    /// How much longer every hold is surely valid: the least of the holds'
+    /// [`LockGuard::valid_for`]; `None` once any is lost.
+    pub fn valid_for(&self) -> Option<Duration> {
+        self.guards
+            .iter()
+            .map(LockGuard::valid_for)
+            .try_fold(Duration::MAX, |least, left| {
+                left.map(|left| least.min(left))
+            })
+    }
+
+    /// Has any hold been lost?
+    pub fn is_lease_lost(&self) -> bool {
+        self.guards.iter().any(LockGuard::is_lease_lost)
+    }
+}

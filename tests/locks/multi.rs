@@ -1,0 +1,160 @@
+//! The multi-lock: all of several locks (on different servers) or none.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redisson_locks::MultiLock;
+
+use crate::support::{eventually, within, RedisServer};
+
+const T: Duration = Duration::from_secs(60);
+
+/// One lock busy: a timed try gives up on time and holds none of the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_or_nothing_across_two_servers() {
+    let (one, two) = (RedisServer::start(), RedisServer::start());
+    let (a, b) = (one.client().await, two.client().await);
+    let blocker = two.client().await;
+    let held = blocker.get_lock("m-2").unwrap().lock().await.unwrap();
+    let multi =
+        MultiLock::new(vec![a.get_lock("m-1").unwrap(), b.get_lock("m-2").unwrap()]).unwrap();
+    let started = tokio::time::Instant::now();
+    assert!(multi
+        .try_lock_wait(Duration::from_millis(400))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(multi.try_lock().await.unwrap().is_none());
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            one.keys().await.is_empty()
+        })
+        .await,
+        "a lock of a failed multi-lock stayed held: {:?}",
+        one.keys().await
+    );
+    held.unlock().await.unwrap();
+    let guard = within(T, "multi-lock", multi.lock()).await.unwrap();
+    assert_eq!(guard.guards().len(), 2);
+    assert!(guard.valid_for().is_some());
+    guard.unlock().await.unwrap();
+    assert!(one.keys().await.is_empty() && two.keys().await.is_empty());
+}
+
+/// Two tasks taking the same three locks in opposite orders both finish, and are
+/// never inside together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opposite_orders_do_not_deadlock() {
+    let (one, two) = (RedisServer::start(), RedisServer::start());
+    let inside = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for reversed in [false, true] {
+        let (a, b) = (one.client().await, two.client().await);
+        let inside = inside.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut locks = vec![
+                a.get_lock("x").unwrap(),
+                b.get_lock("y").unwrap(),
+                a.get_lock("z").unwrap(),
+            ];
+            if reversed {
+                locks.reverse();
+            }
+            let multi = MultiLock::new(locks).unwrap();
+            for _ in 0..10 {
+                let guard = multi.lock().await.unwrap();
+                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "both inside");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        within(T, "opposite-order multi-locks", task).await.unwrap();
+    }
+    assert!(one.keys().await.is_empty() && two.keys().await.is_empty());
+}
+
+/// One lock's server is down: the multi-lock fails cleanly, and nothing is left
+/// on the live server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_server_fails_the_multi_lock_cleanly() {
+    let (one, mut two) = (RedisServer::start(), RedisServer::start());
+    let (a, b) = (one.client().await, two.client().await);
+    let multi = MultiLock::new(vec![
+        a.get_lock("alive").unwrap(),
+        b.get_lock("dead").unwrap(),
+    ])
+    .unwrap();
+    two.kill();
+    let err = within(T, "multi-lock with a dead server", multi.lock())
+        .await
+        .unwrap_err();
+    assert!(err.is_redis(), "{err:?}");
+    assert!(
+        eventually(Duration::from_secs(3), || async {
+            one.keys().await.is_empty()
+        })
+        .await,
+        "left on the live server: {:?}",
+        one.keys().await
+    );
+    assert_eq!(a.renewed_holds(), 0);
+}
+
+/// Leases, cancellation and bad input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_cancellation_and_bad_input() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let other = server.client().await;
+    assert!(MultiLock::new(Vec::new())
+        .unwrap_err()
+        .is_invalid_argument());
+    let multi = MultiLock::new(vec![
+        client.get_lock("l-1").unwrap(),
+        client.get_lock("l-2").unwrap(),
+    ])
+    .unwrap();
+    let lease = Duration::from_millis(500);
+    let guard = multi
+        .try_lock_with_lease(Duration::from_secs(1), lease)
+        .await
+        .unwrap()
+        .expect("free");
+    assert!(guard.valid_for().unwrap() <= lease);
+    // Both end with their lease.
+    let theirs = MultiLock::new(vec![
+        other.get_lock("l-1").unwrap(),
+        other.get_lock("l-2").unwrap(),
+    ])
+    .unwrap();
+    let got = within(T, "after the leases", theirs.lock()).await.unwrap();
+    assert!(guard.is_lease_lost());
+    assert!(guard.unlock().await.unwrap_err().is_not_held());
+    // Cancelled multi-locks, while one lock is held elsewhere, leave nothing.
+    for i in 0..100u64 {
+        let _ = tokio::time::timeout(Duration::from_micros(i * 30), multi.lock()).await;
+    }
+    got.unlock().await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.keys().await.is_empty()
+        })
+        .await,
+        "left behind: {:?}",
+        server.keys().await
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.channels().await.is_empty()
+        })
+        .await
+    );
+    assert_eq!(client.renewed_holds(), 0);
+    assert_eq!(client.subscribed_channels(), 0);
+}
