@@ -24,6 +24,7 @@ pub use config::{Config, MAX_DURATION, MAX_RETRY_ATTEMPTS};
 pub use error::{Error, Result};
 pub use keys::MAX_NAME_LEN;
 pub use lock::{
-    BackOff, LockGuard, MultiGuard, MultiLock, RFencedLock, RLock, RReadWriteLock, RemainingTtl,
+    BackOff, LockGuard, MultiGuard, MultiLock, RFencedLock, RLock, RReadWriteLock, RedGuard,
+    RedLock, RemainingTtl,
 };
 pub use owner::current_id;

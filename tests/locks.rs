@@ -19,6 +19,7 @@ mod locks {
     mod non_reentrant;
     mod pubsub;
     mod read_write;
+    mod redlock;
     mod reentrant;
     mod replication;
     mod safety;
