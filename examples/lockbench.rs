@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --example lockbench -- \
-//!     [--kind reentrant|fair|read|write|rw-mix] [--tasks 16] [--clients 1]
+//!     [--kind reentrant|fair|read|write|rw-mix|fenced|spin|non-reentrant] [--tasks 16] [--clients 1]
 //!     [--locks 1] [--ops 100] [--hold-us 100] [--max-seconds 60]
 //!     [--write-pct 20] [--url redis://... | --port N]
 //! cargo run --release --example lockbench -- --scale watchdog [--watchdog-locks 10000]
@@ -35,6 +35,9 @@ enum Kind {
     Read,
     Write,
     RwMix,
+    Fenced,
+    Spin,
+    NonReentrant,
 }
 
 struct Options {
@@ -89,6 +92,9 @@ fn parse() -> Result<Options, String> {
                     "read" => Kind::Read,
                     "write" => Kind::Write,
                     "rw-mix" => Kind::RwMix,
+                    "fenced" => Kind::Fenced,
+                    "spin" => Kind::Spin,
+                    "non-reentrant" => Kind::NonReentrant,
                     other => return Err(format!("unknown kind {other}")),
                 }
             }
@@ -338,6 +344,9 @@ async fn floor_ratio(o: &Options, url: &str) -> Result<serde_json::Value, String
         Kind::Fair => client.get_fair_lock(name),
         Kind::Read => client.get_read_write_lock(name).map(|rw| rw.read_lock()),
         Kind::Write | Kind::RwMix => client.get_read_write_lock(name).map(|rw| rw.write_lock()),
+        Kind::Fenced => client.get_fenced_lock(name).map(|fenced| (*fenced).clone()),
+        Kind::Spin => client.get_spin_lock(name),
+        Kind::NonReentrant => client.get_non_reentrant_lock(name),
     }
     .map_err(err)?;
     let _: i64 = trivial.invoke_async(&mut conn).await.map_err(err)?;
@@ -466,6 +475,9 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
                 let rw = client.get_read_write_lock(name).map_err(err)?;
                 (rw.write_lock(), Some(rw.read_lock()))
             }
+            Kind::Fenced => ((*client.get_fenced_lock(name).map_err(err)?).clone(), None),
+            Kind::Spin => (client.get_spin_lock(name).map_err(err)?, None),
+            Kind::NonReentrant => (client.get_non_reentrant_lock(name).map_err(err)?, None),
         };
         let write_pct = match o.kind {
             Kind::Read => 0,
@@ -581,6 +593,9 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
         Kind::Read => "read",
         Kind::Write => "write",
         Kind::RwMix => "rw-mix",
+        Kind::Fenced => "fenced",
+        Kind::Spin => "spin",
+        Kind::NonReentrant => "non-reentrant",
     };
     Ok(json!({
         "workload": o.workload, "kind": kind, "tasks": o.tasks, "clients": o.clients, "locks": o.locks,
