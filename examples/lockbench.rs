@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --example lockbench -- \
-//!     [--kind reentrant|fair|read|write|rw-mix|fenced|spin|non-reentrant] [--tasks 16] [--clients 1]
+//!     [--kind reentrant|fair|read|write|rw-mix|fenced|spin|non-reentrant|multi|redlock] [--tasks 16] [--clients 1]
 //!     [--locks 1] [--ops 100] [--hold-us 100] [--max-seconds 60]
 //!     [--write-pct 20] [--url redis://... | --port N]
 //! cargo run --release --example lockbench -- --scale watchdog [--watchdog-locks 10000]
@@ -21,7 +21,46 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redisson_locks::{Client, Config, RLock};
+use redisson_locks::{Client, Config, LockGuard, MultiGuard, MultiLock, RLock, RedGuard, RedLock};
+
+/// What a task acquires: the lock itself, or a multi-lock or RedLock around it.
+enum Contender {
+    Lock,
+    Multi(MultiLock),
+    Red(RedLock),
+}
+
+/// What it holds.
+enum Held {
+    Lock(LockGuard),
+    Multi(MultiGuard),
+    Red(RedGuard),
+}
+
+impl Contender {
+    async fn acquire(&self, lock: &RLock) -> Result<Held, String> {
+        Ok(match self {
+            Contender::Lock => Held::Lock(lock.lock().await.map_err(err)?),
+            Contender::Multi(multi) => Held::Multi(multi.lock().await.map_err(err)?),
+            Contender::Red(red) => Held::Red(
+                red.lock_with_lease(Duration::from_secs(30))
+                    .await
+                    .map_err(err)?,
+            ),
+        })
+    }
+}
+
+impl Held {
+    async fn release(self) -> Result<(), String> {
+        match self {
+            Held::Lock(guard) => guard.unlock().await,
+            Held::Multi(guard) => guard.unlock().await,
+            Held::Red(guard) => guard.unlock().await,
+        }
+        .map_err(err)
+    }
+}
 use serde_json::json;
 
 #[path = "support/throwaway_server.rs"]
@@ -38,6 +77,11 @@ enum Kind {
     Fenced,
     Spin,
     NonReentrant,
+    /// A multi-lock over two locks of one server.
+    Multi,
+    /// A RedLock over three clients (of one server here: what it costs, not what
+    /// it survives).
+    RedLock,
 }
 
 struct Options {
@@ -95,6 +139,8 @@ fn parse() -> Result<Options, String> {
                     "fenced" => Kind::Fenced,
                     "spin" => Kind::Spin,
                     "non-reentrant" => Kind::NonReentrant,
+                    "multi" => Kind::Multi,
+                    "redlock" => Kind::RedLock,
                     other => return Err(format!("unknown kind {other}")),
                 }
             }
@@ -309,7 +355,7 @@ async fn run() -> Result<serde_json::Value, String> {
         return watchdog_scale(&o, &url).await;
     }
     let mut report = workload(&o, &url).await?;
-    if o.tasks == 1 {
+    if o.tasks == 1 && !matches!(o.kind, Kind::Multi | Kind::RedLock) {
         // Uncontended: compare with the floor in this very process and moment.
         let floor = floor_ratio(&o, &url).await?;
         if let Some(map) = report.as_object_mut() {
@@ -346,7 +392,7 @@ async fn floor_ratio(o: &Options, url: &str) -> Result<serde_json::Value, String
         Kind::Write | Kind::RwMix => client.get_read_write_lock(name).map(|rw| rw.write_lock()),
         Kind::Fenced => client.get_fenced_lock(name).map(|fenced| (*fenced).clone()),
         Kind::Spin => client.get_spin_lock(name),
-        Kind::NonReentrant => client.get_non_reentrant_lock(name),
+        Kind::NonReentrant | Kind::Multi | Kind::RedLock => client.get_non_reentrant_lock(name),
     }
     .map_err(err)?;
     let _: i64 = trivial.invoke_async(&mut conn).await.map_err(err)?;
@@ -460,6 +506,7 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
         let client = &clients[task % o.clients];
         let slot = task % o.locks;
         let name = format!("lockbench:{run}:{slot}");
+        let base = name.clone();
         let (exclusive, shared_side): (RLock, Option<RLock>) = match o.kind {
             Kind::Reentrant => (client.get_lock(name).map_err(err)?, None),
             Kind::Fair => (client.get_fair_lock(name).map_err(err)?, None),
@@ -478,6 +525,26 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
             Kind::Fenced => ((*client.get_fenced_lock(name).map_err(err)?).clone(), None),
             Kind::Spin => (client.get_spin_lock(name).map_err(err)?, None),
             Kind::NonReentrant => (client.get_non_reentrant_lock(name).map_err(err)?, None),
+            Kind::Multi | Kind::RedLock => (client.get_lock(name.clone()).map_err(err)?, None),
+        };
+        let contender = match o.kind {
+            Kind::Multi => Contender::Multi(
+                MultiLock::new(vec![
+                    client.get_lock(format!("{base}:a")).map_err(err)?,
+                    client.get_lock(format!("{base}:b")).map_err(err)?,
+                ])
+                .map_err(err)?,
+            ),
+            Kind::RedLock => Contender::Red(
+                RedLock::new(
+                    (0..3)
+                        .map(|i| clients[(task + i) % o.clients].get_lock(format!("{base}:{i}")))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(err)?,
+                )
+                .map_err(err)?,
+            ),
+            _ => Contender::Lock,
         };
         let write_pct = match o.kind {
             Kind::Read => 0,
@@ -500,7 +567,7 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
                 };
                 let asked = Instant::now();
                 locked(&state.waiting).insert(task, asked);
-                let guard = lock.lock().await.map_err(err)?;
+                let guard = contender.acquire(lock).await?;
                 let got = Instant::now();
                 locked(&state.waiting).remove(&task);
                 locked(&shared.latencies).push(got - asked);
@@ -543,7 +610,7 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
                 } else {
                     state.readers.fetch_sub(1, Ordering::SeqCst);
                 }
-                guard.unlock().await.map_err(err)?;
+                guard.release().await?;
                 per_task[task].fetch_add(1, Ordering::Relaxed);
             }
             if !shared.first_done.swap(true, Ordering::SeqCst) {
@@ -596,6 +663,8 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
         Kind::Fenced => "fenced",
         Kind::Spin => "spin",
         Kind::NonReentrant => "non-reentrant",
+        Kind::Multi => "multi",
+        Kind::RedLock => "redlock",
     };
     Ok(json!({
         "workload": o.workload, "kind": kind, "tasks": o.tasks, "clients": o.clients, "locks": o.locks,

@@ -1,8 +1,9 @@
 //! RedLock (Redisson `getRedLock`, the Redlock algorithm): one lock on each of N
 //! independent servers (N clients), held when a quorum (N/2 + 1) of them is.
 //!
-//! A round asks every server at once, each for at most a small slice of the wait
-//! (a frozen server must not eat the lease). With a quorum in hand, the hold is
+//! A round asks every server at once, once each (Redlock's advice: no waiting
+//! on a server, or contenders each holding a minority wait on each other), with
+//! a small timeout (a frozen server must not eat the lease). With a quorum in hand, the hold is
 //! valid until fewer than a quorum of its holds are surely valid, each measured
 //! as any hold is (from the instant its acquire was sent, minus the drift margin;
 //! see `validity.rs`); for a fixed lease that is at least Redlock's
@@ -90,8 +91,9 @@ impl RedLock {
         crate::wait::validate_wait(wait)?;
         crate::config::duration_to_millis("lease", lease)?;
         let deadline = Instant::now() + wait;
-        // Each server gets a slice of the wait, and never more than a tenth of
-        // the lease: a slow or frozen server must not eat the validity.
+        // Each server's answer is awaited for a slice of the wait, and never more
+        // than a tenth of the lease: a slow or frozen server must not eat the
+        // validity.
         let n = u32::try_from(self.locks.len()).unwrap_or(u32::MAX);
         let slice = (wait / n).max(Duration::from_millis(5)).min(lease / 10);
         loop {
@@ -122,13 +124,16 @@ impl RedLock {
         }
     }
 
-    /// One round: every server at once, each for at most `slice`.
+    /// One round: every server at once, each tried once, its answer awaited for
+    /// at most `slice`.
     async fn round(&self, slice: Duration, lease: Duration) -> Option<RedGuard> {
         let mut asks = JoinSet::new();
         for lock in &self.locks {
             let lock = lock.clone();
             asks.spawn(async move {
-                match tokio::time::timeout(slice, lock.try_lock_with_lease(slice, lease)).await {
+                match tokio::time::timeout(slice, lock.try_lock_with_lease(Duration::ZERO, lease))
+                    .await
+                {
                     Ok(Ok(Some(guard))) => Some(guard),
                     // Busy, failing, or too slow: a missing vote.
                     _ => None,
