@@ -193,6 +193,11 @@ public final class Driver {
             case "spin": return redisson.getSpinLock(name);
             // Redisson 4 has these; 3.x does not (looked up by name so that one
             // source builds against both).
+            // Redisson's multi-lock on one hash: `name` is the group, `values` the
+            // members, comma-separated.
+            case "group_multi":
+                return redisson.getMultiLock(name,
+                        java.util.Arrays.<Object>asList((Object[]) str(cmd, "values").split(",")));
             case "nonreentrant": return byName("getNonReentrantLock", name);
             case "nonreentrant_fair": return byName("getNonReentrantFairLock", name);
             default: throw new IllegalArgumentException("unknown kind " + kind);
