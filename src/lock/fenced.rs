@@ -21,7 +21,7 @@ use super::rlock::RLock;
 use crate::client::ClientInner;
 use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::keys::{fenced_token, lock_channel};
+use crate::keys::fenced_token;
 use crate::scripts::{self, BusyTtl, Reentry, Released};
 use crate::wait::{Acquirer, BoxFuture, Target, Wait};
 
@@ -39,11 +39,7 @@ impl LockKind for Fenced {
     ) -> Arc<dyn Acquirer> {
         Arc::new(FencedOps {
             counter: fenced_token(name),
-            target: Target {
-                channel: lock_channel(name),
-                name: name.clone(),
-                owner,
-            },
+            reentrant: Arc::new(ReentrantOps::new(name.clone(), owner, Reentry::Allowed)),
             token: Mutex::new(None),
         })
     }
@@ -53,18 +49,20 @@ impl LockKind for Fenced {
     }
 }
 
-/// The fenced lock's scripts for one acquisition; remembers the token its
-/// successful attempt drew.
+/// The fenced lock's scripts for one acquisition: the reentrant lock's, but the
+/// acquire that also draws a token; remembers the token its successful attempt
+/// drew.
 #[derive(Debug)]
 struct FencedOps {
-    target: Target,
+    /// The layout is the reentrant lock's: its target and its release.
+    reentrant: Arc<ReentrantOps>,
     counter: String,
     token: Mutex<Option<u64>>,
 }
 
 impl Acquirer for FencedOps {
     fn target(&self) -> &Target {
-        &self.target
+        self.reentrant.target()
     }
 
     fn attempt(
@@ -93,13 +91,7 @@ impl Acquirer for FencedOps {
     }
 
     fn release(self: Arc<Self>, conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>> {
-        // The reentrant lock's release: the layout is the same.
-        let ops = Arc::new(ReentrantOps::new(
-            self.target.name.clone(),
-            self.target.owner.clone(),
-            Reentry::Allowed,
-        ));
-        ops.release(conn, lease_ms)
+        self.reentrant.clone().release(conn, lease_ms)
     }
 
     fn token(&self) -> Option<u64> {

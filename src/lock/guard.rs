@@ -217,6 +217,18 @@ impl Drop for LockGuard {
     }
 }
 
+/// Releases every guard (a multi-lock's, a RedLock's), reporting the first error;
+/// the others are released all the same.
+pub(crate) async fn unlock_all(guards: Vec<LockGuard>) -> Result<()> {
+    let mut first = None;
+    for guard in guards {
+        if let Err(e) = guard.unlock().await {
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
 /// Releases one hold of `ops`' owner through its gate (`slot`); the not-held
 /// reply becomes [`Error::NotHeld`].
 pub(crate) async fn release(

@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::guard::LockGuard;
+use super::guard::{unlock_all, LockGuard};
 use super::rlock::RLock;
+use super::{jitter, ROUND_PAUSE};
 use crate::error::{Error, Result};
 
 /// The budget of one round of `lock()`, per lock (Redisson's `1500 ms × N`).
@@ -170,8 +171,7 @@ impl MultiLock {
             }
             // A short random pause: two callers that met head on (opposite
             // orders) do not start their next rounds together.
-            let pause = Duration::from_millis(uuid::Uuid::new_v4().as_u64_pair().0 % 50);
-            let until = Instant::now() + pause;
+            let until = Instant::now() + jitter(ROUND_PAUSE);
             tokio::time::sleep_until(deadline.map_or(until, |d| until.min(d))).await;
         }
     }
@@ -207,22 +207,11 @@ impl MultiLock {
             // round (ours or a contender's) starts from free locks. A hold whose
             // release fails here ends with its lease; the round's outcome is what
             // the caller needs to know.
-            let _ = release_all(guards).await;
+            let _ = unlock_all(guards).await;
             return missed;
         }
         Ok(Round::Held(guards))
     }
-}
-
-/// Releases every guard, reporting the first error.
-async fn release_all(guards: Vec<LockGuard>) -> Result<()> {
-    let mut first = None;
-    for guard in guards {
-        if let Err(e) = guard.unlock().await {
-            first.get_or_insert(e);
-        }
-    }
-    first.map_or(Ok(()), Err)
 }
 
 impl MultiGuard {
@@ -232,7 +221,7 @@ impl MultiGuard {
     /// The first release that failed ([`Error::NotHeld`] for a hold already
     /// lost); the others are released all the same.
     pub async fn unlock(self) -> Result<()> {
-        release_all(self.guards).await
+        unlock_all(self.guards).await
     }
 
     /// The guards, one per lock, in the multi-lock's order.

@@ -20,8 +20,9 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::guard::LockGuard;
+use super::guard::{unlock_all, LockGuard};
 use super::rlock::RLock;
+use super::{jitter, ROUND_PAUSE};
 use crate::error::{Error, Result};
 
 /// A round that leaves less than this of validity counts as missed.
@@ -103,8 +104,7 @@ impl RedLock {
             if Instant::now() >= deadline {
                 return Ok(None);
             }
-            let pause = Duration::from_millis(uuid::Uuid::new_v4().as_u64_pair().0 % 50);
-            tokio::time::sleep_until((Instant::now() + pause).min(deadline)).await;
+            tokio::time::sleep_until((Instant::now() + jitter(ROUND_PAUSE)).min(deadline)).await;
         }
     }
 
@@ -191,12 +191,6 @@ impl RedGuard {
     /// # Errors
     /// The first release that failed; the others are released all the same.
     pub async fn unlock(self) -> Result<()> {
-        let mut first = None;
-        for guard in self.guards {
-            if let Err(e) = guard.unlock().await {
-                first.get_or_insert(e);
-            }
-        }
-        first.map_or(Ok(()), Err)
+        unlock_all(self.guards).await
     }
 }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::jitter;
 use super::kind::LockKind;
 use super::reentrant::ReentrantOps;
 use crate::client::ClientInner;
@@ -81,16 +82,6 @@ impl BackOff {
             }
         }
     }
-}
-
-/// A pseudo-random duration in `[0, span]`, good enough to spread retries.
-fn jitter(span: Duration) -> Duration {
-    let nanos = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
-    if nanos == 0 {
-        return Duration::ZERO;
-    }
-    let bits = uuid::Uuid::new_v4().as_u64_pair().0;
-    Duration::from_nanos(bits % nanos.saturating_add(1))
 }
 
 /// The spin lock's kind, with its back-off.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
-use crate::support::{eventually, within, RedisServer};
+use crate::support::{assert_nothing_left_but, within, RedisServer};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -141,20 +141,7 @@ async fn cancelled_fenced_acquisitions_leave_only_the_counter() {
             guard.unlock().await.unwrap();
         }
     }
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            server.keys().await == vec!["redisson_lock_token:{cancelled}".to_owned()]
-        })
-        .await,
-        "left behind: {:?}",
-        server.keys().await
-    );
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            server.channels().await.is_empty()
-        })
-        .await
-    );
-    assert_eq!(client.subscribed_channels(), 0);
-    assert_eq!(client.renewed_holds(), 0);
+    let counter = "redisson_lock_token:{cancelled}";
+    assert_nothing_left_but(&server, &[&client], |key| key == counter).await;
+    assert_eq!(server.keys().await, vec![counter.to_owned()]);
 }

@@ -27,6 +27,61 @@ async fn incr_nonatomic(admin: &mut redis::aio::MultiplexedConnection, key: &str
     let _: () = admin.set(key, value.unwrap_or(0) + 1).await.unwrap();
 }
 
+/// 4 Java threads (the driver's `contend` on `kind`) and 4 Rust tasks (each on a
+/// handle from `rust_lock`) take lock `name` `ops` times each, every one doing a
+/// non-atomic increment of `counter` inside (the Rust ones then pausing `hold`):
+/// no Java error, every grant made, no increment lost.
+async fn contend_across_languages(
+    server: &RedisServer,
+    java: &mut JavaDriver,
+    kind: &str,
+    name: &str,
+    rust_lock: impl Fn() -> redisson_locks::RLock,
+    ops: u64,
+    hold: Duration,
+) {
+    let counter = format!("{name}-counter");
+    java.send(json!({
+        "op": "contend", "kind": kind, "name": name, "threads": 4, "ops": ops,
+        "hold_ms": 1, "counter": counter, "lease_ms": 0
+    }));
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let lock = rust_lock();
+        let mut admin = server.admin().await;
+        let counter = counter.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..ops {
+                let guard = lock.lock().await.unwrap();
+                incr_nonatomic(&mut admin, &counter).await;
+                if !hold.is_zero() {
+                    tokio::time::sleep(hold).await;
+                }
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    within(Duration::from_secs(60), "4 Rust tasks", async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    })
+    .await;
+    let done = java
+        .expect("contended", None, Duration::from_secs(60))
+        .await;
+    assert_eq!(done["errors"], 0, "{kind}: Java errors: {done}");
+    assert_eq!(done["grants"], 4 * ops, "{kind}: {done}");
+    let mut admin = server.admin().await;
+    let total: i64 = admin.get(&counter).await.unwrap();
+    assert_eq!(
+        total,
+        8 * ops as i64,
+        "{kind}: an increment was lost: an overlap"
+    );
+    del(server, &counter).await;
+}
+
 async fn lrange(server: &RedisServer, key: &str) -> Vec<String> {
     let mut admin = server.admin().await;
     admin.lrange(key, 0, -1).await.unwrap()
@@ -79,39 +134,16 @@ async fn java_threads_and_rust_tasks_exclude_each_other_on_one_reentrant_lock() 
     let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
     let client = server.client().await;
 
-    java.send(json!({
-        "op": "contend", "kind": "reentrant", "name": "mixed", "threads": 4, "ops": OPS,
-        "hold_ms": 1, "counter": "mixed-counter", "lease_ms": 0
-    }));
-    let mut tasks = Vec::new();
-    for _ in 0..4 {
-        let lock = client.get_lock("mixed").unwrap();
-        let mut admin = server.admin().await;
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..OPS {
-                let guard = lock.lock().await.unwrap();
-                incr_nonatomic(&mut admin, "mixed-counter").await;
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                guard.unlock().await.unwrap();
-            }
-        }));
-    }
-    within(Duration::from_secs(60), "4 Rust tasks", async {
-        for t in tasks {
-            t.await.unwrap();
-        }
-    })
+    contend_across_languages(
+        &server,
+        &mut java,
+        "reentrant",
+        "mixed",
+        || client.get_lock("mixed").unwrap(),
+        OPS,
+        Duration::from_millis(1),
+    )
     .await;
-    let done = java
-        .expect("contended", None, Duration::from_secs(60))
-        .await;
-    assert_eq!(done["errors"], 0, "Java errors: {done}");
-    assert_eq!(done["grants"], 4 * OPS, "{done}");
-
-    let mut admin = server.admin().await;
-    let counter: i64 = admin.get("mixed-counter").await.unwrap();
-    assert_eq!(counter, 8 * OPS as i64, "an increment was lost: an overlap");
-    del(&server, "mixed-counter").await;
     assert_nothing_left_but_latches(&server, &[&client]).await;
 }
 
@@ -949,35 +981,16 @@ async fn spin_locks_exclude_each_other_across_languages() {
     let server = RedisServer::start();
     let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
     let client = server.client().await;
-    java.send(json!({
-        "op": "contend", "kind": "spin", "name": "spun", "threads": 4, "ops": OPS,
-        "hold_ms": 1, "counter": "spin-counter", "lease_ms": 0
-    }));
-    let mut tasks = Vec::new();
-    for _ in 0..4 {
-        let lock = client.get_spin_lock("spun").unwrap();
-        let mut admin = server.admin().await;
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..OPS {
-                let guard = lock.lock().await.unwrap();
-                incr_nonatomic(&mut admin, "spin-counter").await;
-                guard.unlock().await.unwrap();
-            }
-        }));
-    }
-    within(Duration::from_secs(60), "Rust spinners", async {
-        for t in tasks {
-            t.await.unwrap();
-        }
-    })
+    contend_across_languages(
+        &server,
+        &mut java,
+        "spin",
+        "spun",
+        || client.get_spin_lock("spun").unwrap(),
+        OPS,
+        Duration::ZERO,
+    )
     .await;
-    let done = java
-        .expect("contended", None, Duration::from_secs(60))
-        .await;
-    assert_eq!(done["errors"], 0, "Java errors: {done}");
-    let mut admin = server.admin().await;
-    let counter: i64 = admin.get("spin-counter").await.unwrap();
-    assert_eq!(counter, 8 * OPS as i64, "an increment was lost: an overlap");
 }
 
 /// Non-reentrant locks of both languages exclude each other, on Redisson 4 (3.x
@@ -998,45 +1011,23 @@ async fn non_reentrant_locks_exclude_each_other_across_languages() {
     let client = server.client().await;
     for kind in ["nonreentrant", "nonreentrant_fair"] {
         let name = format!("nr-{kind}");
-        let counter = format!("{name}-counter");
-        java.send(json!({
-            "op": "contend", "kind": kind, "name": name, "threads": 4, "ops": OPS,
-            "hold_ms": 1, "counter": counter, "lease_ms": 0
-        }));
-        let mut tasks = Vec::new();
-        for _ in 0..4 {
-            let lock = if kind == "nonreentrant" {
+        let rust_lock = || {
+            if kind == "nonreentrant" {
                 client.get_non_reentrant_lock(name.clone())
             } else {
                 client.get_non_reentrant_fair_lock(name.clone())
             }
-            .unwrap();
-            let mut admin = server.admin().await;
-            let counter = counter.clone();
-            tasks.push(tokio::spawn(async move {
-                for _ in 0..OPS {
-                    let guard = lock.lock().await.unwrap();
-                    incr_nonatomic(&mut admin, &counter).await;
-                    guard.unlock().await.unwrap();
-                }
-            }));
-        }
-        within(Duration::from_secs(60), "Rust holders", async {
-            for t in tasks {
-                t.await.unwrap();
-            }
-        })
+            .unwrap()
+        };
+        contend_across_languages(
+            &server,
+            &mut java,
+            kind,
+            &name,
+            rust_lock,
+            OPS,
+            Duration::ZERO,
+        )
         .await;
-        let done = java
-            .expect("contended", None, Duration::from_secs(60))
-            .await;
-        assert_eq!(done["errors"], 0, "Java errors: {done}");
-        let mut admin = server.admin().await;
-        let total: i64 = admin.get(&counter).await.unwrap();
-        assert_eq!(
-            total,
-            8 * OPS as i64,
-            "{kind}: an increment was lost: an overlap"
-        );
     }
 }

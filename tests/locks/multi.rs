@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redisson_locks::MultiLock;
 
-use crate::support::{eventually, within, RedisServer};
+use crate::support::{assert_nothing_left, eventually, within, RedisServer};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -141,20 +141,5 @@ async fn leases_cancellation_and_bad_input() {
         let _ = tokio::time::timeout(Duration::from_micros(i * 30), multi.lock()).await;
     }
     got.unlock().await.unwrap();
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            server.keys().await.is_empty()
-        })
-        .await,
-        "left behind: {:?}",
-        server.keys().await
-    );
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            server.channels().await.is_empty()
-        })
-        .await
-    );
-    assert_eq!(client.renewed_holds(), 0);
-    assert_eq!(client.subscribed_channels(), 0);
+    assert_nothing_left(&server, &[&client]).await;
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::{eventually, RedisServer};
+use super::RedisServer;
 
 /// The Redisson release the tests run against unless `REDISSON_VERSION` says
 /// otherwise: the newest 3.x.
@@ -414,40 +414,13 @@ pub fn is_unlock_latch(key: &str) -> bool {
     key.starts_with("redisson_unlock_latch:")
 }
 
-/// Every key but Redisson's unlock latches.
-pub async fn keys_but_latches(server: &RedisServer) -> Vec<String> {
-    server
-        .keys()
-        .await
-        .into_iter()
-        .filter(|k| !is_unlock_latch(k))
-        .collect()
-}
-
 /// `assert_nothing_left`, except for Redisson's unlock latches (which are
 /// returned, for the tests to report).
 pub async fn assert_nothing_left_but_latches(
     server: &RedisServer,
     clients: &[&redisson_locks::Client],
 ) -> Vec<String> {
-    let limit = Duration::from_secs(5);
-    assert!(
-        eventually(limit, || async {
-            keys_but_latches(server).await.is_empty()
-        })
-        .await,
-        "keys left behind: {:?}",
-        keys_but_latches(server).await
-    );
-    assert!(
-        eventually(limit, || async { server.channels().await.is_empty() }).await,
-        "subscriptions left behind: {:?}",
-        server.channels().await
-    );
-    for client in clients {
-        assert_eq!(client.subscribed_channels(), 0, "client still subscribed");
-        assert_eq!(client.renewed_holds(), 0, "client still renewing");
-    }
+    super::assert_nothing_left_but(server, clients, is_unlock_latch).await;
     server
         .keys()
         .await

@@ -372,11 +372,26 @@ pub async fn within<T>(
 /// UNSUBSCRIBEs sent from drops: no key and no subscribed channel on the server,
 /// and none of `clients` subscribed or renewing.
 pub async fn assert_nothing_left(server: &RedisServer, clients: &[&Client]) {
+    assert_nothing_left_but(server, clients, |_| false).await;
+}
+
+/// [`assert_nothing_left`], except for keys that `expected` says may stay (a
+/// fenced lock's token counter, Redisson's unlock latches).
+pub async fn assert_nothing_left_but(
+    server: &RedisServer,
+    clients: &[&Client],
+    expected: impl Fn(&str) -> bool,
+) {
     let limit = Duration::from_secs(5);
+    let left = || async {
+        let mut keys = server.keys().await;
+        keys.retain(|k| !expected(k));
+        keys
+    };
     assert!(
-        eventually(limit, || async { server.keys().await.is_empty() }).await,
+        eventually(limit, || async { left().await.is_empty() }).await,
         "keys left behind: {:?}",
-        server.keys().await
+        left().await
     );
     assert!(
         eventually(limit, || async { server.channels().await.is_empty() }).await,
