@@ -82,6 +82,29 @@ async fn contend_across_languages(
     del(server, &counter).await;
 }
 
+/// A Rust client (fair wait `wait`) holding fair lock `name`, with a Java
+/// `tryLock(2 s)` waiter first in line whose JVM is then SIGKILLed. The holder's
+/// lease is a 1 s watchdog: Redisson set the dead head's deadline when it joined,
+/// to the holder's PTTL then (<= 1 s) + its tryLock wait (2 s).
+async fn behind_a_killed_java_head(
+    server: &RedisServer,
+    name: &str,
+    wait: Duration,
+) -> (redisson_locks::Client, redisson_locks::LockGuard) {
+    let mut doomed = JavaDriver::start(&server.url(), WATCHDOG_30S, Some(wait)).await;
+    let client = server
+        .client_with(|c| {
+            c.fair_lock_wait_timeout = wait;
+            c.lock_watchdog_timeout = Duration::from_secs(1);
+        })
+        .await;
+    let held = client.get_fair_lock(name).unwrap().lock().await.unwrap();
+    doomed.lock("k", "fair", name, 0, 2_000);
+    assert!(eventually(SOON, || async { queue_len(server, name).await == 1 }).await);
+    doomed.kill();
+    (client, held)
+}
+
 async fn lrange(server: &RedisServer, key: &str) -> Vec<String> {
     let mut admin = server.admin().await;
     admin.lrange(key, 0, -1).await.unwrap()
@@ -308,20 +331,7 @@ async fn fair_waiters_behind_a_killed_java_head_still_get_the_lock() {
     let wait = Duration::from_secs(20);
     let server = RedisServer::start();
     let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, Some(wait)).await;
-    let mut doomed = JavaDriver::start(&server.url(), WATCHDOG_30S, Some(wait)).await;
-    // The holder's lease is a 1 s watchdog: Redisson sets the dead head's deadline
-    // when it joins, to the holder's PTTL then + its tryLock wait (about 3 s on).
-    let client = server
-        .client_with(|c| {
-            c.fair_lock_wait_timeout = wait;
-            c.lock_watchdog_timeout = Duration::from_secs(1);
-        })
-        .await;
-    let held = client.get_fair_lock(name).unwrap().lock().await.unwrap();
-
-    doomed.lock("k", "fair", name, 0, 2_000);
-    assert!(eventually(SOON, || async { queue_len(&server, name).await == 1 }).await);
-    doomed.kill();
+    let (client, held) = behind_a_killed_java_head(&server, name, wait).await;
 
     let lock = client.get_fair_lock(name).unwrap();
     let mut admin = server.admin().await;
@@ -776,19 +786,7 @@ async fn fix_check_a_killed_java_fair_head_blocks_for_its_wait_not_ours() {
     let name = "fair-dead-head";
     let wait = Duration::from_secs(20);
     let server = RedisServer::start();
-    let mut doomed = JavaDriver::start(&server.url(), WATCHDOG_30S, Some(wait)).await;
-    // A 1 s watchdog on the holder: the dead head's deadline, set by Redisson when
-    // it joined, is the holder's PTTL then (<= 1 s) + its tryLock wait (2 s).
-    let client = server
-        .client_with(|c| {
-            c.fair_lock_wait_timeout = wait;
-            c.lock_watchdog_timeout = Duration::from_secs(1);
-        })
-        .await;
-    let held = client.get_fair_lock(name).unwrap().lock().await.unwrap();
-    doomed.lock("k", "fair", name, 0, 2_000);
-    assert!(eventually(SOON, || async { queue_len(&server, name).await == 1 }).await);
-    doomed.kill();
+    let (client, held) = behind_a_killed_java_head(&server, name, wait).await;
     let next = client.get_fair_lock(name).unwrap();
     let waiting = tokio::spawn(async move {
         let guard = next.lock().await.unwrap();
