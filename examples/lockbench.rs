@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --example lockbench -- \
-//!     [--kind reentrant|fair|read|write|rw-mix|fenced|spin|non-reentrant|multi|redlock] [--tasks 16] [--clients 1]
+//!     [--kind reentrant|fair|read|write|rw-mix|fenced|spin|non-reentrant|multi|group|redlock] [--tasks 16] [--clients 1]
 //!     [--locks 1] [--ops 100] [--hold-us 100] [--max-seconds 60]
 //!     [--write-pct 20] [--url redis://... | --port N]
 //! cargo run --release --example lockbench -- --scale watchdog [--watchdog-locks 10000]
@@ -79,6 +79,8 @@ enum Kind {
     NonReentrant,
     /// A multi-lock over two locks of one server.
     Multi,
+    /// The single-hash multi-lock over two values of one group.
+    Group,
     /// A RedLock over three clients (of one server here: what it costs, not what
     /// it survives).
     RedLock,
@@ -140,6 +142,7 @@ fn parse() -> Result<Options, String> {
                     "spin" => Kind::Spin,
                     "non-reentrant" => Kind::NonReentrant,
                     "multi" => Kind::Multi,
+                    "group" => Kind::Group,
                     "redlock" => Kind::RedLock,
                     other => return Err(format!("unknown kind {other}")),
                 }
@@ -392,6 +395,7 @@ async fn floor_ratio(o: &Options, url: &str) -> Result<serde_json::Value, String
         Kind::Write | Kind::RwMix => client.get_read_write_lock(name).map(|rw| rw.write_lock()),
         Kind::Fenced => client.get_fenced_lock(name).map(|fenced| (*fenced).clone()),
         Kind::Spin => client.get_spin_lock(name),
+        Kind::Group => client.get_multi_lock(name, ["a", "b"]),
         Kind::NonReentrant | Kind::Multi | Kind::RedLock => client.get_non_reentrant_lock(name),
     }
     .map_err(err)?;
@@ -525,6 +529,7 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
             Kind::Fenced => ((*client.get_fenced_lock(name).map_err(err)?).clone(), None),
             Kind::Spin => (client.get_spin_lock(name).map_err(err)?, None),
             Kind::NonReentrant => (client.get_non_reentrant_lock(name).map_err(err)?, None),
+            Kind::Group => (client.get_multi_lock(name, ["a", "b"]).map_err(err)?, None),
             Kind::Multi | Kind::RedLock => (client.get_lock(name.clone()).map_err(err)?, None),
         };
         let contender = match o.kind {
@@ -664,6 +669,7 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
         Kind::Spin => "spin",
         Kind::NonReentrant => "non-reentrant",
         Kind::Multi => "multi",
+        Kind::Group => "group",
         Kind::RedLock => "redlock",
     };
     Ok(json!({

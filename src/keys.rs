@@ -127,6 +127,31 @@ pub(crate) fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The hash field under which Redisson's single-hash multi-lock
+/// (`getMultiLock(group, values)`) keeps one member: HighwayHash-128 of the
+/// member's codec-encoded bytes, with Redisson's fixed key, the two halves
+/// big-endian, in standard base64 without its `==` padding (22 characters).
+///
+/// For a Java side on `StringCodec`, a member's encoding is its UTF-8 bytes.
+pub(crate) fn group_member_id(encoded: &[u8]) -> String {
+    use base64::Engine as _;
+    use highway::{HighwayHash, HighwayHasher, Key};
+    // Redisson's `Hash.KEY`.
+    const KEY: [u64; 4] = [
+        0x9e37_79b9_7f4a_7c15,
+        0xf39c_c060_5ced_c834,
+        0x1082_276b_f3a2_7251,
+        0xf86c_6a11_d0c1_8e95,
+    ];
+    let mut hasher = HighwayHasher::new(Key(KEY));
+    hasher.append(encoded);
+    let [high, low] = hasher.finalize128();
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&high.to_be_bytes());
+    bytes[8..].copy_from_slice(&low.to_be_bytes());
+    base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

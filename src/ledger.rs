@@ -292,7 +292,7 @@ async fn settle_once(
 /// How many holds the server counts for the acquirer's owner (asked on the
 /// client's connection, so after any command of this owner sent before).
 pub(crate) async fn held_on_server(acquirer: &Arc<dyn Acquirer>, conn: &Conn) -> Result<u32> {
-    let (field, _) = acquirer.renewal();
+    let field = acquirer.count_field();
     let count: Option<i64> = redis::cmd("HGET")
         .arg(acquirer.name())
         .arg(field)

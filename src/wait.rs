@@ -61,6 +61,11 @@ pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
     fn renewal(&self) -> (&str, RenewKind) {
         (self.owner(), RenewKind::HashField)
     }
+    /// The hash field whose integer is this owner's hold count (what a settle
+    /// compares with its belief).
+    fn count_field(&self) -> &str {
+        self.renewal().0
+    }
     /// The channel whose messages announce that trying again may succeed.
     fn channel(&self) -> &str {
         &self.target().channel

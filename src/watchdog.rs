@@ -33,6 +33,9 @@ pub(crate) enum RenewKind {
     HashField,
     /// A reader's holds of a read-write lock: extend its hold keys and the hash.
     ReadHolds,
+    /// A single-hash multi-lock hold (field: [`scripts::group_hold`]): extend the
+    /// owner's hold of every member, and the hash.
+    GroupMembers,
 }
 
 /// (lock name, hash field, kind).
@@ -328,6 +331,7 @@ async fn renew_all(registry: &Registry, conn: &mut Conn, lease: Duration) -> boo
             let renewed = match kind {
                 RenewKind::HashField => scripts::lock_renew(conn, &holds, lease_ms).await,
                 RenewKind::ReadHolds => scripts::read_renew(conn, &holds, lease_ms).await,
+                RenewKind::GroupMembers => scripts::group_renew(conn, &holds, lease_ms).await,
             };
             // An error leaves every hold registered: the next tick tries again,
             // well within the lease (three ticks per lease).

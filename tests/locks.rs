@@ -12,6 +12,7 @@ mod locks {
     mod fair;
     mod faults;
     mod fenced;
+    mod group;
     mod hostile;
     mod interop;
     mod java;

@@ -2,6 +2,7 @@
 
 mod fair;
 mod fenced;
+mod group;
 mod guard;
 mod kind;
 mod multi;
@@ -14,6 +15,7 @@ mod spin;
 
 pub(crate) use fair::Fair;
 pub use fenced::RFencedLock;
+pub(crate) use group::GroupMembers;
 pub use guard::LockGuard;
 pub use multi::{MultiGuard, MultiLock};
 pub(crate) use non_reentrant::{NonReentrant, NonReentrantFair};

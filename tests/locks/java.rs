@@ -27,24 +27,31 @@ async fn incr_nonatomic(admin: &mut redis::aio::MultiplexedConnection, key: &str
     let _: () = admin.set(key, value.unwrap_or(0) + 1).await.unwrap();
 }
 
-/// 4 Java threads (the driver's `contend` on `kind`) and 4 Rust tasks (each on a
-/// handle from `rust_lock`) take lock `name` `ops` times each, every one doing a
-/// non-atomic increment of `counter` inside (the Rust ones then pausing `hold`):
-/// no Java error, every grant made, no increment lost.
+/// 4 Java threads (the driver's `contend` on `kind`, with `java_extra` added to
+/// the command) and 4 Rust tasks (each on a handle from `rust_lock`) take lock
+/// `name` `ops` times each, every one doing a non-atomic increment of `counter`
+/// inside (the Rust ones then pausing `hold`): no Java error, every grant made,
+/// no increment lost.
+#[allow(clippy::too_many_arguments)]
 async fn contend_across_languages(
     server: &RedisServer,
     java: &mut JavaDriver,
     kind: &str,
     name: &str,
+    java_extra: serde_json::Value,
     rust_lock: impl Fn() -> redisson_locks::RLock,
     ops: u64,
     hold: Duration,
 ) {
     let counter = format!("{name}-counter");
-    java.send(json!({
+    let mut command = json!({
         "op": "contend", "kind": kind, "name": name, "threads": 4, "ops": ops,
         "hold_ms": 1, "counter": counter, "lease_ms": 0
-    }));
+    });
+    if let serde_json::Value::Object(extra) = java_extra {
+        command.as_object_mut().expect("object").extend(extra);
+    }
+    java.send(command);
     let mut tasks = Vec::new();
     for _ in 0..4 {
         let lock = rust_lock();
@@ -162,6 +169,7 @@ async fn java_threads_and_rust_tasks_exclude_each_other_on_one_reentrant_lock() 
         &mut java,
         "reentrant",
         "mixed",
+        json!({}),
         || client.get_lock("mixed").unwrap(),
         OPS,
         Duration::from_millis(1),
@@ -984,6 +992,7 @@ async fn spin_locks_exclude_each_other_across_languages() {
         &mut java,
         "spin",
         "spun",
+        json!({}),
         || client.get_spin_lock("spun").unwrap(),
         OPS,
         Duration::ZERO,
@@ -1022,10 +1031,128 @@ async fn non_reentrant_locks_exclude_each_other_across_languages() {
             &mut java,
             kind,
             &name,
+            json!({}),
             rust_lock,
             OPS,
             Duration::ZERO,
         )
         .await;
     }
+}
+
+/// Redisson's single-hash multi-lock (`getMultiLock(group, values)`) and ours
+/// name the members alike (the same hash fields for the same values, so the
+/// member hash agrees byte for byte), exclude each other on a shared value, and
+/// keep a shared counter exact under contention.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_multi_locks_share_redissons_layout() {
+    const OPS: u64 = 10;
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    let members = |fields: Vec<String>| -> Vec<String> {
+        let mut ids: Vec<String> = fields.into_iter().filter(|f| !f.contains(':')).collect();
+        ids.sort();
+        ids
+    };
+    let values = json!({ "values": "seat-1,seat-2" });
+
+    java.act("gj", "lock", "group_multi", "plane", values.clone());
+    java.expect("acquired", Some("gj"), SOON).await;
+    let mut admin = server.admin().await;
+    let java_ids = members(admin.hkeys("plane").await.unwrap());
+    assert_eq!(java_ids.len(), 2, "Java's fields: {java_ids:?}");
+    let ours = client
+        .get_multi_lock("plane", ["seat-2", "seat-3"])
+        .unwrap();
+    assert!(
+        ours.is_locked().await.unwrap(),
+        "Java's hold of seat-2 unseen"
+    );
+    assert!(
+        ours.try_lock().await.unwrap().is_none(),
+        "seat-2 taken twice"
+    );
+    java.act("gj", "unlock", "group_multi", "plane", values.clone());
+    java.expect("unlocked", Some("gj"), SOON).await;
+
+    let guard = client
+        .get_multi_lock("plane", ["seat-1", "seat-2"])
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let rust_ids = members(admin.hkeys("plane").await.unwrap());
+    assert_eq!(rust_ids, java_ids, "the member ids differ");
+    java.act(
+        "gj",
+        "lock",
+        "group_multi",
+        "plane",
+        json!({ "values": "seat-2", "wait_ms": 0, "lease_ms": 0 }),
+    );
+    let refused = java.expect("not_acquired", Some("gj"), SOON).await;
+    assert_eq!(refused["event"], "not_acquired");
+    guard.unlock().await.unwrap();
+
+    contend_across_languages(
+        &server,
+        &mut java,
+        "group_multi",
+        "plane",
+        values,
+        || {
+            client
+                .get_multi_lock("plane", ["seat-1", "seat-2"])
+                .unwrap()
+        },
+        OPS,
+        Duration::ZERO,
+    )
+    .await;
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}
+
+/// Redisson's `RedissonMultiLock` over three locks and ours over the same three
+/// (in the opposite order) exclude each other: a shared counter stays exact,
+/// and neither side deadlocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_locks_over_separate_locks_exclude_across_languages() {
+    const OPS: u64 = 10;
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    let counter = "multi-counter";
+    java.send(json!({
+        "op": "contend", "kind": "multi", "name": "m1,m2,m3", "threads": 2, "ops": OPS,
+        "hold_ms": 1, "counter": counter, "lease_ms": 0
+    }));
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        let locks = ["m3", "m2", "m1"].map(|n| client.get_lock(n).unwrap());
+        let multi = redisson_locks::MultiLock::new(locks.to_vec()).unwrap();
+        let mut admin = server.admin().await;
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..OPS {
+                let guard = multi.lock().await.unwrap();
+                incr_nonatomic(&mut admin, counter).await;
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    within(Duration::from_secs(90), "Rust multi-lock tasks", async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    })
+    .await;
+    let done = java
+        .expect("contended", None, Duration::from_secs(90))
+        .await;
+    assert_eq!(done["errors"], 0, "Java errors: {done}");
+    let mut admin = server.admin().await;
+    let total: i64 = admin.get(counter).await.unwrap();
+    assert_eq!(total, 4 * OPS as i64, "an increment was lost: an overlap");
+    del(&server, counter).await;
+    assert_nothing_left_but_latches(&server, &[&client]).await;
 }

@@ -58,6 +58,10 @@ public final class Driver {
         Config config = new Config();
         config.useSingleServer().setAddress(url);
         config.setLockWatchdogTimeout(watchdogMs);
+        // Values of getMultiLock(group, values) are hashed in their encoded form:
+        // with StringCodec that is a string's UTF-8 bytes, which is what the Rust
+        // side hashes for a &str. (The locks themselves use their own codecs.)
+        config.setCodec(StringCodec.INSTANCE);
         if (fairWaitMs >= 0) {
             setFairWait(config, fairWaitMs);
         }
@@ -198,6 +202,16 @@ public final class Driver {
             case "group_multi":
                 return redisson.getMultiLock(name,
                         java.util.Arrays.<Object>asList((Object[]) str(cmd, "values").split(",")));
+            // Redisson's multi-lock over separate locks: `name` is their names,
+            // comma-separated.
+            case "multi": {
+                String[] names = name.split(",");
+                RLock[] locks = new RLock[names.length];
+                for (int i = 0; i < names.length; i++) {
+                    locks[i] = redisson.getLock(names[i]);
+                }
+                return redisson.getMultiLock(locks);
+            }
             case "nonreentrant": return byName("getNonReentrantLock", name);
             case "nonreentrant_fair": return byName("getNonReentrantFairLock", name);
             default: throw new IllegalArgumentException("unknown kind " + kind);
