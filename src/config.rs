@@ -38,9 +38,9 @@ pub const MAX_RETRY_ATTEMPTS: u32 = 1_000;
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Config {
-    /// Server address, `redis://host:port`. Default `redis://127.0.0.1:6379`.
-    /// (`rediss://`, TLS, is refused with [`Error::Config`]: this crate is built
-    /// without TLS support.)
+    /// Server address, `redis://host:port`, or `rediss://host:port` for TLS (with
+    /// the `tls` feature; without it a `rediss://` address is refused with
+    /// [`Error::Config`]). Default `redis://127.0.0.1:6379`.
     pub address: String,
     /// ACL user name. Default none (the `default` user).
     pub username: Option<String>,
@@ -113,6 +113,28 @@ pub struct Config {
     /// server's slow clock adjustment (NTP slewing is at most 0.05 %) with room to
     /// spare; the 2 ms cover timer granularity. Between 0 and 0.5.
     pub clock_drift_factor: f64,
+    /// Certificates for `rediss://` addresses (feature `tls`): the servers' own
+    /// and, for mutual TLS, the client's. Used for the single server, every
+    /// cluster node and Sentinel's servers. Default: the system's trust store,
+    /// no client certificate.
+    pub tls: TlsConfig,
+}
+
+/// Certificates for TLS connections (`rediss://`), as PEM files: the Rust
+/// counterpart of Redisson's `sslTruststore` (whom to trust) and `sslKeystore`
+/// (who we are).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TlsConfig {
+    /// The certificate authorities to trust instead of the system's trust store
+    /// (Redisson `sslTruststore`): a PEM file of one or more certificates.
+    pub ca_certificate: Option<std::path::PathBuf>,
+    /// The client's certificate chain for mutual TLS (Redisson `sslKeystore`): a
+    /// PEM file. Requires [`client_key`](TlsConfig::client_key).
+    pub client_certificate: Option<std::path::PathBuf>,
+    /// The client certificate's private key, a PEM file (it may be the same file
+    /// as the certificate).
+    pub client_key: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -128,6 +150,7 @@ impl Default for Config {
             retry_interval: Duration::from_millis(1_500),
             lock_watchdog_timeout: Duration::from_millis(30_000),
             fair_lock_wait_timeout: Duration::from_millis(300_000),
+            tls: TlsConfig::default(),
             cluster_nodes: Vec::new(),
             sharded_pubsub: None,
             sentinel_addresses: Vec::new(),

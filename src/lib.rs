@@ -20,7 +20,7 @@ mod wait;
 mod watchdog;
 
 pub use client::Client;
-pub use config::{Config, MAX_DURATION, MAX_RETRY_ATTEMPTS};
+pub use config::{Config, TlsConfig, MAX_DURATION, MAX_RETRY_ATTEMPTS};
 pub use error::{Error, Result};
 pub use keys::MAX_NAME_LEN;
 pub use lock::{
