@@ -131,12 +131,16 @@ impl Drop for Background {
             // still be answered.
             let on_worker = tokio::runtime::Handle::try_current()
                 .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-            if on_worker {
-                tokio::task::block_in_place(|| {
-                    let _ = thread.join();
-                });
+            let joined = if on_worker {
+                tokio::task::block_in_place(|| thread.join())
             } else {
-                let _ = thread.join();
+                thread.join()
+            };
+            if joined.is_err() {
+                crate::trace::warn_event!(
+                    "the client's background thread panicked; queued releases may not have been sent \
+                     (those holds end with their leases)"
+                );
             }
         }
     }

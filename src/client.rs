@@ -2,10 +2,9 @@
 
 use std::sync::Arc;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-
 use crate::background::{entered, Background};
-use crate::conn::{Conn, Link};
+use crate::conn::Conn;
+use crate::connect::{check_server, connect_link};
 use crate::home::Home;
 use crate::ledger::{Ledger, Settling};
 
@@ -78,7 +77,12 @@ impl Drop for ClientInner {
         for (acquirer, lease_ms) in self.watchdog.take_detached() {
             let conn = self.conn.clone();
             self.conn.spawn_cleanup(async move {
-                let _ = acquirer.release(conn, lease_ms).await;
+                let name = acquirer.name().to_owned();
+                if let Err(e) = acquirer.release(conn, lease_ms).await {
+                    crate::trace::warn_event!(
+                        "lock {name:?}: releasing a detached hold as the client closed failed (it ends with its lease): {e}"
+                    );
+                }
             });
         }
         // What is still to be sent goes out from the client's own thread.
@@ -121,19 +125,13 @@ impl Client {
         );
         let link = match connect.await {
             Ok(link) => link?,
-            Err(_) => {
-                return Err(Error::Redis(redis::RedisError::from((
-                    redis::ErrorKind::Io,
-                    "could not connect within connect_timeout",
-                    config.address.clone(),
-                ))))
-            }
+            Err(_) => return Err(Error::connect_timeout(&config.address)),
         };
         // A replacement link (when the home runtime ends or stalls) must agree on
         // sharded pub/sub with the first one.
         let mut same_kind = config.clone();
-        if let Link::Cluster { sharded, .. } = &link {
-            same_kind.sharded_pubsub = Some(*sharded);
+        if let Some(sharded) = link.sharded_pubsub() {
+            same_kind.sharded_pubsub = Some(sharded);
         }
         let reconnect_pushes = pushes.clone();
         let reconnect: crate::conn::Reconnect =
@@ -371,159 +369,6 @@ impl Client {
     }
 }
 
-fn manager_config(config: &Config, pushes: &PushHandler) -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(config.connect_timeout))
-        .set_response_timeout(Some(config.timeout))
-        .set_number_of_retries(config.retry_attempts as usize)
-        .set_max_delay(config.retry_interval)
-        .set_push_sender(pushes.sender())
-}
-
-/// Connects the kind of link `config` asks for.
-async fn connect_link(config: Config, pushes: PushHandler) -> Result<Link> {
-    if !config.cluster_nodes.is_empty() {
-        connect_cluster(&config, &pushes).await
-    } else if !config.sentinel_addresses.is_empty() {
-        connect_sentinel(&config, &pushes).await
-    } else {
-        connect_single(&config, &pushes).await
-    }
-}
-
 /// How much longer than one command's timeout a dropped client keeps sending
 /// queued releases.
 const DRAIN_SLACK: std::time::Duration = std::time::Duration::from_millis(250);
-
-async fn connect_single(config: &Config, pushes: &PushHandler) -> Result<Link> {
-    let info = config.connection_info()?;
-    let redis_client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
-    Ok(Link::Single(
-        ConnectionManager::new_with_config(redis_client, manager_config(config, pushes)).await?,
-    ))
-}
-
-async fn connect_sentinel(config: &Config, pushes: &PushHandler) -> Result<Link> {
-    use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
-    let sentinels = config.sentinel_infos()?;
-    // Credentials in the sentinel URLs are the sentinels' own.
-    let sentinel_auth = sentinels.first().map(|info| {
-        let settings = info.redis_settings();
-        (
-            settings.username().map(str::to_owned),
-            settings.password().map(str::to_owned),
-        )
-    });
-    let addresses = sentinels.iter().map(|info| info.addr().clone());
-    let master = config.sentinel_master_name.clone().unwrap_or_default();
-    let mut builder = SentinelClientBuilder::new(addresses, master, SentinelServerType::Master)?
-        .set_client_to_redis_protocol(redis::ProtocolVersion::RESP3)
-        .set_client_to_redis_db(config.database);
-    if let Some(user) = &config.username {
-        builder = builder.set_client_to_redis_username(user);
-    }
-    if let Some(password) = &config.password {
-        builder = builder.set_client_to_redis_password(password);
-    }
-    if let Some((user, password)) = sentinel_auth {
-        if let Some(user) = user {
-            builder = builder.set_client_to_sentinel_username(user);
-        }
-        if let Some(password) = password {
-            builder = builder.set_client_to_sentinel_password(password);
-        }
-    }
-    let sentinel = builder.build().map_err(|e| Error::Config(e.to_string()))?;
-    // Few re-dials of one address: after a failover it stays dead, and the sooner
-    // a command fails, the sooner the sentinels are asked again.
-    let conn = crate::conn::SentinelConn::connect(
-        sentinel,
-        manager_config(config, pushes).set_number_of_retries(1),
-        pushes.reconnect_signal(),
-    )
-    .await?;
-    Ok(Link::Sentinel(std::sync::Arc::new(conn)))
-}
-
-async fn connect_cluster(config: &Config, pushes: &PushHandler) -> Result<Link> {
-    let mut builder = redis::cluster::ClusterClientBuilder::new(config.cluster_node_infos()?)
-        .use_protocol(redis::ProtocolVersion::RESP3)
-        .connection_timeout(config.connect_timeout)
-        .response_timeout(config.timeout)
-        .retries(config.retry_attempts)
-        .max_retry_wait(u64::try_from(config.retry_interval.as_millis()).unwrap_or(u64::MAX))
-        .push_sender(pushes.sender());
-    if let Some(user) = &config.username {
-        builder = builder.username(user);
-    }
-    if let Some(password) = &config.password {
-        builder = builder.password(password);
-    }
-    let client = builder.build().map_err(|e| Error::Config(e.to_string()))?;
-    let mut conn = client.get_async_connection().await?;
-    let sharded = match config.sharded_pubsub {
-        Some(choice) => choice,
-        // As Redisson: sharded pub/sub in cluster mode on servers that have it.
-        // Guessing wrong would leave Java and Rust clients deaf to each other's
-        // unlocks, so an unknown version is an error, not a guess.
-        None => match server_major_version(&mut conn).await {
-            Some(major) => major >= 7,
-            None => {
-                return Err(Error::Config(
-                    "could not read the cluster's Redis version to choose between sharded \
-                     and plain pub/sub; set Config::sharded_pubsub"
-                        .into(),
-                ))
-            }
-        },
-    };
-    Ok(Link::Cluster { conn, sharded })
-}
-
-/// The major version of a server the connection reaches (INFO server).
-async fn server_major_version(conn: &mut impl redis::aio::ConnectionLike) -> Option<u32> {
-    let reply: redis::Value = redis::cmd("INFO")
-        .arg("server")
-        .query_async(conn)
-        .await
-        .ok()?;
-    // A cluster answers per node; any node's version will do.
-    let text = format!("{reply:?}");
-    let at = text.find("redis_version:")? + "redis_version:".len();
-    text[at..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// Reads the server settings locks depend on; see [`Client::warnings`].
-async fn check_server(conn: &mut Conn) -> Vec<String> {
-    let reply: redis::RedisResult<redis::Value> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("maxmemory-policy")
-        .query_async(conn)
-        .await;
-    let policy = match reply {
-        Ok(redis::Value::Map(pairs)) => pairs.into_iter().find_map(|(_, v)| text(&v)),
-        Ok(redis::Value::Array(items)) => items.get(1).and_then(text),
-        _ => None,
-    };
-    match policy {
-        Some(policy) if policy != "noeviction" => vec![format!(
-            "the server's maxmemory-policy is '{policy}': under memory pressure Redis may \
-             evict lock keys, which releases locks silently; locks need 'noeviction'"
-        )],
-        _ => Vec::new(),
-    }
-}
-
-fn text(value: &redis::Value) -> Option<String> {
-    match value {
-        redis::Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
-        redis::Value::SimpleString(s) | redis::Value::VerbatimString { text: s, .. } => {
-            Some(s.clone())
-        }
-        _ => None,
-    }
-}

@@ -376,6 +376,12 @@ fn parse_address(address: &str) -> Result<redis::ConnectionInfo> {
             "address '{address}' must start with redis:// or rediss://"
         )));
     }
+    if address.starts_with("rediss://") && !cfg!(feature = "tls") {
+        return Err(Error::Config(format!(
+            "address '{address}' needs TLS, and this build has no TLS support (cargo \
+             feature `tls`)"
+        )));
+    }
     address
         .into_connection_info()
         .map_err(|e| Error::Config(format!("address '{address}': {e}")))
@@ -493,9 +499,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(feature = "tls"))]
     fn tls_urls_are_refused_clearly_without_tls_support() {
-        // This build of the redis crate has no TLS: a rediss:// address is a
-        // configuration error at parse time, not a confusing connect failure.
+        // Built without TLS: a rediss:// address is a configuration error at
+        // parse time, not a confusing connect failure.
         let err = Config::from_url("rediss://localhost:6380").unwrap_err();
         assert!(err.is_config(), "{err}");
     }

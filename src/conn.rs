@@ -5,9 +5,9 @@
 
 use std::sync::{Arc, RwLock};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
-use redis::sentinel::SentinelClient;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use tokio::runtime::Handle;
@@ -59,98 +59,15 @@ struct Placed {
 #[derive(Clone)]
 pub(crate) enum Link {
     Single(ConnectionManager),
+    #[cfg(feature = "cluster")]
     Cluster {
         conn: ClusterConnection,
         /// Whether unlock messages travel on sharded pub/sub (SPUBLISH/SSUBSCRIBE).
         sharded: bool,
     },
     /// The primary that Sentinel names, followed across failovers.
-    Sentinel(Arc<SentinelConn>),
-}
-
-/// A connection to whichever server Sentinel says is the primary. A command that
-/// fails the way a failover makes commands fail (refused, cut, timed out, or a
-/// READONLY from a demoted primary) makes it ask the sentinels again; when they
-/// name another primary it connects there, and tells the subscriber to subscribe
-/// again (as after any reconnect), so waiters follow.
-pub(crate) struct SentinelConn {
-    sentinel: tokio::sync::Mutex<SentinelClient>,
-    manager_config: ConnectionManagerConfig,
-    current: RwLock<(String, ConnectionManager)>,
-    /// Bumped on every switch, so that commands which failed together ask the
-    /// sentinels once, not once each.
-    switches: std::sync::atomic::AtomicU64,
-    on_switch: Box<dyn Fn() + Send + Sync>,
-}
-
-impl SentinelConn {
-    pub(crate) async fn connect(
-        mut sentinel: SentinelClient,
-        manager_config: ConnectionManagerConfig,
-        on_switch: Box<dyn Fn() + Send + Sync>,
-    ) -> redis::RedisResult<SentinelConn> {
-        let client = sentinel.async_get_client().await?;
-        let address = client.get_connection_info().addr().to_string();
-        let manager = ConnectionManager::new_with_config(client, manager_config.clone()).await?;
-        Ok(SentinelConn {
-            sentinel: tokio::sync::Mutex::new(sentinel),
-            manager_config,
-            current: RwLock::new((address, manager)),
-            switches: std::sync::atomic::AtomicU64::new(0),
-            on_switch,
-        })
-    }
-
-    fn manager(&self) -> ConnectionManager {
-        self.current
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .1
-            .clone()
-    }
-
-    /// How many times this connection switched primaries so far.
-    fn switches(&self) -> u64 {
-        self.switches.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// After a failed command: follow the primary if the failure suggests it moved.
-    /// After a failed command sent at switch count `seen`: follow the primary if
-    /// the failure suggests it moved.
-    async fn follow_if_moved<T>(&self, result: &redis::RedisResult<T>, seen: u64) {
-        if let Err(err) = result {
-            if primary_may_have_moved(err) {
-                self.follow(seen).await;
-            }
-        }
-    }
-
-    /// Asks the sentinels for the primary; moves there if it changed. Nothing to
-    /// do when another caller already switched since `seen`: commands that failed
-    /// together ask the sentinels once.
-    async fn follow(&self, seen: u64) {
-        let mut sentinel = self.sentinel.lock().await;
-        if self.switches() != seen {
-            return;
-        }
-        let Ok(client) = sentinel.async_get_client().await else {
-            return;
-        };
-        let address = client.get_connection_info().addr().to_string();
-        if self.current.read().unwrap_or_else(|p| p.into_inner()).0 == address {
-            return;
-        }
-        let Ok(manager) =
-            ConnectionManager::new_with_config(client, self.manager_config.clone()).await
-        else {
-            return;
-        };
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = (address, manager);
-        self.switches
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        drop(sentinel);
-        (self.on_switch)();
-    }
+    #[cfg(feature = "sentinel")]
+    Sentinel(Arc<crate::sentinel_conn::SentinelConn>),
 }
 
 /// The error of a command that was never sent because no link could be made: a
@@ -162,26 +79,14 @@ fn not_sent(detail: &str) -> redis::RedisError {
     ))
 }
 
-/// Does `err` look like the primary moved?
-fn primary_may_have_moved(err: &redis::RedisError) -> bool {
-    err.is_io_error()
-        || err.is_timeout()
-        || err.is_connection_dropped()
-        || err.is_connection_refusal()
-        || matches!(
-            err.kind(),
-            redis::ErrorKind::Server(
-                redis::ServerErrorKind::ReadOnly | redis::ServerErrorKind::MasterDown
-            )
-        )
-}
-
 impl std::fmt::Debug for Conn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let placed = self.shared.placed();
         let link = match &placed.link {
             Link::Single(_) => "single",
+            #[cfg(feature = "cluster")]
             Link::Cluster { .. } => "cluster",
+            #[cfg(feature = "sentinel")]
             Link::Sentinel(_) => "sentinel",
         };
         f.debug_struct("Conn")
@@ -210,9 +115,13 @@ impl Conn {
         on_move: Box<dyn Fn() + Send + Sync>,
     ) -> Self {
         let (cluster, publish_command) = match &link {
+            #[cfg(feature = "cluster")]
             Link::Cluster { sharded: true, .. } => (true, "spublish"),
+            #[cfg(feature = "cluster")]
             Link::Cluster { .. } => (true, "publish"),
-            Link::Single(_) | Link::Sentinel(_) => (false, "publish"),
+            Link::Single(_) => (false, "publish"),
+            #[cfg(feature = "sentinel")]
+            Link::Sentinel(_) => (false, "publish"),
         };
         Conn {
             shared: Arc::new(Shared {
@@ -305,13 +214,22 @@ impl Conn {
         }
         let link = match shared.spawner.run((shared.reconnect)()).await {
             Ok(Ok(link)) => link,
-            Ok(Err(e)) => return Err(not_sent(&e.to_string())),
+            Ok(Err(e)) => {
+                crate::trace::warn_event!(
+                    "moving the connection off a runtime that ended or stalled failed (next command retries): {e}"
+                );
+                return Err(not_sent(&e.to_string()));
+            }
             Err(e) => return Err(not_sent(&e.to_string())),
         };
         *shared.placed.write().unwrap_or_else(|p| p.into_inner()) = Placed {
             link: link.clone(),
             home: Home::Client(shared.spawner.handle().clone()),
         };
+        crate::trace::info_event!(
+            "the runtime driving the connection ended or stalled: moved the connection to the \
+             client's own thread"
+        );
         (shared.on_move)();
         Ok(link)
     }
@@ -328,19 +246,31 @@ impl Conn {
 }
 
 impl Link {
+    /// In a cluster, whether unlock messages use sharded pub/sub; `None` elsewhere.
+    pub(crate) fn sharded_pubsub(&self) -> Option<bool> {
+        match self {
+            #[cfg(feature = "cluster")]
+            Link::Cluster { sharded, .. } => Some(*sharded),
+            _ => None,
+        }
+    }
+
     async fn subscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
         match self {
             Link::Single(conn) => conn.subscribe(channels).await,
+            #[cfg(feature = "sentinel")]
             Link::Sentinel(sentinel) => {
                 let seen = sentinel.switches();
                 let result = sentinel.manager().subscribe(channels).await;
                 sentinel.follow_if_moved(&result, seen).await;
                 result
             }
+            #[cfg(feature = "cluster")]
             Link::Cluster {
                 conn,
                 sharded: true,
             } => conn.ssubscribe(channels).await,
+            #[cfg(feature = "cluster")]
             Link::Cluster { conn, .. } => conn.subscribe(channels).await,
         }
     }
@@ -348,11 +278,14 @@ impl Link {
     async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
         match self {
             Link::Single(conn) => conn.unsubscribe(channels).await,
+            #[cfg(feature = "sentinel")]
             Link::Sentinel(sentinel) => sentinel.manager().unsubscribe(channels).await,
+            #[cfg(feature = "cluster")]
             Link::Cluster {
                 conn,
                 sharded: true,
             } => conn.sunsubscribe(channels).await,
+            #[cfg(feature = "cluster")]
             Link::Cluster { conn, .. } => conn.unsubscribe(channels).await,
         }
     }
@@ -361,6 +294,7 @@ impl Link {
 impl redis::aio::ConnectionLike for Link {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
+            #[cfg(feature = "sentinel")]
             Link::Sentinel(sentinel) => Box::pin(async move {
                 let seen = sentinel.switches();
                 let result = sentinel.manager().req_packed_command(cmd).await;
@@ -368,6 +302,7 @@ impl redis::aio::ConnectionLike for Link {
                 result
             }),
             Link::Single(conn) => conn.req_packed_command(cmd),
+            #[cfg(feature = "cluster")]
             Link::Cluster { conn, .. } => conn.req_packed_command(cmd),
         }
     }
@@ -379,6 +314,7 @@ impl redis::aio::ConnectionLike for Link {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
+            #[cfg(feature = "sentinel")]
             Link::Sentinel(sentinel) => Box::pin(async move {
                 sentinel
                     .manager()
@@ -386,14 +322,17 @@ impl redis::aio::ConnectionLike for Link {
                     .await
             }),
             Link::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            #[cfg(feature = "cluster")]
             Link::Cluster { conn, .. } => conn.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
+            #[cfg(feature = "sentinel")]
             Link::Sentinel(sentinel) => sentinel.manager().get_db(),
             Link::Single(conn) => conn.get_db(),
+            #[cfg(feature = "cluster")]
             Link::Cluster { conn, .. } => conn.get_db(),
         }
     }

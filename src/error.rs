@@ -59,8 +59,11 @@ pub enum Error {
         replicas: u32,
     },
     /// Redis could not be reached, the connection broke, a command timed out, or the
-    /// server refused the command (authentication, ACL, ...).
-    Redis(redis::RedisError),
+    /// server refused the command (authentication, ACL, ...). The details are
+    /// this crate's own ([`RedisFailure`]), so matching on them does not tie you to
+    /// the `redis` crate's version; the driver's error is the
+    /// [`source`](std::error::Error::source).
+    Redis(RedisFailure),
     /// Redis answered with a reply this crate does not understand.
     UnexpectedReply {
         /// What was being done.
@@ -116,18 +119,25 @@ impl Error {
         matches!(self, Error::UnexpectedReply { .. })
     }
 
+    /// Did a command, or connecting, run out of time (`timeout`,
+    /// `connect_timeout`)? Its outcome on the server is unknown.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Redis(f) if f.kind == RedisErrorKind::Timeout)
+    }
+
     /// Is this a transport failure (refused, dropped, timed out) or a server's
     /// "not now" that a later attempt may get past, as opposed to a refusal that
     /// will repeat (auth, ACL, bad input)?
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::Redis(e) => {
-                e.is_io_error()
-                    || e.is_timeout()
-                    || e.is_connection_dropped()
-                    || e.is_connection_refusal()
-                    || is_not_now(e)
-            }
+            Error::Redis(f) => matches!(
+                f.kind,
+                RedisErrorKind::Io
+                    | RedisErrorKind::Timeout
+                    | RedisErrorKind::ConnectionDropped
+                    | RedisErrorKind::ConnectionRefused
+                    | RedisErrorKind::NotNow
+            ),
             _ => false,
         }
     }
@@ -136,10 +146,25 @@ impl Error {
     /// and for the server's "not now" refusals; false for a timeout or a
     /// connection cut mid-request, after which the command may or may not have run.
     pub(crate) fn is_surely_not_executed(&self) -> bool {
-        match self {
-            Error::Redis(e) => e.is_connection_refusal() || is_not_now(e),
-            _ => false,
-        }
+        matches!(
+            self,
+            Error::Redis(f) if matches!(f.kind, RedisErrorKind::ConnectionRefused | RedisErrorKind::NotNow)
+        )
+    }
+
+    /// A failure of the driver, in this crate's terms.
+    pub(crate) fn redis(err: redis::RedisError) -> Self {
+        Error::Redis(RedisFailure::new(err))
+    }
+
+    /// Connecting took longer than `connect_timeout`.
+    pub(crate) fn connect_timeout(address: &str) -> Self {
+        Error::Redis(RedisFailure {
+            kind: RedisErrorKind::Timeout,
+            code: None,
+            message: format!("could not connect to {address} within connect_timeout"),
+            source: None,
+        })
     }
 
     /// Is this a refusal decided by a script that changed nothing (a re-entry
@@ -172,8 +197,99 @@ impl Error {
                 name: name.to_owned(),
             }
         } else {
-            Error::Redis(err)
+            Error::redis(err)
         }
+    }
+}
+
+/// What kind of Redis failure an [`Error::Redis`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RedisErrorKind {
+    /// The connection could not be made: refused, unreachable, DNS, TLS
+    /// handshake. The command was not sent.
+    ConnectionRefused,
+    /// The connection broke while a command was in flight: it may have run.
+    ConnectionDropped,
+    /// Another transport failure.
+    Io,
+    /// A command, or connecting, took too long; a command's outcome is unknown.
+    Timeout,
+    /// The server will refuse for now, and a later attempt may get through:
+    /// `LOADING`, `TRYAGAIN`, `MASTERDOWN`, `CLUSTERDOWN`, `READONLY` (a primary
+    /// demoted in a failover), `NOSCRIPT`.
+    NotNow,
+    /// Authentication failed (`WRONGPASS`, `NOAUTH`).
+    Auth,
+    /// The user's ACL forbids the command, key or channel (`NOPERM`).
+    NoPermission,
+    /// Any other refusal by the server (see [`RedisFailure::code`]).
+    Server,
+    /// The reply could not be parsed, or the client was misused.
+    Client,
+}
+
+/// The details of an [`Error::Redis`]: this crate's own data, with the
+/// driver's error kept as the [`source`](std::error::Error::source).
+#[derive(Debug, Clone)]
+pub struct RedisFailure {
+    kind: RedisErrorKind,
+    code: Option<String>,
+    message: String,
+    source: Option<std::sync::Arc<redis::RedisError>>,
+}
+
+impl RedisFailure {
+    fn new(err: redis::RedisError) -> Self {
+        let kind = if err.is_timeout() {
+            RedisErrorKind::Timeout
+        } else if err.is_connection_refusal() {
+            RedisErrorKind::ConnectionRefused
+        } else if err.is_connection_dropped() {
+            RedisErrorKind::ConnectionDropped
+        } else if is_not_now(&err) {
+            RedisErrorKind::NotNow
+        } else if err.is_io_error() {
+            RedisErrorKind::Io
+        } else {
+            match err.code() {
+                Some("WRONGPASS" | "NOAUTH") => RedisErrorKind::Auth,
+                Some("NOPERM") => RedisErrorKind::NoPermission,
+                Some(_) => RedisErrorKind::Server,
+                None if matches!(err.kind(), redis::ErrorKind::AuthenticationFailed) => {
+                    RedisErrorKind::Auth
+                }
+                None => RedisErrorKind::Client,
+            }
+        };
+        RedisFailure {
+            kind,
+            code: err.code().map(str::to_owned),
+            message: err.to_string(),
+            source: Some(std::sync::Arc::new(err)),
+        }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> RedisErrorKind {
+        self.kind
+    }
+
+    /// The server's error code (`NOPERM`, `WRONGPASS`, `LOADING`, ...), when the
+    /// server answered with an error.
+    pub fn code(&self) -> Option<&str> {
+        self.code.as_deref()
+    }
+
+    /// The failure in words.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for RedisFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
     }
 }
 
@@ -231,15 +347,11 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Redis(e) => Some(e),
+            Error::Redis(RedisFailure {
+                source: Some(e), ..
+            }) => Some(&**e),
             _ => None,
         }
-    }
-}
-
-impl From<redis::RedisError> for Error {
-    fn from(err: redis::RedisError) -> Self {
-        Error::Redis(err)
     }
 }
 
@@ -261,9 +373,22 @@ mod tests {
     }
 
     #[test]
+    fn a_connect_timeout_is_a_timeout_and_the_driver_error_is_the_source() {
+        assert!(Error::connect_timeout("redis://x").is_timeout());
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "no");
+        let err = Error::redis(refused.into());
+        assert!(err.is_transient() && !err.is_timeout());
+        assert!(std::error::Error::source(&err).is_some());
+        let Error::Redis(failure) = err else {
+            unreachable!()
+        };
+        assert_eq!(failure.kind(), RedisErrorKind::ConnectionRefused);
+    }
+
+    #[test]
     fn io_errors_are_transient_and_not_held_is_not() {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
-        assert!(Error::Redis(io.into()).is_transient());
+        assert!(Error::redis(io.into()).is_transient());
         let not_held = Error::NotHeld {
             name: "n".into(),
             owner: "o".into(),

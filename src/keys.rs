@@ -83,21 +83,22 @@ fn hash_tag(key: &str) -> &str {
     key
 }
 
-/// The Redis Cluster slot of `key` (CRC16/XMODEM of its hash tag, mod 16384).
-pub(crate) fn cluster_slot(key: &str) -> u16 {
-    let mut crc: u16 = 0;
-    for byte in hash_tag(key).bytes() {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
+/// A Redis Cluster slot: one script call may only touch keys of one.
+#[cfg(feature = "cluster")]
+pub(crate) type Slot = redis::cluster_routing::Slot;
+/// Without Cluster support there is one server, and so one "slot".
+#[cfg(not(feature = "cluster"))]
+pub(crate) type Slot = ();
+
+/// The Redis Cluster slot of `key` (of its hash tag, when it has one).
+#[cfg(feature = "cluster")]
+pub(crate) fn cluster_slot(key: &str) -> Slot {
+    redis::cluster_routing::Slot::for_key(key)
 }
+
+/// The Redis Cluster slot of `key`: there is only one without Cluster support.
+#[cfg(not(feature = "cluster"))]
+pub(crate) fn cluster_slot(_key: &str) -> Slot {}
 
 /// In a cluster every key and channel of one lock must live in one slot. A name
 /// with its own hash tag keeps it for the auxiliary names; a name with an
@@ -196,14 +197,16 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "cluster")]
     fn cluster_slots_match_redis() {
         // Values from CLUSTER KEYSLOT.
-        assert_eq!(cluster_slot("foo"), 12182);
+        let slot = |n| Some(Slot::new(n).unwrap());
+        assert_eq!(Some(cluster_slot("foo")), slot(12182));
         assert_eq!(
             cluster_slot("{user1000}.following"),
             cluster_slot("user1000")
         );
-        assert_eq!(cluster_slot("123456789"), 12739);
+        assert_eq!(Some(cluster_slot("123456789")), slot(12739));
         assert_eq!(
             cluster_slot("orders"),
             cluster_slot(&lock_channel("orders"))

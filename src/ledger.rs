@@ -266,7 +266,14 @@ pub(crate) async fn settle(
             }
             // Out of budget (or refused for good): a hold that did land was
             // never renewed and ends with its lease.
-            Err(_) => return,
+            Err(e) => {
+                crate::trace::warn_event!(
+                    "lock {:?}: settling an operation of unknown outcome gave up (a hold it \
+                     took ends with its lease): {e}",
+                    acquirer.name()
+                );
+                return;
+            }
         }
     }
 }

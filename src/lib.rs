@@ -2,9 +2,11 @@
 #![forbid(unsafe_code)]
 
 mod background;
+mod cleanup;
 mod client;
 mod config;
 mod conn;
+mod connect;
 mod error;
 mod home;
 mod keys;
@@ -15,13 +17,16 @@ mod owner;
 mod pubsub;
 mod replication;
 mod scripts;
+#[cfg(feature = "sentinel")]
+mod sentinel_conn;
+mod trace;
 mod validity;
 mod wait;
 mod watchdog;
 
 pub use client::Client;
 pub use config::{Config, TlsConfig, MAX_DURATION, MAX_RETRY_ATTEMPTS};
-pub use error::{Error, Result};
+pub use error::{Error, RedisErrorKind, RedisFailure, Result};
 pub use keys::MAX_NAME_LEN;
 pub use lock::{
     BackOff, LockGuard, MultiGuard, MultiLock, RFencedLock, RLock, RReadWriteLock, RedGuard,

@@ -190,6 +190,10 @@ impl Channels {
                 // retries as soon as its channel is back instead of sleeping out
                 // its TTL.
                 let table = self.table();
+                crate::trace::info_event!(
+                    "connection lost or replaced: subscribing {} channel(s) again, waking their waiters",
+                    table.len()
+                );
                 for entry in table.values() {
                     self.request_subscribe(&table, &entry.channel);
                     for lock in entry.locks.values() {
@@ -298,7 +302,7 @@ async fn run_subscriber(
                     let names: Vec<&str> = group.iter().map(|(c, _)| c.name.as_str()).collect();
                     let status = match conn.subscribe(&names).await {
                         Ok(()) => Status::Ready,
-                        Err(e) => Status::Failed(Error::Redis(e)),
+                        Err(e) => Status::Failed(Error::redis(e)),
                     };
                     let _table = channels.table();
                     for (channel, request) in group {
@@ -317,7 +321,11 @@ async fn run_subscriber(
                     }
                     // A failure means the connection is gone, and the subscription
                     // with it: nothing to undo.
-                    let _ = conn.unsubscribe(&names).await;
+                    if let Err(e) = conn.unsubscribe(&names).await {
+                        crate::trace::debug_event!(
+                            "unsubscribing {names:?} failed (the connection went with it): {e}"
+                        );
+                    }
                 }
             }
         }

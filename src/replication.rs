@@ -19,7 +19,8 @@ pub(crate) async fn wait_for_replicas(client: &ClientInner, replicas: u32) -> Re
         .arg(replicas)
         .arg(timeout_ms)
         .query_async(&mut conn)
-        .await?;
+        .await
+        .map_err(Error::redis)?;
     u32::try_from(acked).map_err(|_| Error::unexpected("WAIT", acked))
 }
 

@@ -391,7 +391,7 @@ async fn renew_with(
     for (name, owner) in holds {
         invocation.key(*name).arg(*owner);
     }
-    let reply: Value = invocation.invoke(conn).await?;
+    let reply: Value = invocation.invoke(conn).await.map_err(Error::redis)?;
     match reply {
         Value::Array(flags) if flags.len() == holds.len() => flags
             .into_iter()

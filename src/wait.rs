@@ -21,6 +21,7 @@ use std::time::Duration;
 use crate::conn::Conn;
 use tokio::time::Instant;
 
+use crate::cleanup::OnDrop;
 use crate::client::ClientInner;
 use crate::config::{duration_to_millis, MAX_DURATION};
 use crate::error::{Error, Result};
@@ -179,13 +180,21 @@ pub(crate) async fn acquire(
         return Ok(Some(hold));
     }
     // Given back if this future is dropped while waiting for the replicas.
-    let mut unconfirmed = UndoOnDrop {
-        undo: Some((
+    let mut unconfirmed = {
+        let (slot, acquirer, conn, lease_ms) = (
             hold.slot.clone(),
             acquirer.clone(),
             client.conn.clone(),
             hold.lease_ms,
-        )),
+        );
+        OnDrop::armed(&client.conn, async move {
+            if let Err(e) = release_one(&slot, &acquirer, &conn, lease_ms).await {
+                crate::trace::warn_event!(
+                    "lock {:?}: giving back a hold no replica confirmed failed (it ends with its lease): {e}",
+                    acquirer.name()
+                );
+            }
+        })
     };
     let acked = crate::replication::wait_for_replicas(client, replicas).await;
     // WAIT counts the writes of the connection it runs on: if the connection was
@@ -193,14 +202,14 @@ pub(crate) async fn acquire(
     // nothing about the acquire.
     let same_connection = client.pubsub.connection_epoch() == hold.epoch;
     if same_connection && matches!(acked, Ok(n) if n >= replicas) {
-        unconfirmed.undo = None;
+        unconfirmed.disarm();
         return Ok(Some(hold));
     }
     // Unconfirmed: stop renewing, give it back (from a task of its own, so that
     // dropping this future cannot cut the release short), report why.
     let (lease_ms, slot) = (hold.lease_ms, hold.slot.clone());
     drop(hold);
-    unconfirmed.undo = None;
+    unconfirmed.disarm();
     let (giver, conn) = (acquirer.clone(), client.conn.clone());
     let spawner = conn.spawner().clone();
     let given_back = spawner
@@ -213,25 +222,6 @@ pub(crate) async fn acquire(
             name: acquirer.name().to_owned(),
             replicas,
         }),
-    }
-}
-
-/// Releases one hold from a spawned task if dropped while armed.
-struct UndoOnDrop {
-    undo: Option<Undo>,
-}
-
-/// What releasing one hold needs: its owner's slot, the scripts, the
-/// connection and the lease.
-type Undo = (Arc<Slot>, Arc<dyn Acquirer>, Conn, u64);
-
-impl Drop for UndoOnDrop {
-    fn drop(&mut self) {
-        if let Some((slot, acquirer, conn, lease_ms)) = self.undo.take() {
-            conn.clone().spawn_cleanup(async move {
-                let _ = release_one(&slot, &acquirer, &conn, lease_ms).await;
-            });
-        }
     }
 }
 
@@ -281,7 +271,7 @@ async fn acquire_on_primary(
     let queue = !matches!(wait, Wait::Once);
     // A fair waiter may hold a place in line from its first attempt on: leave it
     // on every way out but success (a dropped future leaves it from a task).
-    let mut place = QueuePlace::new(client, acquirer, queue);
+    let mut place = queue_place(client, acquirer, queue);
     let attempts = Attempts {
         client,
         acquirer,
@@ -299,11 +289,11 @@ async fn acquire_on_primary(
     let mut failures = 0;
     let first_ttl = match attempts.send(queue, first_deadline).await {
         None => {
-            place.leave().await;
+            place.run_now().await;
             return Ok(None);
         }
         Some(Ok(None)) => {
-            place.keep();
+            place.disarm();
             return Ok(Some(acquired(registration, sent, epoch)));
         }
         Some(Ok(Some(ttl))) if queue => Some(ttl),
@@ -314,12 +304,12 @@ async fn acquire_on_primary(
             None
         }
         Some(Err(e)) => {
-            place.leave().await;
+            place.run_now().await;
             return Err(e);
         }
     };
     if deadline.is_some_and(|d| Instant::now() >= d) {
-        place.leave().await;
+        place.run_now().await;
         return Ok(None);
     }
 
@@ -338,7 +328,7 @@ async fn acquire_on_primary(
             match within(deadline, attempts.send(true, None)).await {
                 None => break,
                 Some(Some(Ok(None))) => {
-                    place.keep();
+                    place.disarm();
                     return Ok(Some(acquired(registration, sent, epoch)));
                 }
                 Some(Some(Ok(Some(_busy)))) => failures = 0,
@@ -348,13 +338,13 @@ async fn acquire_on_primary(
                     failures += 1;
                 }
                 Some(Some(Err(e))) => {
-                    place.leave().await;
+                    place.run_now().await;
                     return Err(e);
                 }
                 Some(None) => {}
             }
         }
-        place.leave().await;
+        place.run_now().await;
         return Ok(None);
     }
 
@@ -406,7 +396,7 @@ async fn acquire_on_primary(
         let pause = match within(deadline, step).await {
             None => break,
             Some(Ok(Step::Acquired(sent))) => {
-                place.keep();
+                place.disarm();
                 return Ok(Some(acquired(registration, sent, epoch)));
             }
             Some(Ok(Step::Busy(pause))) => {
@@ -416,14 +406,14 @@ async fn acquire_on_primary(
             Some(Ok(Step::Pause(pause))) => pause,
             Some(Err(failure)) if failures < client.config.retry_attempts => {
                 if let Some(e) = failure.fatal() {
-                    place.leave().await;
+                    place.run_now().await;
                     return Err(e);
                 }
                 failures += 1;
                 Pause::For(client.config.retry_interval)
             }
             Some(Err(failure)) => {
-                place.leave().await;
+                place.run_now().await;
                 return Err(failure.into_error());
             }
         };
@@ -468,7 +458,7 @@ async fn acquire_on_primary(
             break;
         }
     }
-    place.leave().await;
+    place.run_now().await;
     Ok(None)
 }
 
@@ -589,42 +579,23 @@ impl Failure {
     }
 }
 
-/// A fair waiter's place in line, left on every way out but success; dropped
-/// without [`keep`](QueuePlace::keep) or [`leave`](QueuePlace::leave) (the caller's
-/// future was dropped), it leaves from a spawned task.
-struct QueuePlace {
-    leave: Option<(Arc<dyn Acquirer>, Conn)>,
-}
-
-impl QueuePlace {
-    fn new(client: &ClientInner, acquirer: &Arc<dyn Acquirer>, queued: bool) -> Self {
-        QueuePlace {
-            leave: (queued && acquirer.queues()).then(|| (acquirer.clone(), client.conn.clone())),
+/// A fair waiter's place in line, left on every way out but success: `keep()`
+/// (acquired: the acquire consumed it) disarms it, `leave()` leaves now, and a
+/// dropped future leaves from the client's thread. A failure to leave leaves the
+/// place to expire at its deadline, when the queue skips it.
+fn queue_place(client: &ClientInner, acquirer: &Arc<dyn Acquirer>, queued: bool) -> OnDrop {
+    if !(queued && acquirer.queues()) {
+        return OnDrop::disarmed();
+    }
+    let (acquirer, conn) = (acquirer.clone(), client.conn.clone());
+    OnDrop::armed(&client.conn, async move {
+        if let Err(e) = acquirer.clone().abandon(conn).await {
+            crate::trace::warn_event!(
+                "fair lock {:?}: leaving the queue failed (the place expires at its deadline): {e}",
+                acquirer.name()
+            );
         }
-    }
-
-    /// Acquired: the place was consumed by the acquire itself.
-    fn keep(&mut self) {
-        self.leave = None;
-    }
-
-    /// Leaves the line now. A failure leaves the place to expire at its deadline,
-    /// when the queue skips it.
-    async fn leave(&mut self) {
-        if let Some((acquirer, conn)) = self.leave.take() {
-            let _ = acquirer.abandon(conn).await;
-        }
-    }
-}
-
-impl Drop for QueuePlace {
-    fn drop(&mut self) {
-        if let Some((acquirer, conn)) = self.leave.take() {
-            conn.clone().spawn_cleanup(async move {
-                let _ = acquirer.abandon(conn).await;
-            });
-        }
-    }
+    })
 }
 
 /// Runs one attempt with the owner's `gate` held; hands the gate back with the

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::conn::Conn;
+use crate::keys::{cluster_slot, Slot};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -310,15 +311,11 @@ async fn renew_all(registry: &Registry, conn: &mut Conn, lease: Duration) -> boo
     let any_due = !due.is_empty();
     // One script call touches keys of one slot only in a cluster: group by kind
     // and, there, by slot.
-    let mut groups: std::collections::BTreeMap<(RenewKind, u16), Vec<&(HoldKey, u64)>> =
-        std::collections::BTreeMap::new();
+    type Batch<'a> = Vec<&'a (HoldKey, u64)>;
+    let mut groups: HashMap<(RenewKind, Option<Slot>), Batch> = HashMap::new();
     for hold in &due {
         let ((name, _, kind), _) = hold;
-        let slot = if conn.is_cluster() {
-            crate::keys::cluster_slot(name)
-        } else {
-            0
-        };
+        let slot = conn.is_cluster().then(|| cluster_slot(name));
         groups.entry((*kind, slot)).or_default().push(hold);
     }
     for ((kind, _), holds) in groups {
@@ -335,8 +332,15 @@ async fn renew_all(registry: &Registry, conn: &mut Conn, lease: Duration) -> boo
             };
             // An error leaves every hold registered: the next tick tries again,
             // well within the lease (three ticks per lease).
-            let Ok(renewed) = renewed else {
-                continue;
+            let renewed = match renewed {
+                Ok(renewed) => renewed,
+                Err(e) => {
+                    crate::trace::warn_event!(
+                        "renewing {} hold(s) failed (retried next tick, a third of a lease on): {e}",
+                        batch.len()
+                    );
+                    continue;
+                }
             };
             for ((key, newest), still_held) in batch.iter().zip(renewed) {
                 if still_held {
@@ -344,6 +348,10 @@ async fn renew_all(registry: &Registry, conn: &mut Conn, lease: Duration) -> boo
                 } else {
                     // Gone on the server: every hold this round covered is lost. A
                     // hold activated since (a re-entry on a freed key) is not.
+                    crate::trace::warn_event!(
+                        "lock {:?}: lease lost (renewal found the hold gone: expired, forced or taken over)",
+                        key.0
+                    );
                     registry.update(key, |entry| entry.lose_up_to(*newest));
                 }
             }

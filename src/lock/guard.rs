@@ -212,7 +212,12 @@ impl Drop for LockGuard {
         let conn = self.client.conn.clone();
         let lease_ms = self.lease_ms;
         self.client.conn.spawn_cleanup(async move {
-            let _ = release_one(&slot, &ops, &conn, lease_ms).await;
+            if let Err(e) = release_one(&slot, &ops, &conn, lease_ms).await {
+                crate::trace::warn_event!(
+                    "lock {:?}: releasing a dropped guard failed (the hold ends with its lease): {e}",
+                    ops.name()
+                );
+            }
         });
     }
 }

@@ -50,6 +50,12 @@ pub(crate) trait LockKind: std::fmt::Debug + Send + Sync + 'static {
         })
     }
 
+    /// The kind's name, for traces (the type's name).
+    fn kind_name(&self) -> &'static str {
+        let full = std::any::type_name::<Self>();
+        full.rsplit("::").next().unwrap_or(full)
+    }
+
     /// Does it hand the lock out in arrival order?
     fn is_fair(&self) -> bool {
         false

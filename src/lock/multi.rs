@@ -207,7 +207,11 @@ impl MultiLock {
             // round (ours or a contender's) starts from free locks. A hold whose
             // release fails here ends with its lease; the round's outcome is what
             // the caller needs to know.
-            let _ = unlock_all(guards).await;
+            if let Err(e) = unlock_all(guards).await {
+                crate::trace::warn_event!(
+                    "multi-lock: releasing a partial round failed (those holds end with their leases): {e}"
+                );
+            }
             return missed;
         }
         Ok(Round::Held(guards))

@@ -153,7 +153,11 @@ impl RedLock {
         match held.valid_for() {
             Some(left) if left >= MIN_VALIDITY => Some(held),
             _ => {
-                let _ = held.unlock().await;
+                if let Err(e) = held.unlock().await {
+                    crate::trace::warn_event!(
+                        "RedLock: releasing a minority hold failed (it ends with its lease): {e}"
+                    );
+                }
                 None
             }
         }

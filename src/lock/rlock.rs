@@ -362,8 +362,25 @@ impl RLock {
         }
         let owner_id = self.owner.for_acquire(&self.client.id, &self.name);
         let ops = self.ops(owner_id, wait);
-        let hold = wait::acquire(&self.client, &ops, lease, wait).await?;
-        Ok(hold.map(|hold| LockGuard::new(self.client.clone(), ops, owner_id, hold)))
+        let started = tokio::time::Instant::now();
+        let hold = crate::trace::in_acquire_span(
+            &self.name,
+            self.kind.kind_name(),
+            wait::acquire(&self.client, &ops, lease, wait),
+        )
+        .await;
+        crate::trace::debug_event!(
+            "lock {:?} ({}): acquire {} after {:?}",
+            self.name,
+            self.kind.kind_name(),
+            match &hold {
+                Ok(Some(_)) => "granted",
+                Ok(None) => "gave up",
+                Err(_) => "failed",
+            },
+            started.elapsed()
+        );
+        Ok(hold?.map(|hold| LockGuard::new(self.client.clone(), ops, owner_id, hold)))
     }
 
     /// The owner that queries and [`unlock`](RLock::unlock) act for.

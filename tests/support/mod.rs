@@ -31,7 +31,7 @@ pub struct RedisServer {
 
 static NEXT_DIR: AtomicU32 = AtomicU32::new(0);
 
-pub(crate) fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

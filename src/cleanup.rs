@@ -1,0 +1,55 @@
+//! The one undo-on-drop guard: cleanup a dropped future would otherwise skip.
+//!
+//! A lock call can be dropped at any await point; whatever it holds at that
+//! moment (a hold not yet confirmed by replicas, a place in a fair queue) must
+//! still be given back. [`OnDrop`] carries that work: disarmed when the call
+//! succeeds, run inline on an ordinary way out, and queued on the client's own
+//! thread (`Conn::spawn_cleanup`) when dropped while armed, so it runs whatever
+//! becomes of the caller's runtime.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::conn::Conn;
+
+type Work = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Cleanup to run unless disarmed.
+pub(crate) struct OnDrop {
+    armed: Option<(Conn, Work)>,
+}
+
+impl OnDrop {
+    /// Armed with `work` (not started: futures are lazy), queued on `conn`'s
+    /// client thread if dropped armed.
+    pub(crate) fn armed(conn: &Conn, work: impl Future<Output = ()> + Send + 'static) -> Self {
+        OnDrop {
+            armed: Some((conn.clone(), Box::pin(work))),
+        }
+    }
+
+    /// Nothing to clean up.
+    pub(crate) fn disarmed() -> Self {
+        OnDrop { armed: None }
+    }
+
+    /// The work is no longer needed (the call succeeded, or did it itself).
+    pub(crate) fn disarm(&mut self) {
+        self.armed = None;
+    }
+
+    /// Runs the work now, on the caller's task, and disarms.
+    pub(crate) async fn run_now(&mut self) {
+        if let Some((_, work)) = self.armed.take() {
+            work.await;
+        }
+    }
+}
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        if let Some((conn, work)) = self.armed.take() {
+            conn.spawn_cleanup(work);
+        }
+    }
+}
