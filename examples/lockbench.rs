@@ -99,6 +99,11 @@ struct Options {
     /// A label copied into the output, naming the workload.
     workload: Option<String>,
     scale_watchdog: bool,
+    /// `--scale waiters`: many waiters each served once, reentrant then fair.
+    scale_waiters: bool,
+    /// `--scale spread`: many waiters over many locks, from one client.
+    scale_spread: bool,
+    waiters: usize,
     watchdog_locks: usize,
     watchdog_ms: u64,
 }
@@ -116,6 +121,9 @@ fn parse() -> Result<Options, String> {
         url: None,
         workload: None,
         scale_watchdog: false,
+        scale_waiters: false,
+        scale_spread: false,
+        waiters: 10_000,
         watchdog_locks: 10_000,
         watchdog_ms: 3_000,
     };
@@ -149,9 +157,16 @@ fn parse() -> Result<Options, String> {
             }
             "--scale" => match value.as_str() {
                 "watchdog" => o.scale_watchdog = true,
-                other => return Err(format!("unknown scale run {other} (watchdog)")),
+                "waiters" => o.scale_waiters = true,
+                "spread" => o.scale_spread = true,
+                other => {
+                    return Err(format!(
+                        "unknown scale run {other} (watchdog, waiters, spread)"
+                    ))
+                }
             },
             "--tasks" => o.tasks = number()? as usize,
+            "--waiters" => o.waiters = number()? as usize,
             "--clients" => o.clients = number()? as usize,
             "--locks" => o.locks = number()? as usize,
             "--ops" => o.ops = number()? as usize,
@@ -356,6 +371,24 @@ async fn run() -> Result<serde_json::Value, String> {
     };
     if o.scale_watchdog {
         return watchdog_scale(&o, &url).await;
+    }
+    if o.scale_waiters {
+        let reentrant = waiters_scale(&url, Kind::Reentrant, o.waiters, 1).await?;
+        let fair = waiters_scale(&url, Kind::Fair, o.waiters, 1).await?;
+        let ratio = fair["served_s"].as_f64().unwrap_or(0.0)
+            / reentrant["served_s"].as_f64().unwrap_or(f64::NAN);
+        return Ok(json!({
+            "scale": "waiters", "waiters": o.waiters,
+            "reentrant": reentrant, "fair": fair, "fair_to_reentrant_time": ratio,
+        }));
+    }
+    if o.scale_spread {
+        let kind = if o.kind == Kind::Fair { Kind::Fair } else { Kind::Reentrant };
+        let mut report = waiters_scale(&url, kind, o.waiters, o.locks).await?;
+        if let Some(map) = report.as_object_mut() {
+            map.insert("scale".into(), json!("spread"));
+        }
+        return Ok(report);
     }
     let mut report = workload(&o, &url).await?;
     if o.tasks == 1 && !matches!(o.kind, Kind::Multi | Kind::RedLock) {
@@ -695,6 +728,121 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
         "connections": peak_conns,
         "peak_subscriptions": peak_subs,
         "rss_kib": {"start": rss_start, "peak": peak_rss},
+    }))
+}
+
+/// `waiters` tasks of one client wait on `locks` locks (spread evenly) of
+/// `kind`, each held by another client meanwhile; then every lock is released
+/// and each waiter takes its lock once (hold 0) and releases it. Reports the
+/// time to serve them all, the slowest scripts (SLOWLOG, over 1 ms), the
+/// connections and the client's memory per waiter.
+async fn waiters_scale(
+    url: &str,
+    kind: Kind,
+    waiters: usize,
+    locks: usize,
+) -> Result<serde_json::Value, String> {
+    let mut observer = Observer::new(url).await?;
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "slowlog-log-slower-than", "1000"])
+        .query_async(&mut observer.conn)
+        .await
+        .map_err(err)?;
+    let _: () = redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(&mut observer.conn)
+        .await
+        .map_err(err)?;
+    let config = Config::from_url(url).map_err(err)?;
+    let holder = Client::connect(config.clone()).await.map_err(err)?;
+    let client = Client::connect(config).await.map_err(err)?;
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let name = |i: usize| format!("lockbench:{run}:scale:{i}");
+    let get = |c: &Client, i: usize| match kind {
+        Kind::Fair => c.get_fair_lock(name(i)),
+        _ => c.get_lock(name(i)),
+    };
+    let mut held = Vec::with_capacity(locks);
+    for i in 0..locks {
+        held.push(get(&holder, i).map_err(err)?.lock().await.map_err(err)?);
+    }
+    let rss_before = rss_kib();
+    let served = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::with_capacity(waiters);
+    for w in 0..waiters {
+        let lock = get(&client, w % locks).map_err(err)?;
+        let served = served.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = lock.lock().await?;
+            served.fetch_add(1, Ordering::Relaxed);
+            guard.unlock().await
+        }));
+        if w % 1_000 == 999 {
+            tokio::task::yield_now().await;
+        }
+    }
+    // Every waiter has made its first attempt (and, fair, joined its line).
+    let queued = Instant::now();
+    loop {
+        let waiting = match kind {
+            Kind::Fair => {
+                let mut total = 0usize;
+                for i in 0..locks.min(16) {
+                    let n: usize = redis::cmd("LLEN")
+                        .arg(format!("redisson_lock_queue:{{{}}}", name(i)))
+                        .query_async(&mut observer.conn)
+                        .await
+                        .map_err(err)?;
+                    total += n;
+                }
+                total >= waiters.min(16 * waiters.div_ceil(locks))
+            }
+            _ => client.subscribed_channels() >= locks.min(waiters),
+        };
+        if waiting || queued.elapsed() > Duration::from_secs(120) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let rss_waiting = rss_kib();
+    let (connections, subscriptions) = observer.clients().await?;
+    let started = Instant::now();
+    for guard in held {
+        guard.unlock().await.map_err(err)?;
+    }
+    let mut errors = 0usize;
+    for task in tasks {
+        if !matches!(task.await, Ok(Ok(()))) {
+            errors += 1;
+        }
+    }
+    let served_s = started.elapsed().as_secs_f64();
+    let slow: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(128)
+        .query_async(&mut observer.conn)
+        .await
+        .map_err(err)?;
+    let slowest_us = slow
+        .iter()
+        .filter_map(|entry| match entry {
+            redis::Value::Array(fields) => match fields.get(2) {
+                Some(redis::Value::Int(us)) => Some(*us),
+                _ => None,
+            },
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    Ok(json!({
+        "scale": "waiters", "kind": if kind == Kind::Fair { "fair" } else { "reentrant" },
+        "waiters": waiters, "locks": locks,
+        "served": served.load(Ordering::Relaxed), "errors": errors,
+        "served_s": served_s,
+        "scripts_over_1ms": slow.len(), "slowest_script_us": slowest_us,
+        "connections_during_wait": connections, "subscriptions_during_wait": subscriptions,
+        "rss_kib_per_waiter": (rss_waiting.saturating_sub(rss_before)) as f64 * 1024.0 / 1024.0 / waiters as f64,
     }))
 }
 

@@ -22,26 +22,22 @@ local wait, now = tonumber(ARGV[3]), tonumber(ARGV[4])
 local may_queue = ARGV[5] == '1'
 local refuse_reentry = ARGV[6] == '0'
 
-evict_stale_heads(queue, timeouts, now, owner)
+evict_stale_heads(queue, timeouts, now, owner, wait)
 
--- Free, and nobody else is first in line: take it. Everyone behind moves up one
--- place, so their deadlines shrink by one wait.
+-- Free, and nobody else is first in line: take it. The next in line becomes
+-- first (fair_common.lua: no other deadline moves).
 if redis.call('exists', lock) == 0 then
     local head = redis.call('lindex', queue, 0)
     if head == false or head == owner then
         if head == owner then
             redis.call('lpop', queue)
             redis.call('zrem', timeouts, owner)
-            shift_all_deadlines(timeouts, wait)
             -- The next in line waits for this hold: it must not go stale before
-            -- this lease (plus its grace) is over, whatever the shift left.
+            -- this lease (plus a wait) is over, nor keep a deadline from joining
+            -- that lies further out.
             local next_head = redis.call('lindex', queue, 0)
             if next_head ~= false then
-                local deadline = tonumber(redis.call('zscore', timeouts, next_head))
-                local floor = now + tonumber(lease) + wait
-                if deadline == nil or deadline < floor then
-                    redis.call('zadd', timeouts, floor, next_head)
-                end
+                redis.call('zadd', timeouts, now + tonumber(lease) + wait, next_head)
             end
         end
         redis.call('hset', lock, owner, 1)

@@ -6,7 +6,8 @@
 -- KEYS[3]  the deadline ZSET
 -- KEYS[4]  the channel prefix, redisson_lock__channel:{name}
 -- ARGV[1]  owner field
--- ARGV[2]  the wait the owner joined with, in milliseconds
+-- ARGV[2]  the wait the owner joined with, in milliseconds (unused: leaving
+--          moves no other deadline; kept so the call shape is stable)
 -- ARGV[3]  the unlock message ("0")
 -- ARGV[4]  the publish command
 -- ARGV[5]  now, epoch milliseconds
@@ -20,30 +21,24 @@ local lock, queue, timeouts, channel_prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, wait, message, publish = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local now, grace, cap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 
-evict_stale_heads(queue, timeouts, now, owner)
+evict_stale_heads(queue, timeouts, now, owner, cap)
 
-local waiters = redis.call('lrange', queue, 0, -1)
-local position = nil
-for i, waiter in ipairs(waiters) do
-    if waiter == owner then
-        position = i
-        break
-    end
-end
-if position == nil then
-    redis.call('zrem', timeouts, owner)
+if redis.call('zscore', timeouts, owner) == false then
+    -- Not in line (a place in the LIST without a deadline is dropped too).
+    redis.call('lrem', queue, 1, owner)
     return 0
 end
 
--- Everyone behind moves up one place.
-for i = position + 1, #waiters do
-    redis.call('zincrby', timeouts, -wait, waiters[i])
-end
+-- Leaving moves nobody else's deadline (fair_common.lua); the next in line, if
+-- this was the first, becomes first now.
+local was_first = redis.call('lindex', queue, 0) == owner
 redis.call('lrem', queue, 1, owner)
 redis.call('zrem', timeouts, owner)
-
--- The first in line left a free lock: the next one must not sleep on.
-if position == 1 and redis.call('exists', lock) == 0 then
-    hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
+if was_first then
+    became_first(queue, timeouts, now, cap)
+    -- It left a free lock: the next one must not sleep on.
+    if redis.call('exists', lock) == 0 then
+        hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
+    end
 end
 return 1

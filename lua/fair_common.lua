@@ -3,11 +3,35 @@
 --
 -- The queue is a LIST of owner fields in arrival order plus a ZSET holding, for each
 -- waiter, the absolute epoch-ms deadline after which it is considered gone.
+--
+-- Only the first in line's deadline is ever acted on: the others matter once
+-- they are first. So nothing here walks the line: a deadline is set when a
+-- waiter joins (the one ahead's plus a wait, as Redisson sets it) and set again
+-- when the waiter becomes first (after an acquisition, a release, an eviction),
+-- to what it would have shrunk to had every deadline moved up with the line.
+-- Every script is then O(1) in the line's length (O(log n) for the ZSET), where
+-- moving every deadline on every acquisition made serving a line of n waiters
+-- O(n^2). Redisson's own scripts still move them when Java acquires; both
+-- readings agree on the first in line, which is all either acts on.
+
+-- The waiter first in line became first at `now`: it gets `window` from here to
+-- take or keep its place, unless its deadline is nearer already.
+local function became_first(queue, timeouts, now, window)
+    local head = redis.call('lindex', queue, 0)
+    if head == false then
+        return
+    end
+    local deadline = tonumber(redis.call('zscore', timeouts, head))
+    if deadline == nil or deadline > now + window then
+        redis.call('zadd', timeouts, now + window, head)
+    end
+end
 
 -- Removes waiters at the head of the queue whose deadline is at or before `now`,
 -- stopping at the first live one. `keep` (the caller, evidently alive) is never
--- removed, even when its deadline has passed.
-local function evict_stale_heads(queue, timeouts, now, keep)
+-- removed, even when its deadline has passed. The waiter that becomes first by
+-- an eviction gets `window` to show up.
+local function evict_stale_heads(queue, timeouts, now, keep, window)
     while true do
         local head = redis.call('lindex', queue, 0)
         if head == false or head == keep then
@@ -19,6 +43,9 @@ local function evict_stale_heads(queue, timeouts, now, keep)
         end
         redis.call('lpop', queue)
         redis.call('zrem', timeouts, head)
+        if redis.call('lindex', queue, 0) ~= keep then
+            became_first(queue, timeouts, now, window)
+        end
     end
 end
 
@@ -41,23 +68,4 @@ local function hand_to_head(queue, timeouts, channel_prefix, publish, message, n
         redis.call('zadd', timeouts, given, head)
     end
     redis.call(publish, channel_prefix .. ':' .. head, message)
-end
-
--- Moves every deadline in `timeouts` earlier by `delta` ms: one ZRANGE and a few
--- variadic ZADDs rather than a ZINCRBY per waiter (this runs on every acquisition
--- from the queue, with the whole line waiting).
-local function shift_all_deadlines(timeouts, delta)
-    local flat = redis.call('zrange', timeouts, 0, -1, 'withscores')
-    local batch = {}
-    for i = 1, #flat, 2 do
-        batch[#batch + 1] = tonumber(flat[i + 1]) - delta
-        batch[#batch + 1] = flat[i]
-        if #batch >= 1000 then
-            redis.call('zadd', timeouts, unpack(batch))
-            batch = {}
-        end
-    end
-    if #batch > 0 then
-        redis.call('zadd', timeouts, unpack(batch))
-    end
 end
