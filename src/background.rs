@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::runtime::Handle;
+use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::{oneshot, Notify};
 
 use crate::error::{Error, Result};
@@ -125,18 +125,7 @@ impl Drop for Background {
             if thread.thread().id() == std::thread::current().id() {
                 return;
             }
-            // On a worker of a multi-thread runtime (perhaps the one the
-            // connection's driver lives on), hand the worker's other tasks to
-            // another thread while waiting, so the releases being drained can
-            // still be answered.
-            let on_worker = tokio::runtime::Handle::try_current()
-                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-            let joined = if on_worker {
-                tokio::task::block_in_place(|| thread.join())
-            } else {
-                thread.join()
-            };
-            if joined.is_err() {
+            if wait_blocking(|| thread.join()).is_err() {
                 crate::trace::warn_event!(
                     "the client's background thread panicked; queued releases may not have been sent \
                      (those holds end with their leases)"
@@ -178,6 +167,33 @@ impl Spawner {
             .map_err(|e| Error::unexpected("background work", e))
     }
 
+    /// Runs `work` on the background runtime and blocks the calling thread until
+    /// it ends: the way in of the blocking API (`blocking/`). `None` when it never
+    /// ended: the runtime shut down under it, or it panicked.
+    ///
+    /// Not for a client's own thread, which would wait on itself for ever: the
+    /// caller checks [`on_client_thread`] first. Not counted as cleanup: the
+    /// caller keeps the client alive while it waits, and `work` (with every
+    /// handle it captured) is dropped before its result is sent, so the caller
+    /// holds the last handles and a client dropped afterwards is dropped there,
+    /// waiting for its queued releases as usual.
+    #[cfg(feature = "blocking")]
+    pub(crate) fn block_on<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> Option<T> {
+        debug_assert!(!on_client_thread(), "a client's thread waiting on itself");
+        let (done, result) = std::sync::mpsc::sync_channel(1);
+        self.handle.spawn(async move {
+            let output = work.await;
+            // Fails only when the caller is gone, which it cannot be while it
+            // waits below; the output (a guard, say) is then dropped here, which
+            // is what dropping it anywhere does.
+            let _ = done.send(output);
+        });
+        wait_blocking(|| result.recv().ok())
+    }
+
     /// Is cleanup work queued or running?
     pub(crate) fn has_cleanup(&self) -> bool {
         self.cleanup.count.load(Ordering::SeqCst) > 0
@@ -186,6 +202,22 @@ impl Spawner {
     /// The background runtime.
     pub(crate) fn handle(&self) -> &Handle {
         &self.handle
+    }
+}
+
+/// Runs `wait`, which blocks the calling thread until another thread's work is
+/// done. On a worker of a multi-thread runtime (perhaps the one the connection's
+/// driver lives on) it runs in `block_in_place`, which hands the worker's other
+/// tasks to another thread meanwhile, so the work waited for can still be
+/// answered; elsewhere (a plain thread, `spawn_blocking`, a current-thread
+/// runtime, which can hand nothing over) it simply blocks.
+pub(crate) fn wait_blocking<R>(wait: impl FnOnce() -> R) -> R {
+    let on_worker =
+        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if on_worker {
+        tokio::task::block_in_place(wait)
+    } else {
+        wait()
     }
 }
 

@@ -2,6 +2,8 @@
 #![forbid(unsafe_code)]
 
 mod background;
+#[cfg(feature = "blocking")]
+pub mod blocking;
 mod cleanup;
 mod client;
 mod config;
