@@ -132,12 +132,22 @@ fn parse_options() -> Result<Options, String> {
             "--ops" => options.ops = count,
             "--depth" => options.depth = count,
             "--hold-us" => options.hold = Duration::from_micros(number),
-            "--write-pct" => options.write_pct = count.min(100),
+            "--write-pct" if count > 100 => {
+                return Err(format!(
+                    "--write-pct: {count} is not a percentage (0 to 100)"
+                ))
+            }
+            "--write-pct" => options.write_pct = count,
             _ => return Err(format!("unknown option {flag}\n{USAGE}")),
         }
     }
-    if options.tasks == 0 || options.locks == 0 || options.clients == 0 || options.depth == 0 {
-        return Err("--tasks, --locks, --clients and --depth must be at least 1".into());
+    if options.tasks == 0
+        || options.locks == 0
+        || options.clients == 0
+        || options.ops == 0
+        || options.depth == 0
+    {
+        return Err("--tasks, --locks, --clients, --ops and --depth must be at least 1".into());
     }
     Ok(options)
 }
@@ -406,6 +416,29 @@ async fn run() -> Result<(), String> {
             OVERTAKE_MARGIN.as_millis(),
             if options.kind == Kind::Fair { " (fair lock: must be 0)" } else { "" }
         );
+        // What the overtake count means for this kind, under the figure.
+        let margin = OVERTAKE_MARGIN.as_millis();
+        let note: Vec<String> = match options.kind {
+            Kind::Fair => vec![
+                "the fair lock queues its waiters in Redis and grants the lock only to the".into(),
+                "first in line, so nobody can barge ahead of an earlier waiter".into(),
+            ],
+            // Reads only: nobody waits for an exclusive hold.
+            Kind::Read => Vec::new(),
+            Kind::Reentrant | Kind::Write | Kind::Mixed => vec![
+                "this lock is not fair: a release wakes its waiters, but the lock goes to".into(),
+                "whichever acquire reaches Redis first, often a task that has only just asked".into(),
+                "(or the releasing task itself, back for its next op) rather than one that was".into(),
+                "woken and still has a round trip to make. Taking the lock ahead of earlier".into(),
+                format!("waiters is barging; an overtake is a barge past a task that had waited {margin} ms"),
+                "longer. Barging keeps the lock busy (no idle gap while a woken waiter gets".into(),
+                "going) at the cost of uneven waits; the fair lock (--kind fair) grants only".into(),
+                "the head of its queue and shows none".into(),
+            ],
+        };
+        for line in note {
+            println!("{:16}{line}", "");
+        }
         println!(
             "result:         {}",
             match (exclusive, fair_ok) {

@@ -174,21 +174,62 @@ fn parse() -> Result<Options, String> {
             "--max-seconds" => {
                 o.max_seconds = value
                     .parse()
-                    .map_err(|_| format!("--max-seconds: '{value}'"))?
+                    .map_err(|_| format!("--max-seconds: '{value}' is not a number"))?
             }
-            "--write-pct" => o.write_pct = (number()? as usize).min(100),
+            "--write-pct" => o.write_pct = number()? as usize,
             "--url" => o.url = Some(value),
             "--workload" => o.workload = Some(value),
-            "--port" => o.url = Some(format!("redis://127.0.0.1:{}", number()?)),
+            "--port" => {
+                let port = number()?;
+                if port == 0 || port > u64::from(u16::MAX) {
+                    return Err(format!("--port: {port} is not a TCP port (1 to 65535)"));
+                }
+                o.url = Some(format!("redis://127.0.0.1:{port}"));
+            }
             "--watchdog-locks" => o.watchdog_locks = number()? as usize,
             "--watchdog-ms" => o.watchdog_ms = number()?,
             _ => return Err(format!("unknown option {flag}")),
         }
     }
-    if o.tasks == 0 || o.clients == 0 || o.locks == 0 {
-        return Err("--tasks, --clients and --locks must be at least 1".into());
-    }
+    check(&o)?;
     Ok(o)
+}
+
+/// Refuses options that would make a meaningless run (or panic) before any
+/// server is started.
+fn check(o: &Options) -> Result<(), String> {
+    for (flag, value) in [
+        ("--tasks", o.tasks),
+        ("--clients", o.clients),
+        ("--locks", o.locks),
+        ("--ops", o.ops),
+        ("--watchdog-locks", o.watchdog_locks),
+    ] {
+        if value == 0 {
+            return Err(format!("{flag} must be at least 1"));
+        }
+    }
+    if o.write_pct > 100 {
+        return Err(format!(
+            "--write-pct: {} is not a percentage (0 to 100)",
+            o.write_pct
+        ));
+    }
+    // `Duration::from_secs_f64` panics on a negative, NaN or overflowing value.
+    if !(o.max_seconds.is_finite() && o.max_seconds > 0.0 && o.max_seconds <= 1e9) {
+        return Err(format!(
+            "--max-seconds: {} must be a positive number of seconds",
+            o.max_seconds
+        ));
+    }
+    // The client's own minimum: renewal runs every third of it.
+    if o.watchdog_ms < 30 {
+        return Err(format!(
+            "--watchdog-ms: {} is too short (at least 30 ms)",
+            o.watchdog_ms
+        ));
+    }
+    Ok(())
 }
 
 fn err(e: impl std::fmt::Display) -> String {

@@ -1,4 +1,118 @@
-#![doc = include_str!("../README.md")]
+//! Distributed locks over Redis for tokio, wire-compatible with the Java library
+//! [Redisson].
+//!
+//! The locks live on the same keys, hash fields, channels and unlock messages as
+//! Redisson's, so a Java service and a Rust service can contend on one lock while a
+//! system migrates from one to the other. Waiters sleep on Redis pub/sub instead of
+//! polling, holds taken without a lease are renewed by a watchdog, every guard knows
+//! until when its hold is surely valid, and every waiting call is cancel safe.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redisson_locks::{Client, Config};
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), redisson_locks::Error> {
+//!     let client = Client::connect(Config::from_url("redis://127.0.0.1:6379")?).await?;
+//!     let lock = client.get_lock("orders:42")?;
+//!
+//!     // Wait as long as it takes; the watchdog renews the hold while it is held.
+//!     // Keep the guard in a variable: `let _ = lock.lock().await?` would drop it,
+//!     // and so release the lock, on the spot.
+//!     let guard = lock.lock().await?;
+//!     // ... the critical section ...
+//!     guard.unlock().await?;
+//!
+//!     // The closure form: acquire, run the section inside the hold's scope
+//!     // (where this lock re-enters), release.
+//!     lock.with(|| async { /* the critical section */ }).await?;
+//!
+//!     // Try for up to a second; hold for at most ten, without renewal.
+//!     if let Some(guard) = lock
+//!         .try_lock_with_lease(Duration::from_secs(1), Duration::from_secs(10))
+//!         .await?
+//!     {
+//!         guard.unlock().await?;
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
+//! A [`Client`] is one multiplexed connection plus the lock machinery around it
+//! (one subscriber, one renewal task, its own background thread); it is cheap to
+//! clone, and every lock handle it hands out does no I/O until a method is called.
+//! A lock call returns a [`LockGuard`]: [`unlock`](LockGuard::unlock) releases the
+//! hold and reports errors, and dropping the guard releases it too (see the guard's
+//! `Drop` section).
+//!
+//! # Lock kinds
+//!
+//! | Kind | Get it with | Redisson |
+//! |---|---|---|
+//! | Reentrant lock | [`Client::get_lock`] → [`RLock`] | `getLock` |
+//! | Fair lock: strictly first come, first served | [`Client::get_fair_lock`] → [`RLock`] | `getFairLock` |
+//! | Fenced lock: a growing fencing token per acquisition | [`Client::get_fenced_lock`] → [`RFencedLock`] | `getFencedLock` |
+//! | Spin lock: no pub/sub, waiters back off ([`BackOff`]) | [`Client::get_spin_lock`], [`Client::get_spin_lock_with_backoff`] → [`RLock`] | `getSpinLock` |
+//! | Non-reentrant lock, plain or fair | [`Client::get_non_reentrant_lock`], [`Client::get_non_reentrant_fair_lock`] → [`RLock`] | `getNonReentrantLock`, `getNonReentrantFairLock` |
+//! | Read-write lock: shared readers, one writer | [`Client::get_read_write_lock`] → [`RReadWriteLock`] | `getReadWriteLock` |
+//! | Multi-lock: all of several locks (any clients) or none | [`MultiLock::new`] → [`MultiGuard`] | `getMultiLock(locks...)` |
+//! | Single-hash multi-lock: several values of one group | [`Client::get_multi_lock`] → [`RLock`] | `getMultiLock(group, values)` |
+//! | RedLock: a quorum of independent servers | [`RedLock::new`] → [`RedGuard`] | `getRedLock` |
+//!
+//! Every single-name kind is an [`RLock`] (the fenced lock through `Deref`), so the
+//! acquiring methods ([`lock`](RLock::lock), [`try_lock`](RLock::try_lock),
+//! [`try_lock_wait`](RLock::try_lock_wait), the `_with_lease` forms), the queries
+//! and [`force_unlock`](RLock::force_unlock) are the same everywhere; only the
+//! scripts behind them differ.
+//!
+//! Re-entry is explicit: acquisitions run inside a hold's scope
+//! ([`RLock::with`], [`LockGuard::scope`]) re-enter it, while other futures, even
+//! sibling futures of the same task, are separate owners and take turns.
+//! [`RLock::with_task_owner`] gives Redisson's owner-is-the-thread rule for code
+//! ported line by line, and [`RLock::with_owner_id`] names an owner explicitly.
+//!
+//! # Configuration
+//!
+//! [`Config`] has public fields with Redisson's defaults, and loads from a URL
+//! ([`Config::from_url`]) or from Redisson's JSON layout ([`Config::from_json`]).
+//! Set `Config::cluster_nodes` for Redis Cluster, or `Config::sentinel_addresses`
+//! and `Config::sentinel_master_name` for Sentinel. Every failure is one
+//! [`Error`] enum with `is_*` predicates.
+//!
+//! # Feature flags
+//!
+//! | Feature | Default | What it adds |
+//! |---|---|---|
+//! | `cluster` | yes | Redis Cluster (`Config::cluster_nodes`), with sharded pub/sub on Redis 7+. |
+//! | `sentinel` | yes | Redis Sentinel (`Config::sentinel_addresses`), following failovers. |
+//! | `tracing` | yes | Events and spans through the [`tracing`](https://docs.rs/tracing) crate. |
+//! | `tls` | no | `rediss://` addresses through rustls, with certificates from `Config::tls`. |
+//! | `blocking` | no | A blocking API for thread-based code (`redisson_locks::blocking`). |
+//! | `yaml` | no | `Config::from_yaml`, reading Redisson's YAML config file. |
+//! | `serde` | no | `serde::Deserialize` for `Config`, to embed it in a service's own config. |
+//!
+//! # Requirements
+//!
+//! Redis 6.0 or newer (the client speaks RESP3). Run the server with
+//! `maxmemory-policy noeviction`: an evicted lock key is a released lock
+//! ([`Client::warnings`] says so at connect time when it is not set).
+//!
+//! # Where to go next
+//!
+//! - [`Client`] to connect, and [`RLock`] for the methods every lock shares, each
+//!   with an example and its `# Cancel safety` and `# Errors` sections.
+//! - [`LockGuard`] for what a hold knows about itself: its validity
+//!   ([`valid_for`](LockGuard::valid_for), [`lease_lost`](LockGuard::lease_lost)),
+//!   its scope, and what dropping it does.
+//! - [`porting`]: every Java `RLock` method and its Rust form, and where the
+//!   semantics differ from Redisson's.
+//! - The repository's `DESIGN.md` (key schema, script contracts, the wait loop and
+//!   the watchdog), `TOPOLOGY.md` (cluster, Sentinel, replicas, RedLock) and
+//!   `BENCHMARKS.md`, and its `examples/` (`demo`, `fencing`, `lockbench`).
+//!
+//! [Redisson]: https://github.com/redisson/redisson
 #![forbid(unsafe_code)]
 
 mod background;
@@ -35,3 +149,6 @@ pub use lock::{
     RedLock, RemainingTtl,
 };
 pub use owner::current_id;
+
+#[doc = include_str!("../PORTING.md")]
+pub mod porting {}

@@ -133,7 +133,19 @@ impl RFencedLock {
     }
 
     /// Acquires the lock as [`RLock::lock`] does, and returns the token it drew
-    /// with the guard (Redisson `lockAndGetToken()`).
+    /// with the guard (Redisson `lockAndGetToken()`). Keep the guard bound:
+    /// `let (_, token) = ...` releases the lock at once; use `(_guard, token)`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_fenced_lock("ledger")?;
+    /// let (guard, token) = lock.lock_and_get_token().await?;
+    /// // Every write carries `token`; the store keeps the highest it has seen and
+    /// // refuses lower ones, so a holder paused past its lease cannot overwrite.
+    /// # let _ = token;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`RLock::lock`].
@@ -148,6 +160,24 @@ impl RFencedLock {
     /// Tries for up to `wait`, with `lease` (or the watchdog when `None`), and
     /// returns the token with the guard (Redisson `tryLockAndGetToken(wait,
     /// lease, unit)`); `None` when the wait ran out.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let lock = client.get_fenced_lock("ledger")?;
+    /// let wait = Duration::from_secs(1);
+    /// if let Some((guard, token)) = lock.try_lock_and_get_token(wait, None).await? {
+    ///     // ... writes carrying `token`; the watchdog renews the hold ...
+    /// #   let _ = token;
+    ///     guard.unlock().await?;
+    /// }
+    /// let lease = Some(Duration::from_secs(10)); // or a fixed lease, not renewed
+    /// if let Some((guard, _token)) = lock.try_lock_and_get_token(wait, lease).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`RLock::try_lock_with_lease`].
@@ -168,6 +198,15 @@ impl RFencedLock {
 
     /// The last token drawn for this lock, by anyone (Redisson `getToken()`);
     /// `None` before the first acquisition.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_fenced_lock("ledger")?;
+    /// let (guard, token) = lock.lock_and_get_token().await?;
+    /// assert!(lock.get_token().await? >= Some(token)); // others may have drawn since
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::Redis`] when the command fails.

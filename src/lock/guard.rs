@@ -34,6 +34,22 @@ use crate::wait::{Acquirer, Hold};
 /// reported: call [`unlock`](LockGuard::unlock) to see them. A process that exits
 /// before the release is sent (drop the [`Client`](crate::Client) first: its drop
 /// waits for queued releases) or is killed leaves the hold to its lease.
+///
+/// So a guard must be bound for as long as the hold is wanted:
+/// `let _ = lock.lock().await?;` drops it in the same statement (`_` binds
+/// nothing), releasing the lock at once, and `#[must_use]` cannot flag that.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+/// let lock = client.get_lock("orders:42")?;
+/// {
+///     let _guard = lock.lock().await?; // held until the end of this block
+///     // ... the critical section; a `?` here still releases the lock ...
+/// }
+/// let guard = lock.lock().await?; // or released explicitly, errors reported
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping the guard releases the lock at once"]
 #[derive(Debug)]
 pub struct LockGuard {
@@ -61,6 +77,14 @@ impl LockGuard {
     }
 
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let guard = client.get_lock("orders:42")?.lock().await?;
+    /// assert_eq!(guard.name(), "orders:42");
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         self.ops.name()
     }
@@ -68,11 +92,32 @@ impl LockGuard {
     /// The fencing token this hold drew, for a lock from
     /// [`Client::get_fenced_lock`](crate::Client::get_fenced_lock): greater than
     /// every token drawn before for this lock name. `None` for other kinds.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let guard = client.get_fenced_lock("ledger")?.lock().await?;
+    /// let token = guard.token().expect("a fenced lock's guard has a token");
+    /// // ... send `token` with every write to the store ...
+    /// # let _ = token;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn token(&self) -> Option<u64> {
         self.ops.token()
     }
 
-    /// The id (task, thread or explicit) of the owner holding this guard.
+    /// The id (task, thread, explicit, or one of its own for a default handle
+    /// outside any scope) of the owner holding this guard.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("orders:42")?;
+    /// let guard = lock.with_owner_id(7).lock().await?;
+    /// assert_eq!(guard.owner_id(), 7);
+    /// assert!(lock.is_held_by(7).await?);
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn owner_id(&self) -> u64 {
         self.owner_id
     }
@@ -109,6 +154,18 @@ impl LockGuard {
 
     /// Releases this hold.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let guard = client.get_lock("orders:42")?.lock().await?;
+    /// // ... the critical section ...
+    /// if let Err(e) = guard.unlock().await {
+    ///     // The hold was lost before the release (lease expired, forced open):
+    ///     // the critical section may have overlapped another holder's.
+    ///     eprintln!("orders:42: {e}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::NotHeld`] when the hold was already gone (its lease expired, or the
     /// lock was force-unlocked); [`Error::Redis`] when the release could not be sent.
@@ -129,7 +186,19 @@ impl LockGuard {
 
     /// Keeps the hold but lets go of the guard: dropping no longer releases it, and
     /// the watchdog keeps renewing it. Release it later through the lock handle's
-    /// `unlock()` from the same owner, as Java code does.
+    /// `unlock()` from the same owner, as Java code does: a task-owner or
+    /// explicit-owner handle ([`RLock::with_task_owner`](crate::RLock::with_task_owner),
+    /// [`RLock::with_owner_id`](crate::RLock::with_owner_id)), since a default
+    /// handle outside any scope owns nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("orders:42")?.with_task_owner();
+    /// lock.lock().await?.detach(); // Java: lock.lock();
+    /// // ... no guard to carry around ...
+    /// lock.unlock().await?;        // Java: lock.unlock();
+    /// # Ok(()) }
+    /// ```
     pub fn detach(mut self) {
         if let Some(hold) = self.hold.take() {
             // Its count stays in the ledger until `RLock::unlock` ends it.
@@ -144,6 +213,20 @@ impl LockGuard {
     /// this client's clock (see [`valid_for`](LockGuard::valid_for)), or a renewal
     /// found it gone on the server (expired while the connection was down,
     /// force-unlocked, ...), or the guard was consumed. Once true, it stays true.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let guard = client.get_lock("import")?.lock().await?;
+    /// for batch in 0..100 {
+    ///     if guard.is_lease_lost() {
+    ///         break; // someone else may hold the lock now: stop writing
+    ///     }
+    ///     // ... import `batch` ...
+    /// #   let _ = batch;
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_lease_lost(&self) -> bool {
         self.hold
             .as_ref()

@@ -43,7 +43,8 @@ pub(crate) fn jitter(span: Duration) -> Duration {
 /// callers that met head on do not start their next rounds together.
 pub(crate) const ROUND_PAUSE: Duration = Duration::from_millis(50);
 
-/// A lock's remaining time to live, as Redisson's `remainTimeToLive()` reports it.
+/// A lock's remaining time to live, as Redisson's `remainTimeToLive()` reports it
+/// ([`RLock::remain_time_to_live`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RemainingTtl {
@@ -66,6 +67,18 @@ impl RemainingTtl {
     }
 
     /// The remaining time, when the lock is held with an expiry.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let lock = client.get_lock("orders:42")?;
+    /// let ttl = lock.remain_time_to_live().await?;
+    /// if ttl.as_duration().is_some_and(|left| left < Duration::from_secs(1)) {
+    ///     println!("the current hold ends within a second unless renewed");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn as_duration(self) -> Option<Duration> {
         match self {
             RemainingTtl::Expires(d) => Some(d),

@@ -55,7 +55,20 @@ enum Round {
 }
 
 impl MultiLock {
-    /// A multi-lock over `locks`, taken in this order.
+    /// A multi-lock over `locks`, taken in this order. The locks may be of
+    /// any kinds and any clients.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::MultiLock;
+    ///
+    /// let transfer = MultiLock::new(vec![
+    ///     client.get_lock("account:1")?,
+    ///     client.get_fair_lock("account:2")?,
+    /// ])?;
+    /// assert!(MultiLock::new(vec![]).unwrap_err().is_invalid_argument());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for no locks at all.
@@ -67,12 +80,34 @@ impl MultiLock {
     }
 
     /// The locks, in the order they are taken.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::MultiLock;
+    ///
+    /// let both = MultiLock::new(vec![client.get_lock("account:1")?, client.get_lock("account:2")?])?;
+    /// let names: Vec<&str> = both.locks().iter().map(|lock| lock.name()).collect();
+    /// assert_eq!(names, ["account:1", "account:2"]);
+    /// # Ok(()) }
+    /// ```
     pub fn locks(&self) -> &[RLock] {
         &self.locks
     }
 
     /// Takes every lock, waiting as long as it takes; the watchdog renews each
-    /// (Redisson `lock()`).
+    /// (Redisson `lock()`). Keep the guard bound: `let _ = both.lock().await?;`
+    /// releases every lock at once; use `let _guard` or `let guard`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::MultiLock;
+    ///
+    /// let both = MultiLock::new(vec![client.get_lock("account:1")?, client.get_lock("account:2")?])?;
+    /// let guard = both.lock().await?; // both held, or still waiting
+    /// // ... move money from one account to the other ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// The first error of a lock (a refused command, Redis down past the retry
@@ -89,6 +124,18 @@ impl MultiLock {
 
     /// As [`lock`](MultiLock::lock), every hold with `lease` and no renewal.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// use redisson_locks::MultiLock;
+    ///
+    /// let both = MultiLock::new(vec![client.get_lock("account:1")?, client.get_lock("account:2")?])?;
+    /// let guard = both.lock_with_lease(Duration::from_secs(5)).await?;
+    /// // ... at most five seconds of work ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`lock`](MultiLock::lock); [`Error::InvalidArgument`] for a bad lease.
     ///
@@ -101,7 +148,19 @@ impl MultiLock {
     }
 
     /// Tries once: every lock free right now, or none taken (Redisson
-    /// `tryLock()`).
+    /// `tryLock()`). `None` when any of them is busy.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::MultiLock;
+    ///
+    /// let both = MultiLock::new(vec![client.get_lock("account:1")?, client.get_lock("account:2")?])?;
+    /// if let Some(guard) = both.try_lock().await? {
+    ///     // ... both held ...
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`lock`](MultiLock::lock).
@@ -118,6 +177,19 @@ impl MultiLock {
     /// Tries for up to `wait` (Redisson `tryLock(waitTime, unit)`); `None` when it
     /// ran out, with nothing held.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// use redisson_locks::MultiLock;
+    ///
+    /// let both = MultiLock::new(vec![client.get_lock("account:1")?, client.get_lock("account:2")?])?;
+    /// match both.try_lock_wait(Duration::from_secs(3)).await? {
+    ///     Some(guard) => guard.unlock().await?,
+    ///     None => eprintln!("the accounts stayed busy for 3 s"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`lock`](MultiLock::lock).
     ///
@@ -130,6 +202,20 @@ impl MultiLock {
     /// Tries for up to `wait`, every hold with `lease` (Redisson `tryLock(waitTime,
     /// leaseTime, unit)`). The holds are taken one after the other, so the first
     /// ends first: the guard's [`valid_for`](MultiGuard::valid_for) is the least.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// use redisson_locks::MultiLock;
+    ///
+    /// let both = MultiLock::new(vec![client.get_lock("account:1")?, client.get_lock("account:2")?])?;
+    /// let wait = Duration::from_secs(3);
+    /// if let Some(guard) = both.try_lock_with_lease(wait, Duration::from_secs(10)).await? {
+    ///     // ... at most ten seconds of work ...
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`lock_with_lease`](MultiLock::lock_with_lease).
@@ -221,20 +307,62 @@ impl MultiLock {
 impl MultiGuard {
     /// Releases every hold (Redisson `unlock()`).
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::MultiLock;
+    ///
+    /// let both = MultiLock::new(vec![client.get_lock("account:1")?, client.get_lock("account:2")?])?;
+    /// let guard = both.lock().await?;
+    /// guard.unlock().await?; // both released, or the first error
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// The first release that failed ([`Error::NotHeld`] for a hold already
     /// lost); the others are released all the same.
+    ///
+    /// # Cancel safety
+    /// Dropping the call drops the holds not yet released, which releases them
+    /// (see [`LockGuard`]'s `Drop`); the release in flight may or may not have
+    /// happened, and that hold is renewed no more either way.
     pub async fn unlock(self) -> Result<()> {
         unlock_all(self.guards).await
     }
 
     /// The guards, one per lock, in the multi-lock's order.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::MultiLock;
+    ///
+    /// let both = MultiLock::new(vec![client.get_lock("account:1")?, client.get_lock("account:2")?])?;
+    /// let guard = both.lock().await?;
+    /// for hold in guard.guards() {
+    ///     println!("{} held by owner {}", hold.name(), hold.owner_id());
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn guards(&self) -> &[LockGuard] {
         &self.guards
     }
 
     /// How much longer every hold is surely valid: the least of the holds'
     /// [`LockGuard::valid_for`]; `None` once any is lost.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// use redisson_locks::MultiLock;
+    ///
+    /// let both = MultiLock::new(vec![client.get_lock("account:1")?, client.get_lock("account:2")?])?;
+    /// let guard = both.lock().await?;
+    /// if guard.valid_for().is_some_and(|left| left > Duration::from_secs(1)) {
+    ///     // ... write to both accounts ...
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn valid_for(&self) -> Option<Duration> {
         self.guards
             .iter()
@@ -245,6 +373,20 @@ impl MultiGuard {
     }
 
     /// Has any hold been lost?
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::MultiLock;
+    ///
+    /// let both = MultiLock::new(vec![client.get_lock("account:1")?, client.get_lock("account:2")?])?;
+    /// let guard = both.lock().await?;
+    /// // ... a long computation ...
+    /// if guard.is_lease_lost() {
+    ///     return Ok(()); // do not write: another owner may hold one of the locks
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_lease_lost(&self) -> bool {
         self.guards.iter().any(LockGuard::is_lease_lost)
     }

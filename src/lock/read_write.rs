@@ -53,16 +53,47 @@ impl RReadWriteLock {
     }
 
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let rw = client.get_read_write_lock("catalog")?;
+    /// assert_eq!(rw.name(), "catalog");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         self.read.name()
     }
 
-    /// The shared side (Redisson `readLock()`).
+    /// The shared side (Redisson `readLock()`): an [`RLock`] that any number of
+    /// owners hold together while no writer does.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let rw = client.get_read_write_lock("catalog")?;
+    /// let reading = rw.read_lock().lock().await?;
+    /// let other_reader = rw.read_lock().lock().await?; // does not wait
+    /// other_reader.unlock().await?;
+    /// reading.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn read_lock(&self) -> RLock {
         self.read.clone()
     }
 
-    /// The exclusive side (Redisson `writeLock()`).
+    /// The exclusive side (Redisson `writeLock()`): an [`RLock`] held by one
+    /// owner, with no readers. Its holder may take the read lock and then release
+    /// the write lock (a downgrade).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let rw = client.get_read_write_lock("catalog")?;
+    /// let writing = rw.write_lock().lock().await?; // waits for readers to leave
+    /// // Downgrade: read inside the write hold's scope, then let the write go.
+    /// let reading = writing.scope(rw.read_lock().lock()).await?;
+    /// writing.unlock().await?; // waiting readers get in now
+    /// reading.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn write_lock(&self) -> RLock {
         self.write.clone()
     }

@@ -60,6 +60,16 @@ pub struct RedGuard {
 impl RedLock {
     /// A RedLock over `locks`, one per independent server.
     ///
+    /// ```no_run
+    /// # async fn demo(servers: Vec<redisson_locks::Client>) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::RedLock;
+    ///
+    /// // One client per independent server (three or five, say).
+    /// let locks = servers.iter().map(|c| c.get_lock("job:7")).collect::<Result<Vec<_>, _>>()?;
+    /// let red = RedLock::new(locks)?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::InvalidArgument`] for no locks.
     pub fn new(locks: Vec<RLock>) -> Result<RedLock> {
@@ -70,12 +80,38 @@ impl RedLock {
     }
 
     /// How many servers must grant the lock: N/2 + 1.
+    ///
+    /// ```no_run
+    /// # async fn demo(servers: Vec<redisson_locks::Client>) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::RedLock;
+    ///
+    /// assert_eq!(servers.len(), 5);
+    /// let locks = servers.iter().map(|c| c.get_lock("job:7")).collect::<Result<Vec<_>, _>>()?;
+    /// assert_eq!(RedLock::new(locks)?.quorum(), 3);
+    /// # Ok(()) }
+    /// ```
     pub fn quorum(&self) -> usize {
         self.locks.len() / 2 + 1
     }
 
     /// Tries for up to `wait` to hold a quorum with `lease` on each; `None` when
-    /// the wait ran out, with nothing held.
+    /// the wait ran out, with nothing held. Keep the guard bound: `Some(_)`
+    /// releases at once.
+    ///
+    /// ```no_run
+    /// # async fn demo(servers: Vec<redisson_locks::Client>) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// use redisson_locks::RedLock;
+    ///
+    /// let locks = servers.iter().map(|c| c.get_lock("job:7")).collect::<Result<Vec<_>, _>>()?;
+    /// let red = RedLock::new(locks)?;
+    /// let wait = Duration::from_secs(1);
+    /// if let Some(guard) = red.try_lock_with_lease(wait, Duration::from_secs(10)).await? {
+    ///     // ... act only while `guard.valid_for()` leaves time ...
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a bad wait or lease. A server that fails
@@ -109,7 +145,20 @@ impl RedLock {
     }
 
     /// As [`try_lock_with_lease`](RedLock::try_lock_with_lease), waiting as long
-    /// as it takes.
+    /// as it takes. Keep the guard bound: `let _ = ...` releases at once.
+    ///
+    /// ```no_run
+    /// # async fn demo(servers: Vec<redisson_locks::Client>) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// use redisson_locks::RedLock;
+    ///
+    /// let locks = servers.iter().map(|c| c.get_lock("job:7")).collect::<Result<Vec<_>, _>>()?;
+    /// let red = RedLock::new(locks)?;
+    /// let guard = red.lock_with_lease(Duration::from_secs(10)).await?;
+    /// // ... act only while `guard.valid_for()` leaves time ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`try_lock_with_lease`](RedLock::try_lock_with_lease).
@@ -167,6 +216,22 @@ impl RedLock {
 impl RedGuard {
     /// How much longer a quorum of the holds is surely valid; `None` once fewer
     /// than a quorum are. Never more than the lease.
+    ///
+    /// ```no_run
+    /// # async fn demo(servers: Vec<redisson_locks::Client>) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// use redisson_locks::RedLock;
+    ///
+    /// let locks = servers.iter().map(|c| c.get_lock("job:7")).collect::<Result<Vec<_>, _>>()?;
+    /// let red = RedLock::new(locks)?;
+    /// let guard = red.lock_with_lease(Duration::from_secs(10)).await?;
+    /// match guard.valid_for() {
+    ///     Some(left) if left > Duration::from_secs(2) => { /* the side effect */ }
+    ///     _ => { /* too little time left: do not start */ }
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn valid_for(&self) -> Option<Duration> {
         let mut left: Vec<Duration> = self
             .guards
@@ -181,19 +246,65 @@ impl RedGuard {
     }
 
     /// Has the hold lost its quorum (or run out of validity)?
+    ///
+    /// ```no_run
+    /// # async fn demo(servers: Vec<redisson_locks::Client>) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// use redisson_locks::RedLock;
+    ///
+    /// let locks = servers.iter().map(|c| c.get_lock("job:7")).collect::<Result<Vec<_>, _>>()?;
+    /// let red = RedLock::new(locks)?;
+    /// let guard = red.lock_with_lease(Duration::from_secs(10)).await?;
+    /// // ... a long computation ...
+    /// if !guard.is_lease_lost() {
+    ///     // ... still the holder: publish the result ...
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_lease_lost(&self) -> bool {
         self.valid_for().is_none()
     }
 
-    /// How many servers granted it.
+    /// How many servers granted it (at least the quorum).
+    ///
+    /// ```no_run
+    /// # async fn demo(servers: Vec<redisson_locks::Client>) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// use redisson_locks::RedLock;
+    ///
+    /// let locks = servers.iter().map(|c| c.get_lock("job:7")).collect::<Result<Vec<_>, _>>()?;
+    /// let red = RedLock::new(locks)?;
+    /// let guard = red.lock_with_lease(Duration::from_secs(10)).await?;
+    /// assert!(guard.granted() >= red.quorum());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn granted(&self) -> usize {
         self.guards.len()
     }
 
     /// Releases the hold on every server that granted it.
     ///
+    /// ```no_run
+    /// # async fn demo(servers: Vec<redisson_locks::Client>) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// use redisson_locks::RedLock;
+    ///
+    /// let locks = servers.iter().map(|c| c.get_lock("job:7")).collect::<Result<Vec<_>, _>>()?;
+    /// let red = RedLock::new(locks)?;
+    /// let guard = red.lock_with_lease(Duration::from_secs(10)).await?;
+    /// guard.unlock().await?; // every server's hold, or the first error
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// The first release that failed; the others are released all the same.
+    ///
+    /// # Cancel safety
+    /// Dropping the call drops the holds not yet released, which releases them
+    /// (see [`LockGuard`]'s `Drop`); the release in flight may or may not have
+    /// happened, and that hold is renewed no more either way.
     pub async fn unlock(self) -> Result<()> {
         unlock_all(self.guards).await
     }

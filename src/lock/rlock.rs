@@ -65,9 +65,13 @@ use crate::wait::{self, Acquirer, Lease, Wait};
 ///
 /// let lock = client.get_lock("inventory")?;
 /// let outer = lock.lock().await?; // renewed by the watchdog while held
-/// let inner = lock.lock().await?; // same task: re-enters
-/// assert_eq!(lock.hold_count().await?, 2);
-/// inner.unlock().await?;
+/// outer
+///     .scope(async {
+///         let inner = lock.lock().await?; // inside the hold's scope: re-enters
+///         assert_eq!(lock.hold_count().await?, 2);
+///         inner.unlock().await
+///     })
+///     .await?;
 /// outer.unlock().await?;
 ///
 /// if let Some(guard) = lock.try_lock_wait(Duration::from_secs(1)).await? {
@@ -98,11 +102,25 @@ impl RLock {
     }
 
     /// The lock's name (Redisson `getName()`).
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("orders:42")?;
+    /// assert_eq!(lock.name(), "orders:42");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// Is this the fair lock (handed out in arrival order)?
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// assert!(client.get_fair_lock("queue")?.is_fair());
+    /// assert!(!client.get_lock("queue")?.is_fair());
+    /// # Ok(()) }
+    /// ```
     pub fn is_fair(&self) -> bool {
         self.kind.is_fair()
     }
@@ -110,6 +128,17 @@ impl RLock {
     /// A handle for the same lock that acts for owner `id`: for work that is
     /// handed between tasks, or to act for a Java thread id. Every acquisition
     /// through it re-enters the holds of `id`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let job = client.get_lock("job:7")?.with_owner_id(7);
+    /// job.lock().await?.detach(); // held by owner 7, renewed by the watchdog
+    ///
+    /// // Later, in another task: owner 7 releases it.
+    /// let handle = job.clone();
+    /// tokio::spawn(async move { handle.unlock().await }).await.unwrap()?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_owner_id(&self, id: u64) -> RLock {
         RLock {
             owner: OwnerId::Explicit(id),
@@ -126,6 +155,18 @@ impl RLock {
     /// `FuturesUnordered`) are one owner here, so they all enter the lock at once.
     /// Prefer the default handle and [`RLock::with`] / [`LockGuard::scope`] for
     /// nesting.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// // Java: lock.lock(); lock.lock(); ... lock.unlock(); lock.unlock();
+    /// let lock = client.get_lock("inventory")?.with_task_owner();
+    /// let outer = lock.lock().await?;
+    /// let inner = lock.lock().await?; // the same task: re-enters
+    /// assert_eq!(lock.hold_count().await?, 2);
+    /// inner.unlock().await?;
+    /// outer.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_task_owner(&self) -> RLock {
         RLock {
             owner: OwnerId::Task,
@@ -173,6 +214,27 @@ impl RLock {
     /// Acquires the lock, waiting as long as it takes; the watchdog renews it while
     /// held (Redisson `lock()`).
     ///
+    /// The returned guard *is* the hold: keep it in a named variable for as long
+    /// as the critical section runs. `let _ = lock.lock().await?;` drops the guard
+    /// on the spot (`_` binds nothing), so the lock is released again at once.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("orders:42")?;
+    ///
+    /// // Release explicitly, and see the release's errors:
+    /// let guard = lock.lock().await?;
+    /// // ... the critical section ...
+    /// guard.unlock().await?;
+    ///
+    /// // Or hold it to the end of the block; the drop releases it:
+    /// {
+    ///     let _guard = lock.lock().await?;
+    ///     // ... the critical section ...
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::Redis`] when Redis fails more than `retry_attempts` times in a row;
     /// [`Error::WrongType`] when the key holds something else.
@@ -187,7 +249,19 @@ impl RLock {
     }
 
     /// Acquires the lock for `lease`, waiting as long as it takes; it is not renewed
-    /// (Redisson `lock(leaseTime, unit)`).
+    /// (Redisson `lock(leaseTime, unit)`). Keep the guard bound, as for
+    /// [`lock`](RLock::lock): `let _ = ...` releases at once.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let lock = client.get_lock("report")?;
+    /// let guard = lock.lock_with_lease(Duration::from_secs(10)).await?;
+    /// // ... at most ten seconds of work: then the lock frees itself ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a zero lease or one over
@@ -202,7 +276,21 @@ impl RLock {
     }
 
     /// Tries once, without waiting (Redisson `tryLock()`); `None` when another owner
-    /// holds the lock.
+    /// holds the lock. Keep the guard bound, as for [`lock`](RLock::lock):
+    /// `if let Some(_) = ...` releases at once, `if let Some(_guard) = ...` does not.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("nightly-cleanup")?;
+    /// match lock.try_lock().await? {
+    ///     Some(guard) => {
+    ///         // ... clean up ...
+    ///         guard.unlock().await?;
+    ///     }
+    ///     None => { /* another instance is at it: skip */ }
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`lock`](RLock::lock).
@@ -214,7 +302,21 @@ impl RLock {
     }
 
     /// Tries for up to `wait` (Redisson `tryLock(waitTime, unit)`); the watchdog
-    /// renews the hold. `None` when the wait ran out.
+    /// renews the hold. `None` when the wait ran out. Keep the guard bound, as for
+    /// [`lock`](RLock::lock).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let lock = client.get_lock("orders:42")?;
+    /// let Some(guard) = lock.try_lock_wait(Duration::from_secs(2)).await? else {
+    ///     return Ok(()); // busy for two seconds: give up
+    /// };
+    /// // ... the critical section ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a wait over [`MAX_DURATION`](crate::MAX_DURATION);
@@ -227,7 +329,23 @@ impl RLock {
     }
 
     /// Tries for up to `wait`, and holds for `lease` without renewal (Redisson
-    /// `tryLock(waitTime, leaseTime, unit)`).
+    /// `tryLock(waitTime, leaseTime, unit)`); `None` when the wait ran out. Keep
+    /// the guard bound, as for [`lock`](RLock::lock).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let lock = client.get_lock("orders:42")?;
+    /// if let Some(guard) = lock
+    ///     .try_lock_with_lease(Duration::from_secs(1), Duration::from_secs(10))
+    ///     .await?
+    /// {
+    ///     // ... at most ten seconds of work ...
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`lock_with_lease`](RLock::lock_with_lease) and
@@ -247,9 +365,28 @@ impl RLock {
     /// whose guard was [`detach`](LockGuard::detach)ed. Prefer
     /// [`LockGuard::unlock`].
     ///
+    /// The calling owner is the handle's: a task-owner or explicit-owner handle
+    /// ([`with_task_owner`](RLock::with_task_owner),
+    /// [`with_owner_id`](RLock::with_owner_id)), or the enclosing hold's scope; a
+    /// default handle outside any scope owns nothing and gets [`Error::NotHeld`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("orders:42")?.with_task_owner();
+    /// lock.lock().await?.detach(); // Java: lock.lock();
+    /// // ...
+    /// lock.unlock().await?;        // Java: lock.unlock();
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::NotHeld`] when the calling owner holds no hold
     /// (Java's `IllegalMonitorStateException`).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe in the sense that a dropped call may or may not have
+    /// released the hold; once polled, the hold is renewed no more either way, so
+    /// it ends with its lease at the latest.
     pub async fn unlock(&self) -> Result<()> {
         let ops = self.ops(self.query_owner(), Wait::Forever);
         let (field, kind) = ops.renewal();
@@ -267,8 +404,23 @@ impl RLock {
     /// [`LockGuard::is_lease_lost`]; holders elsewhere find out at their next
     /// renewal or unlock.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// // An operator's tool: free a lock left behind by a stuck process.
+    /// let lock = client.get_lock("orders:42")?;
+    /// if lock.force_unlock().await? {
+    ///     println!("orders:42 was held; it is free now");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::Redis`] when the command fails.
+    ///
+    /// # Cancel safety
+    /// A dropped call may or may not have freed the lock (the script runs whole or
+    /// not at all); if it did, this client's holders learn it at their next
+    /// renewal rather than at once.
     pub async fn force_unlock(&self) -> Result<bool> {
         let freed = self
             .kind
@@ -292,6 +444,15 @@ impl RLock {
     /// taken, in read mode or by a writer on its way to a downgrade (write mode
     /// with read holds), as Redisson answers.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("orders:42")?;
+    /// let guard = lock.lock().await?;
+    /// assert!(lock.is_locked().await?);
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::Redis`] when the command fails.
     pub async fn is_locked(&self) -> Result<bool> {
@@ -300,7 +461,18 @@ impl RLock {
             .await
     }
 
-    /// Does the calling owner hold it (Redisson `isHeldByCurrentThread()`)?
+    /// Does the calling owner hold it (Redisson `isHeldByCurrentThread()`)? For a
+    /// default handle the calling owner is the enclosing hold's scope (outside any
+    /// scope: nobody, so `false`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("orders:42")?;
+    /// let guard = lock.lock().await?;
+    /// assert!(guard.scope(lock.is_held_by_current_task()).await?);
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::Redis`] when the command fails; [`Error::WrongType`] when the key is
@@ -311,6 +483,15 @@ impl RLock {
 
     /// Does owner `id` of this client hold it (Redisson `isHeldByThread(id)`)?
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("orders:42")?;
+    /// let guard = lock.lock().await?;
+    /// assert!(lock.is_held_by(guard.owner_id()).await?);
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`is_held_by_current_task`](RLock::is_held_by_current_task).
     pub async fn is_held_by(&self, id: u64) -> Result<bool> {
@@ -320,7 +501,22 @@ impl RLock {
             .map_err(|e| Error::from_redis(&self.name, e))
     }
 
-    /// How many holds the calling owner has (Redisson `getHoldCount()`); 0 when none.
+    /// How many holds the calling owner has (Redisson `getHoldCount()`); 0 when
+    /// none. For a default handle the calling owner is the enclosing hold's scope
+    /// (outside any scope: nobody, so 0).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("orders:42")?;
+    /// lock.with(|| async {
+    ///     assert_eq!(lock.hold_count().await?, 1);
+    ///     let nested = lock.lock().await?;
+    ///     assert_eq!(lock.hold_count().await?, 2);
+    ///     nested.unlock().await
+    /// })
+    /// .await??;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`is_held_by_current_task`](RLock::is_held_by_current_task).
@@ -334,6 +530,19 @@ impl RLock {
     }
 
     /// The lock's remaining time to live (Redisson `remainTimeToLive()`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::RemainingTtl;
+    ///
+    /// let lock = client.get_lock("orders:42")?;
+    /// match lock.remain_time_to_live().await? {
+    ///     RemainingTtl::NotLocked => println!("free"),
+    ///     RemainingTtl::Expires(left) => println!("held for {left:?} more, unless renewed"),
+    ///     _ => println!("held with no expiry"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::Redis`] when the command fails.

@@ -15,7 +15,29 @@ use crate::scripts::{self, Notify, Reentry};
 use crate::wait::{Acquirer, BoxFuture, Wait};
 
 /// How a spin lock's waiter pauses between attempts (Redisson's
-/// `LockOptions.BackOff`).
+/// `LockOptions.BackOff`), for
+/// [`Client::get_spin_lock_with_backoff`](crate::Client::get_spin_lock_with_backoff).
+///
+/// ```no_run
+/// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+/// use std::time::Duration;
+/// use redisson_locks::BackOff;
+///
+/// // Redisson's default: 1 ms doubling up to 128 ms, with jitter.
+/// let lock = client.get_spin_lock_with_backoff("batch", BackOff::default())?;
+/// // Or a fixed pause between attempts:
+/// let lock = client.get_spin_lock_with_backoff("batch", BackOff::Constant(Duration::from_millis(20)))?;
+/// // Or a gentler curve:
+/// let backoff = BackOff::Exponential {
+///     initial: Duration::from_millis(5),
+///     max: Duration::from_millis(500),
+///     multiplier: 3,
+/// };
+/// let lock = client.get_spin_lock_with_backoff("batch", backoff)?;
+/// let guard = lock.lock().await?;
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum BackOff {
