@@ -424,7 +424,11 @@ async fn run() -> Result<serde_json::Value, String> {
         }));
     }
     if o.scale_spread {
-        let kind = if o.kind == Kind::Fair { Kind::Fair } else { Kind::Reentrant };
+        let kind = if o.kind == Kind::Fair {
+            Kind::Fair
+        } else {
+            Kind::Reentrant
+        };
         let mut report = waiters_scale(&url, kind, o.waiters, o.locks).await?;
         if let Some(map) = report.as_object_mut() {
             map.insert("scale".into(), json!("spread"));
@@ -876,7 +880,22 @@ async fn waiters_scale(
         })
         .max()
         .unwrap_or(0);
+    // What the slow entries ran: the command, and a script's first key.
+    let mut slow_commands: HashMap<String, u64> = HashMap::new();
+    for entry in &slow {
+        if let redis::Value::Array(fields) = entry {
+            if let Some(redis::Value::Array(args)) = fields.get(3) {
+                let text = |v: Option<&redis::Value>| match v {
+                    Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).to_lowercase(),
+                    _ => String::new(),
+                };
+                let command = text(args.first());
+                *slow_commands.entry(command).or_default() += 1;
+            }
+        }
+    }
     Ok(json!({
+        "slow_commands": slow_commands,
         "scale": "waiters", "kind": if kind == Kind::Fair { "fair" } else { "reentrant" },
         "waiters": waiters, "locks": locks,
         "served": served.load(Ordering::Relaxed), "errors": errors,

@@ -10,7 +10,8 @@
 --          lock, whose waiters poll and which must work without channel access)
 --
 -- Reply: nil when the owner holds no hold (never held, expired, or someone else's);
---        0 when holds remain; 1 when this was the last hold and the lock is free.
+--        0 when holds remain; when this was the last hold and the lock is free,
+--        1 + the number of subscribers the unlock message reached.
 
 local lock, channel = KEYS[1], KEYS[2]
 local message, lease, owner, publish = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -29,7 +30,8 @@ end
 
 -- Last hold gone: free the lock and wake one waiter.
 redis.call('del', lock)
+local woken = 0
 if publish ~= '' then
-    redis.call(publish, channel, message)
+    woken = redis.call(publish, channel, message)
 end
-return 1
+return 1 + woken

@@ -63,6 +63,8 @@ pub(crate) struct ClientInner {
     pub(crate) watchdog: Watchdog,
     /// What this client believes each owner holds (see `ledger.rs`).
     pub(crate) ledger: Ledger,
+    /// This client's side of each lock's line (see `line.rs`).
+    pub(crate) lines: Arc<crate::line::Lines>,
     /// How many replicas must acknowledge each acquire (0: no replica sync).
     pub(crate) replica_sync: u32,
     warnings: Vec<String>,
@@ -159,6 +161,7 @@ impl Client {
                 pubsub,
                 watchdog,
                 ledger: Ledger::new(settling),
+                lines: Arc::default(),
                 replica_sync,
                 warnings,
                 _background: background,

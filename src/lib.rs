@@ -127,6 +127,7 @@ mod error;
 mod home;
 mod keys;
 mod ledger;
+mod line;
 mod lock;
 mod lua;
 mod owner;

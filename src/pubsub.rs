@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 use crate::conn::Conn;
 use redis::{PushInfo, PushKind, Value};
@@ -280,15 +281,44 @@ impl PushHandler {
     }
 }
 
-/// Sends queued (un)subscriptions in order, batching runs of the same command.
-/// Ends when the client and every subscription are gone.
+/// How long an unsubscription may wait to go out with others: a fair waiter
+/// listens on a channel of its own, so under contention every acquisition
+/// ends one subscription, and one UNSUBSCRIBE per acquisition was a sixth of
+/// the fair lock's commands. Messages still arriving meanwhile find no waiter
+/// and are dropped.
+const UNSUBSCRIBE_LINGER: Duration = Duration::from_millis(20);
+
+/// At most this many channels wait for one UNSUBSCRIBE.
+const UNSUBSCRIBE_BATCH: usize = 128;
+
+/// Sends queued (un)subscriptions in order, batching runs of subscriptions, and
+/// gathering unsubscriptions for up to [`UNSUBSCRIBE_LINGER`] (a channel
+/// subscribed again meanwhile is simply kept). Ends when the client and every
+/// subscription are gone.
 async fn run_subscriber(
     channels: Arc<Channels>,
     mut conn: Conn,
     mut queue: mpsc::UnboundedReceiver<Command>,
 ) {
     let mut batch = Vec::new();
-    while queue.recv_many(&mut batch, 256).await > 0 {
+    let mut leaving: Vec<String> = Vec::new();
+    let mut flush_at: Option<tokio::time::Instant> = None;
+    loop {
+        let received = match flush_at {
+            Some(at) => tokio::select! {
+                n = queue.recv_many(&mut batch, 256) => n,
+                _ = tokio::time::sleep_until(at) => {
+                    unsubscribe(&mut conn, &mut leaving).await;
+                    flush_at = None;
+                    continue;
+                }
+            },
+            None => queue.recv_many(&mut batch, 256).await,
+        };
+        if received == 0 {
+            unsubscribe(&mut conn, &mut leaving).await;
+            return;
+        }
         let mut commands = batch.drain(..).peekable();
         while let Some(first) = commands.next() {
             match first {
@@ -299,6 +329,9 @@ async fn run_subscriber(
                             group.push((c, r));
                         }
                     }
+                    // A channel subscribed again before its UNSUBSCRIBE went out
+                    // must not get it afterwards.
+                    leaving.retain(|name| group.iter().all(|(c, _)| c.name != *name));
                     let names: Vec<&str> = group.iter().map(|(c, _)| c.name.as_str()).collect();
                     let status = match conn.subscribe(&names).await {
                         Ok(()) => Status::Ready,
@@ -313,22 +346,30 @@ async fn run_subscriber(
                     }
                 }
                 Command::Unsubscribe(name) => {
-                    let mut names = vec![name];
-                    while let Some(Command::Unsubscribe(_)) = commands.peek() {
-                        if let Some(Command::Unsubscribe(n)) = commands.next() {
-                            names.push(n);
-                        }
-                    }
-                    // A failure means the connection is gone, and the subscription
-                    // with it: nothing to undo.
-                    if let Err(e) = conn.unsubscribe(&names).await {
-                        crate::trace::debug_event!(
-                            "unsubscribing {names:?} failed (the connection went with it): {e}"
-                        );
-                    }
+                    leaving.push(name);
+                    flush_at
+                        .get_or_insert_with(|| tokio::time::Instant::now() + UNSUBSCRIBE_LINGER);
                 }
             }
         }
+        if leaving.len() >= UNSUBSCRIBE_BATCH {
+            unsubscribe(&mut conn, &mut leaving).await;
+            flush_at = None;
+        }
+    }
+}
+
+/// Sends one UNSUBSCRIBE for every channel in `leaving`, and empties it. A failure
+/// means the connection is gone, and the subscriptions with it: nothing to undo.
+async fn unsubscribe(conn: &mut Conn, leaving: &mut Vec<String>) {
+    if leaving.is_empty() {
+        return;
+    }
+    let names = std::mem::take(leaving);
+    if let Err(e) = conn.unsubscribe(&names).await {
+        crate::trace::debug_event!(
+            "unsubscribing {names:?} failed (the connection went with it): {e}"
+        );
     }
 }
 

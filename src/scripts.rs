@@ -116,8 +116,13 @@ pub(crate) enum Released {
     NotHeld,
     /// Holds remain; the lease was restarted.
     StillHeld,
-    /// That was the last hold; the lock is free and a waiter was woken.
+    /// That was the last hold; the lock is free (and a waiter was woken, if any
+    /// listened).
     Freed,
+    /// As `Freed`, and the unlock message reached at least one subscriber (the
+    /// reentrant lock's release says so): a waiter, here or elsewhere, is on
+    /// its way (see `line.rs`).
+    FreedAndWoke,
 }
 
 /// Sends one script call about lock `name`; a refusal (WRONGTYPE, NOPERM, ...)
@@ -144,6 +149,7 @@ fn decode_release(operation: &'static str, reply: Value) -> Result<Released> {
         Value::Nil => Ok(Released::NotHeld),
         Value::Int(0) => Ok(Released::StillHeld),
         Value::Int(1) => Ok(Released::Freed),
+        Value::Int(n) if n > 1 => Ok(Released::FreedAndWoke),
         other => Err(Error::unexpected(operation, other)),
     }
 }

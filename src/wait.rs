@@ -284,10 +284,37 @@ async fn acquire_on_primary(
     // a one-off try waits that long at most for another attempt of its owner.
     let first_deadline = deadline
         .or_else(|| matches!(wait, Wait::Once).then(|| Instant::now() + client.config.timeout));
+    let lock_name = &acquirer.target().name;
+    // A release by this client just woke a waiter of this (non-fair) lock: do
+    // not barge past it; wait behind it instead (see `line.rs`).
+    let hold_back = (queue && acquirer.backoff().is_none() && !acquirer.queues())
+        .then(|| client.lines.hold_back_until(lock_name))
+        .flatten();
+    // A fair waiter with others of this client already in line will wait too:
+    // it listens before its first attempt (which joins the line), so nothing
+    // can be missed in between and no second attempt is needed.
+    let early_subscription = (queue && acquirer.queues() && client.lines.waiting(lock_name) > 0)
+        .then(|| {
+            client
+                .pubsub
+                .subscribe(acquirer.channel(), lock_name, acquirer.class())
+        });
+    if let Some(early) = &early_subscription {
+        if within(deadline, early.ready()).await.is_none() {
+            return Ok(None);
+        }
+    }
     let sent = Instant::now();
     let epoch = client.pubsub.connection_epoch();
     let mut failures = 0;
-    let first_ttl = match attempts.send(queue, first_deadline).await {
+    let first = match hold_back {
+        Some(_) => Some(Ok(Some(0))),
+        // Boxed here and below: a waiter's future is as large as its largest
+        // state, and an attempt in flight is large but brief; boxing it keeps a
+        // sleeping waiter small (many thousands may sleep at once).
+        None => Box::pin(attempts.send(queue, first_deadline)).await,
+    };
+    let first_ttl = match first {
         None => {
             place.run_now().await;
             return Ok(None);
@@ -325,7 +352,7 @@ async fn acquire_on_primary(
             }
             let sent = Instant::now();
             let epoch = client.pubsub.connection_epoch();
-            match within(deadline, attempts.send(true, None)).await {
+            match within(deadline, Box::pin(attempts.send(true, None))).await {
                 None => break,
                 Some(Some(Ok(None))) => {
                     place.disarm();
@@ -348,11 +375,13 @@ async fn acquire_on_primary(
         return Ok(None);
     }
 
-    let subscription = client.pubsub.subscribe(
-        acquirer.channel(),
-        &acquirer.target().name,
-        acquirer.class(),
-    );
+    let _waiting = client.lines.join(lock_name);
+    let subscribed_early = early_subscription.is_some();
+    let subscription = early_subscription.unwrap_or_else(|| {
+        client
+            .pubsub
+            .subscribe(acquirer.channel(), lock_name, acquirer.class())
+    });
     // Joining other waiters of this client that already listen for this lock (a
     // channel can carry two locks), right after a failed attempt, nothing can have
     // been missed: an unlock published since went to one of them (or left a permit
@@ -363,11 +392,16 @@ async fn acquire_on_primary(
     // before this one joined would leave it asleep on a lock it could share.
     let mut sleep_first = first_ttl
         .filter(|_| {
-            subscription.is_ready()
-                && subscription.joined_others()
-                && acquirer.class() == Class::Exclusive
+            subscribed_early
+                || (subscription.is_ready()
+                    && subscription.joined_others()
+                    && acquirer.class() == Class::Exclusive)
         })
         .map(|ttl| Pause::after(ttl, acquirer.max_sleep()));
+    // Held back behind a hand-off: sleep until woken or the window closes.
+    if let Some(until) = hold_back {
+        sleep_first = Some(Pause::For(until.saturating_duration_since(Instant::now())));
+    }
     // This waiter's turn to poll a lock held without expiry (see `Pause`).
     let mut poll_turn: Option<PollTurn> = None;
     let mut poll_backoff = NO_TTL_POLL_FIRST;
@@ -378,7 +412,7 @@ async fn acquire_on_primary(
         woken.as_mut().enable();
         let sent = Instant::now();
         let epoch = client.pubsub.connection_epoch();
-        let step = async {
+        let step = Box::pin(async {
             if let Some(pause) = sleep_first.take() {
                 return Ok(Step::Pause(pause));
             }
@@ -392,11 +426,12 @@ async fn acquire_on_primary(
                     "the owner's gate closed",
                 ))),
             }
-        };
+        });
         let pause = match within(deadline, step).await {
             None => break,
             Some(Ok(Step::Acquired(sent))) => {
                 place.disarm();
+                client.lines.taken(lock_name);
                 return Ok(Some(acquired(registration, sent, epoch)));
             }
             Some(Ok(Step::Busy(pause))) => {
@@ -441,7 +476,21 @@ async fn acquire_on_primary(
         match sleep {
             // Woken or timed out, the next step is the same: try again.
             Some(sleep) => {
-                let _ = tokio::time::timeout_at(until(sleep), woken).await;
+                let slept_at = Instant::now();
+                let was_woken = tokio::time::timeout_at(until(sleep), woken).await.is_ok();
+                // Woken by another client's release: so was one waiter of every
+                // client listening, and the message reached them in the order
+                // they subscribed, so the same clients would win every race. A
+                // random pause of a few round trips' worth evens the odds (see
+                // `line.rs`). Not after this client's own release: then this
+                // waiter is the one the hand-off is for.
+                if was_woken
+                    && !acquirer.queues()
+                    && acquirer.class() == Class::Exclusive
+                    && !client.lines.released_since(lock_name, slept_at)
+                {
+                    crate::line::wake_jitter().await;
+                }
             }
             // Another waiter of this client polls: wait for a message, or for
             // the turn to poll, or for the deadline.

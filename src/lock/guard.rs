@@ -333,5 +333,9 @@ pub(crate) async fn release(
             owner: ops.owner().to_owned(),
         }),
         Released::StillHeld | Released::Freed => Ok(()),
+        Released::FreedAndWoke => {
+            client.lines.handed_off(&ops.target().name);
+            Ok(())
+        }
     }
 }

@@ -1,0 +1,176 @@
+//! What this client knows about the line for each lock: how many of its tasks
+//! wait, and whether a release it just made handed the lock on.
+//!
+//! Redis keeps no line for a non-fair lock, so whoever asks first after a
+//! release takes it: often the task that released it, asking again at once,
+//! before the waiter the release woke has even heard of it (one task finished
+//! all its work before any other started). This client evens that out, in the
+//! spirit of parking_lot's eventual fairness, without touching the wire:
+//! - after a release whose unlock message reached a subscriber (PUBLISH says
+//!   how many received it: this client's own waiters, or other clients'), this
+//!   client's tasks that are not already waiting hold their first attempt on
+//!   that lock back for at most [`HANDOFF_WINDOW`], sleeping behind the woken
+//!   waiter instead (wake-ups go to the longest waiting first);
+//! - the window closes early when one of this client's waiters takes the lock.
+//!
+//! The count of waiting tasks also tells a fair waiter that it will likely
+//! wait, so it subscribes before its first attempt (see `wait.rs`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How long a release that woke a waiter keeps this client's newcomers from
+/// barging: enough for the woken waiter, here or in another process, to hear
+/// the message and send its attempt (a few round trips), short enough that a
+/// waiter that never comes costs little.
+pub(crate) const HANDOFF_WINDOW: Duration = Duration::from_millis(5);
+
+/// The most times a waiter woken by another client's release yields before it
+/// tries (see [`wake_jitter`]).
+const WAKE_JITTER_YIELDS: u64 = 64;
+
+/// A short random pause before a waiter woken by another client's release
+/// tries: the message reached one waiter of every listening client in the
+/// order they subscribed, so without it the same clients would win every race.
+/// Yields rather than a timer: tokio's timers tick in milliseconds, far longer
+/// than the spread to even out.
+pub(crate) async fn wake_jitter() {
+    let yields = uuid::Uuid::new_v4().as_u64_pair().0 % (WAKE_JITTER_YIELDS + 1);
+    for _ in 0..yields {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Entries kept before expired hand-offs are swept.
+const SWEEP_AT: usize = 1024;
+
+#[derive(Debug, Default)]
+struct LineState {
+    /// This client's tasks waiting for the lock (past their first attempt).
+    waiting: usize,
+    /// Until when newcomers hold back (a release woke a waiter).
+    hand_off_until: Option<Instant>,
+    /// When this client last freed the lock and woke a waiter.
+    released_at: Option<Instant>,
+}
+
+/// Per lock name, this client's side of the line.
+#[derive(Debug, Default)]
+pub(crate) struct Lines {
+    lines: Mutex<HashMap<Arc<str>, LineState>>,
+}
+
+impl Lines {
+    fn lines(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, LineState>> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A task of this client starts waiting for `lock`; it stops when the
+    /// returned value is dropped.
+    pub(crate) fn join(self: &Arc<Self>, lock: &Arc<str>) -> Waiting {
+        self.lines().entry(lock.clone()).or_default().waiting += 1;
+        Waiting {
+            lines: self.clone(),
+            lock: lock.clone(),
+        }
+    }
+
+    /// How many of this client's tasks wait for `lock`.
+    pub(crate) fn waiting(&self, lock: &str) -> usize {
+        self.lines().get(lock).map_or(0, |line| line.waiting)
+    }
+
+    /// A release by this client freed `lock` and its message woke a waiter:
+    /// newcomers hold back for [`HANDOFF_WINDOW`].
+    pub(crate) fn handed_off(&self, lock: &Arc<str>) {
+        let mut lines = self.lines();
+        if lines.len() >= SWEEP_AT {
+            let now = Instant::now();
+            lines.retain(|_, line| {
+                line.waiting > 0 || line.hand_off_until.is_some_and(|until| until > now)
+            });
+        }
+        let now = Instant::now();
+        let line = lines.entry(lock.clone()).or_default();
+        line.hand_off_until = Some(now + HANDOFF_WINDOW);
+        line.released_at = Some(now);
+    }
+
+    /// Did this client free `lock` (waking a waiter) since `since`? A waiter
+    /// woken then is the one its own client's hand-off is for.
+    pub(crate) fn released_since(&self, lock: &str, since: Instant) -> bool {
+        self.lines()
+            .get(lock)
+            .and_then(|line| line.released_at)
+            .is_some_and(|at| at >= since)
+    }
+
+    /// One of this client's tasks took `lock`: the hand-off is done.
+    pub(crate) fn taken(&self, lock: &str) {
+        let mut lines = self.lines();
+        if let Some(line) = lines.get_mut(lock) {
+            line.hand_off_until = None;
+            line.released_at = None;
+            if line.waiting == 0 {
+                lines.remove(lock);
+            }
+        }
+    }
+
+    /// Until when a newcomer to `lock` should hold back, if a hand-off is under
+    /// way.
+    pub(crate) fn hold_back_until(&self, lock: &str) -> Option<Instant> {
+        let until = self.lines().get(lock)?.hand_off_until?;
+        (until > Instant::now()).then_some(until)
+    }
+}
+
+/// One waiting task, counted in its lock's line while this lives.
+#[derive(Debug)]
+pub(crate) struct Waiting {
+    lines: Arc<Lines>,
+    lock: Arc<str>,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let mut lines = self.lines.lines();
+        if let Some(line) = lines.get_mut(&self.lock) {
+            line.waiting = line.waiting.saturating_sub(1);
+            if line.waiting == 0
+                && line
+                    .hand_off_until
+                    .is_none_or(|until| until <= Instant::now())
+            {
+                lines.remove(&self.lock);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_hand_off_holds_newcomers_back_until_taken_or_expired() {
+        let lines = Arc::new(Lines::default());
+        let lock: Arc<str> = "l".into();
+        assert!(lines.hold_back_until("l").is_none());
+        let waiting = lines.join(&lock);
+        assert_eq!(lines.waiting("l"), 1);
+        lines.handed_off(&lock);
+        assert!(lines.hold_back_until("l").is_some());
+        lines.taken("l");
+        assert!(lines.hold_back_until("l").is_none());
+        drop(waiting);
+        assert_eq!(lines.waiting("l"), 0);
+        assert!(lines.lines().is_empty(), "nothing kept for an idle lock");
+        lines.handed_off(&lock);
+        tokio::time::sleep(HANDOFF_WINDOW + Duration::from_millis(5)).await;
+        assert!(lines.hold_back_until("l").is_none());
+    }
+}
