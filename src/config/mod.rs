@@ -1,10 +1,15 @@
-//! Client configuration: from code, from a URL, or from Redisson-style JSON.
+//! Client configuration: from code, from a URL, from Redisson's YAML or JSON
+//! file, or (feature `serde`) from a service's own config.
 
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use crate::error::{Error, Result};
+use redisson_file::Syntax;
+
+mod env;
+#[cfg(feature = "serde")]
+mod human;
+mod redisson_file;
 
 /// The longest lease or wait accepted: ten years.
 ///
@@ -23,7 +28,9 @@ pub const MAX_RETRY_ATTEMPTS: u32 = 1_000;
 /// How to reach Redis and how the locks behave.
 ///
 /// Field defaults are Redisson's. Build one with [`Config::new`],
-/// [`Config::from_url`] or [`Config::from_json`], then adjust the public fields.
+/// [`Config::from_url`], from Redisson's config file (`Config::from_yaml` with the
+/// `yaml` feature, [`Config::from_json`]) or, with the `serde` feature, as part of
+/// a service's own config file; then adjust the public fields.
 ///
 /// ```
 /// use std::time::Duration;
@@ -35,7 +42,53 @@ pub const MAX_RETRY_ATTEMPTS: u32 = 1_000;
 /// assert_eq!(config.password.as_deref(), Some("secret"));
 /// # Ok::<(), redisson_locks::Error>(())
 /// ```
+///
+/// # In a service's own config (feature `serde`)
+///
+/// With the `serde` feature, `Config` and [`TlsConfig`] implement
+/// `serde::Deserialize` under their Rust field names (`lock_watchdog_timeout`,
+/// `tls.ca_certificate`), for any serde format. Missing fields keep their defaults;
+/// unknown fields are refused, since the file is the service's own and a typo
+/// should not pass silently. A duration is an integer of milliseconds (`1500`) or a
+/// string of a number and a unit, `ms`, `s`, `m` or `h` (`"1500ms"`, `"30s"`,
+/// `"1.5s"`, `"5m"`). Deserializing does not validate: call
+/// [`validate`](Config::validate) to report a bad value early, as
+/// [`Client::connect`](crate::Client::connect) does in any case.
+#[cfg_attr(
+    feature = "serde",
+    doc = r##"
+```
+use std::time::Duration;
+use redisson_locks::Config;
+
+#[derive(serde::Deserialize)]
+struct ServiceConfig {
+    name: String,
+    redis: Config,
+}
+
+let service: ServiceConfig = serde_json::from_str(r#"{
+    "name": "billing",
+    "redis": {
+        "address": "redis://10.0.0.5:6379",
+        "timeout": "1500ms",
+        "lock_watchdog_timeout": "10s",
+        "tls": { "ca_certificate": "/etc/redis/ca.pem" }
+    }
+}"#)?;
+service.redis.validate()?;
+assert_eq!(service.redis.timeout, Duration::from_millis(1500));
+assert_eq!(service.redis.retry_attempts, 3); // the default
+# Ok::<(), Box<dyn std::error::Error>>(())
+```
+"##
+)]
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(default, deny_unknown_fields)
+)]
 #[non_exhaustive]
 pub struct Config {
     /// Server address, `redis://host:port`, or `rediss://host:port` for TLS (with
@@ -51,8 +104,10 @@ pub struct Config {
     /// How long one connection attempt may take (Redisson `connectTimeout`).
     /// Default 10 s. [`Client::connect`](crate::Client::connect) fails after this long
     /// when the server cannot be reached.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "human::duration"))]
     pub connect_timeout: Duration,
     /// How long a command may wait for its reply (Redisson `timeout`). Default 3 s.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "human::duration"))]
     pub timeout: Duration,
     /// How many times a broken connection is re-dialled before a command fails, and
     /// how many transient failures in a row a waiting lock call rides out
@@ -60,13 +115,16 @@ pub struct Config {
     pub retry_attempts: u32,
     /// The longest pause between two re-dials or retries (Redisson `retryInterval`).
     /// Default 1.5 s.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "human::duration"))]
     pub retry_interval: Duration,
     /// The lease of a lock taken without an explicit lease; the watchdog renews it
     /// every third of this while it is held (Redisson `lockWatchdogTimeout`).
     /// Default 30 s.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "human::duration"))]
     pub lock_watchdog_timeout: Duration,
     /// How long a fair-lock waiter may stay silent before the queue skips it
     /// (Redisson `fairLockWaitTimeout`). Default 300 s.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "human::duration"))]
     pub fair_lock_wait_timeout: Duration,
     /// Redis Cluster seed nodes, `redis://host:port` each (Redisson
     /// `clusterServersConfig.nodeAddresses`). Empty (the default): a single server
@@ -103,6 +161,7 @@ pub struct Config {
     /// answer before the client gives up on it). While waiting, this client's
     /// connection is blocked, and an acquire with a wait limit may overrun it by
     /// this much.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "human::duration"))]
     pub replica_sync_timeout: Duration,
     /// How much of every lease a holder keeps in reserve for the difference
     /// between its clock rate and the server's: a hold counts as surely valid for
@@ -124,6 +183,11 @@ pub struct Config {
 /// counterpart of Redisson's `sslTruststore` (whom to trust) and `sslKeystore`
 /// (who we are).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(default, deny_unknown_fields)
+)]
 #[non_exhaustive]
 pub struct TlsConfig {
     /// The certificate authorities to trust instead of the system's trust store
@@ -190,14 +254,19 @@ impl Config {
         })
     }
 
-    /// Parses Redisson's JSON configuration layout.
+    /// Parses Redisson's JSON configuration file (Redisson 3; Redisson 4 reads only
+    /// YAML, see `from_yaml` with the `yaml` feature).
     ///
-    /// Read are `singleServerConfig.{address, username, password, database,
-    /// connectTimeout, timeout, retryAttempts, retryInterval}`,
-    /// `clusterServersConfig.{nodeAddresses, username, password, connectTimeout,
-    /// timeout, retryAttempts, retryInterval}`, `lockWatchdogTimeout` and
-    /// `fairLockWaitTimeout` (times in milliseconds). Other fields are ignored, so a
-    /// Java service's file can be shared; missing ones keep their defaults.
+    /// The keys read, and how they map onto the fields, are those of the YAML file
+    /// (listed at `from_yaml`, feature `yaml`, and in `PORTING.md`): `singleServerConfig`, `clusterServersConfig` or
+    /// `sentinelServersConfig` (one of them), with their addresses, `username`,
+    /// `password`, `database`, `connectTimeout`, `timeout`, `retryAttempts`,
+    /// `retryInterval` or `retryDelay` (its class in a `class` key, as Jackson
+    /// writes it) and the `sslTruststore`/`sslKeystore` PEM files; and
+    /// `lockWatchdogTimeout`, `fairLockWaitTimeout` at the top (times in
+    /// milliseconds). Other keys are ignored, so a Java service's file can be
+    /// shared; missing ones keep their defaults. `${VAR}` and `${VAR:-default}`
+    /// are replaced from the environment first, as Redisson does.
     ///
     /// ```
     /// let config = redisson_locks::Config::from_json(r#"{
@@ -211,63 +280,101 @@ impl Config {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Config`] when the text is not JSON, a field has the wrong type, or a
-    /// value is out of range.
+    /// [`Error::Config`] when the text is not JSON, a referenced environment variable
+    /// is unset without a default, a key has a bad value (the message names the
+    /// key), two topology sections are present, or [`validate`](Config::validate)
+    /// refuses the result.
     pub fn from_json(json: &str) -> Result<Self> {
-        let file: RedissonJson = serde_json::from_str(json)
-            .map_err(|e| Error::Config(format!("redisson JSON config: {e}")))?;
-        let topologies: Vec<&str> = [
-            ("singleServerConfig", file.single_server_config.is_some()),
-            (
-                "clusterServersConfig",
-                file.cluster_servers_config.is_some(),
-            ),
-            (
-                "sentinelServersConfig",
-                file.sentinel_servers_config.is_some(),
-            ),
-        ]
-        .into_iter()
-        .filter_map(|(section, present)| present.then_some(section))
-        .collect();
-        if topologies.len() > 1 {
-            return Err(Error::Config(format!(
-                "redisson JSON config: {} are exclusive; keep one",
-                topologies.join(" and ")
-            )));
-        }
-        let mut config = Config::default();
-        if let Some(single) = file.single_server_config {
-            if let Some(address) = single.address {
-                config.address = address;
-            }
-            if let Some(db) = single.database {
-                config.database = db;
-            }
-            single.common.apply(&mut config);
-        }
-        if let Some(cluster) = file.cluster_servers_config {
-            config.cluster_nodes = cluster.node_addresses.unwrap_or_default();
-            cluster.common.apply(&mut config);
-        }
-        if let Some(sentinel) = file.sentinel_servers_config {
-            config.sentinel_addresses = sentinel.sentinel_addresses.unwrap_or_default();
-            config.sentinel_master_name = sentinel.master_name;
-            if let Some(db) = sentinel.database {
-                config.database = db;
-            }
-            sentinel.common.apply(&mut config);
-        }
-        set_millis(
-            &mut config.lock_watchdog_timeout,
-            file.lock_watchdog_timeout,
-        );
-        set_millis(
-            &mut config.fair_lock_wait_timeout,
-            file.fair_lock_wait_timeout,
-        );
-        config.validate()?;
-        Ok(config)
+        redisson_file::read(json, Syntax::Json)
+    }
+
+    /// Parses Redisson's YAML configuration file, the format of Redisson 3 and 4
+    /// (`Config.fromYAML`), so that a Java service's file can be shared.
+    ///
+    /// Before parsing, `${VAR}` and `${VAR:-default}` anywhere in the text are
+    /// replaced from the environment, as Redisson does: a set variable is used even
+    /// when empty, the default (up to the first `}`) only when it is unset, and an
+    /// unset variable without a default is an error naming it. Java system
+    /// properties, Redisson's second source, have no counterpart here. The value is
+    /// pasted in unquoted, so quote the reference (`password: "${REDIS_PASSWORD}"`)
+    /// when the value may hold YAML syntax. A reference in a comment is replaced too.
+    ///
+    /// Then exactly one of `singleServerConfig`, `clusterServersConfig` or
+    /// `sentinelServersConfig` is read:
+    ///
+    /// | Redisson key | `Config` field |
+    /// | --- | --- |
+    /// | `singleServerConfig.address` | [`address`](Config::address) |
+    /// | `clusterServersConfig.nodeAddresses` (required) | [`cluster_nodes`](Config::cluster_nodes) |
+    /// | `sentinelServersConfig.sentinelAddresses`, `masterName` (both required) | [`sentinel_addresses`](Config::sentinel_addresses), [`sentinel_master_name`](Config::sentinel_master_name) |
+    /// | `database` (single, sentinel) | [`database`](Config::database) |
+    /// | `username`, `password` (top level in Redisson 4, where they win over the section's) | [`username`](Config::username), [`password`](Config::password) |
+    /// | `connectTimeout`, `timeout` (ms) | [`connect_timeout`](Config::connect_timeout), [`timeout`](Config::timeout) |
+    /// | `retryAttempts` | [`retry_attempts`](Config::retry_attempts) |
+    /// | `retryInterval` (Redisson 3, ms) | [`retry_interval`](Config::retry_interval) |
+    /// | `retryDelay` (Redisson 4): `ConstantDelay`'s `delay`, or the jitter strategies' `maxDelay` | [`retry_interval`](Config::retry_interval) |
+    /// | `sslTruststore` (`file:` URL or path of a PEM file; top level or section, as the credentials) | [`tls.ca_certificate`](TlsConfig::ca_certificate) |
+    /// | `sslKeystore` (one PEM file with certificate chain and key) | [`tls.client_certificate`](TlsConfig::client_certificate) and [`tls.client_key`](TlsConfig::client_key) |
+    /// | `lockWatchdogTimeout`, `fairLockWaitTimeout` (top level, ms) | [`lock_watchdog_timeout`](Config::lock_watchdog_timeout), [`fair_lock_wait_timeout`](Config::fair_lock_wait_timeout) |
+    ///
+    /// `retryDelay` is a Redisson `DelayStrategy` named by its tag:
+    /// `!<org.redisson.config.ConstantDelay> {delay: PT1S}` or
+    /// `!<org.redisson.config.EqualJitterDelay> {baseDelay: PT1S, maxDelay: PT2S}`
+    /// (also `FullJitterDelay`, `DecorrelatedJitterDelay`), durations in ISO-8601.
+    /// This client backs off on its own jittered schedule up to `retry_interval`, so
+    /// the longest pause is what carries over. Other keys, Redisson's tags on them
+    /// (`codec: !<org.redisson.codec.Kryo5Codec> {}`) included, are ignored; missing
+    /// keys keep their defaults. Numbers may be written as strings (`"3000"`), as
+    /// Redisson accepts them.
+    ///
+    /// ```
+    /// let config = redisson_locks::Config::from_yaml(r#"
+    /// singleServerConfig:
+    ///   address: "redis://127.0.0.1:${REDISSON_LOCKS_DOC_PORT:-6380}"
+    ///   password: null
+    ///   timeout: 3000
+    ///   retryAttempts: 4
+    ///   retryDelay: !<org.redisson.config.EqualJitterDelay> {baseDelay: PT1S, maxDelay: PT2S}
+    /// threads: 16
+    /// codec: !<org.redisson.codec.Kryo5Codec> {}
+    /// lockWatchdogTimeout: 10000
+    /// "#)?;
+    /// assert_eq!(config.address, "redis://127.0.0.1:6380");
+    /// assert_eq!(config.retry_interval.as_secs(), 2);
+    /// assert_eq!(config.lock_watchdog_timeout.as_secs(), 10);
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the text is not YAML, a referenced environment variable
+    /// is unset without a default, a known key has a bad value (wrong type,
+    /// negative, unparsable; the message names the key), two topology sections are
+    /// present, `retryDelay` names a strategy that cannot be mapped, a store has a
+    /// password (`sslTruststorePassword`, `sslKeystorePassword`: only PEM files
+    /// without a password are read, not JKS or PKCS12 stores), or
+    /// [`validate`](Config::validate) refuses the result.
+    #[cfg(feature = "yaml")]
+    pub fn from_yaml(yaml: &str) -> Result<Self> {
+        redisson_file::read(yaml, Syntax::Yaml)
+    }
+
+    /// Reads Redisson's YAML configuration file at `path`; see
+    /// [`from_yaml`](Config::from_yaml).
+    ///
+    /// ```no_run
+    /// let config = redisson_locks::Config::from_yaml_file("redisson.yaml")?;
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the file cannot be read, and as
+    /// [`from_yaml`](Config::from_yaml).
+    #[cfg(feature = "yaml")]
+    pub fn from_yaml_file(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let yaml = std::fs::read_to_string(path)
+            .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))?;
+        Self::from_yaml(&yaml)
     }
 
     /// Checks every field; [`Client::connect`](crate::Client::connect) calls this.
@@ -385,80 +492,6 @@ fn parse_address(address: &str) -> Result<redis::ConnectionInfo> {
     address
         .into_connection_info()
         .map_err(|e| Error::Config(format!("address '{address}': {e}")))
-}
-
-fn set_millis(field: &mut Duration, millis: Option<u64>) {
-    if let Some(ms) = millis {
-        *field = Duration::from_millis(ms);
-    }
-}
-
-/// The part of Redisson's JSON config this crate reads.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RedissonJson {
-    single_server_config: Option<SingleServerJson>,
-    cluster_servers_config: Option<ClusterServersJson>,
-    sentinel_servers_config: Option<SentinelServersJson>,
-    lock_watchdog_timeout: Option<u64>,
-    fair_lock_wait_timeout: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SingleServerJson {
-    address: Option<String>,
-    database: Option<i64>,
-    #[serde(flatten)]
-    common: ServerJson,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ClusterServersJson {
-    node_addresses: Option<Vec<String>>,
-    #[serde(flatten)]
-    common: ServerJson,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SentinelServersJson {
-    sentinel_addresses: Option<Vec<String>>,
-    master_name: Option<String>,
-    database: Option<i64>,
-    #[serde(flatten)]
-    common: ServerJson,
-}
-
-/// The settings `singleServerConfig`, `clusterServersConfig` and
-/// `sentinelServersConfig` share.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ServerJson {
-    username: Option<String>,
-    password: Option<String>,
-    connect_timeout: Option<u64>,
-    timeout: Option<u64>,
-    retry_attempts: Option<u32>,
-    retry_interval: Option<u64>,
-}
-
-impl ServerJson {
-    fn apply(self, config: &mut Config) {
-        if self.username.is_some() {
-            config.username = self.username;
-        }
-        if self.password.is_some() {
-            config.password = self.password;
-        }
-        set_millis(&mut config.connect_timeout, self.connect_timeout);
-        set_millis(&mut config.timeout, self.timeout);
-        set_millis(&mut config.retry_interval, self.retry_interval);
-        if let Some(attempts) = self.retry_attempts {
-            config.retry_attempts = attempts;
-        }
-    }
 }
 
 /// Converts a lease or wait to whole milliseconds, rounding up so that a positive
