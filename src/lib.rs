@@ -19,6 +19,7 @@ mod replication;
 mod scripts;
 #[cfg(feature = "sentinel")]
 mod sentinel_conn;
+mod sync;
 mod trace;
 mod validity;
 mod wait;
@@ -33,3 +34,4 @@ pub use lock::{
     RedLock, RemainingTtl,
 };
 pub use owner::current_id;
+pub use sync::{PermitId, RCountDownLatch, RPermitExpirableSemaphore, RSemaphore};
