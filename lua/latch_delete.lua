@@ -2,7 +2,10 @@
 --
 -- KEYS[1]  the latch STRING
 -- KEYS[2]  its channel, redisson_countdownlatch__channel__{name}
--- ARGV[1]  the new-count message ("1", as Redisson sends)
+-- ARGV[1]  the zero message ("0"). Redisson's own delete sends "1" (new count),
+--          which its waiters take as "keep waiting": a Java await() on a deleted
+--          latch then sleeps on (observed with 3.52.0). "0" wakes them, and each
+--          finds the latch open.
 -- ARGV[2]  the publish command: "publish" or "spublish"
 --
 -- Reply: 1 when it existed; 0 when it was open already.

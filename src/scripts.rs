@@ -600,8 +600,8 @@ pub(crate) async fn rw_force_release(
 // ---- Synchronizers: semaphores and the count-down latch (`sync/`) ----------
 //
 // Their messages: a semaphore's is the number of permits available (decimal); a
-// latch's is `0` (the count reached zero) or `1` (a new count was set, or the
-// latch deleted).
+// latch's is `0` (open: the count reached zero, or the latch was deleted) or `1`
+// (a new count was set).
 
 lua_script!(SEMAPHORE_ACQUIRE, "semaphore_acquire.lua");
 lua_script!(SEMAPHORE_RELEASE, "semaphore_release.lua");
@@ -617,9 +617,9 @@ lua_script!(LATCH_TRY_SET, "latch_try_set.lua");
 lua_script!(LATCH_COUNT_DOWN, "latch_count_down.lua");
 lua_script!(LATCH_DELETE, "latch_delete.lua");
 
-/// The latch message: the count reached zero.
+/// The latch message: open (the count reached zero, or the latch was deleted).
 const LATCH_ZERO_MESSAGE: &str = "0";
-/// The latch message: a new count was set, or the latch was deleted.
+/// The latch message: a new count was set.
 const LATCH_NEW_COUNT_MESSAGE: &str = "1";
 
 /// An integer reply.
@@ -822,7 +822,7 @@ pub(crate) async fn latch_delete(conn: &mut Conn, name: &str, channel: &str) -> 
     let mut invocation = LATCH_DELETE.key(name);
     invocation
         .key(channel)
-        .arg(LATCH_NEW_COUNT_MESSAGE)
+        .arg(LATCH_ZERO_MESSAGE)
         .arg(conn.publish_command());
     decode_flag("latch delete", call(conn, name, &invocation).await?)
 }

@@ -19,7 +19,7 @@ use crate::wait::Wait;
 /// The latch is a Redis string named after it holding the count still to go;
 /// absent means open (never set, counted down, or deleted). Its channel is
 /// `redisson_countdownlatch__channel__{name}`: the count-down that reaches zero
-/// publishes `0`, a new count (or a delete) publishes `1`, and every waiter
+/// (and a delete) publishes `0`, a new count publishes `1`, and every waiter
 /// checks the count again on either. Each sleep is bounded, so a lost message
 /// costs a few seconds, never a hang.
 ///
@@ -173,7 +173,8 @@ impl RCountDownLatch {
     }
 
     /// Deletes the latch, opening it (Redisson `delete()`): waiters wake and
-    /// return. `true` when it was counting.
+    /// return, Java ones included (Redisson's own delete announces a new count,
+    /// so its waiters sleep on). `true` when it was counting.
     ///
     /// ```no_run
     /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
