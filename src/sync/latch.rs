@@ -48,6 +48,13 @@ impl RCountDownLatch {
     }
 
     /// The latch's name, its key (Redisson `getName()`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let ready = client.get_count_down_latch("ready")?;
+    /// assert_eq!(ready.name(), "ready");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }

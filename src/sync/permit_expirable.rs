@@ -34,7 +34,14 @@ impl PermitId {
         PermitId(uuid::Uuid::new_v4().into_bytes())
     }
 
-    /// The id's 16 bytes, as they are stored in Redis.
+    /// The id's 16 bytes, as they are stored in Redis (the member of the
+    /// semaphore's `{name}:timeout` sorted set), for inspecting it there.
+    ///
+    /// ```
+    /// let id: redisson_locks::PermitId = "0123456789abcdef0123456789abcdef".parse()?;
+    /// assert_eq!(id.as_bytes()[..2], [0x01, 0x23]);
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
     pub fn as_bytes(&self) -> &[u8; 16] {
         &self.0
     }
@@ -114,6 +121,13 @@ impl RPermitExpirableSemaphore {
     }
 
     /// The semaphore's name, its key (Redisson `getName()`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let workers = client.get_permit_expirable_semaphore("workers")?;
+    /// assert_eq!(workers.name(), "workers");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.keys.semaphore
     }

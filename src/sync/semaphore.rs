@@ -56,6 +56,13 @@ impl RSemaphore {
     }
 
     /// The semaphore's name, its key (Redisson `getName()`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let slots = client.get_semaphore("slots")?;
+    /// assert_eq!(slots.name(), "slots");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
