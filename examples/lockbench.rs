@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --example lockbench -- \
-//!     [--kind reentrant|fair|read|write|rw-mix|fenced|spin|non-reentrant|multi|group|redlock] [--tasks 16] [--clients 1]
+//!     [--kind reentrant|fair|read|write|rw-mix|fenced|spin|non-reentrant|multi|group|redlock|semaphore] [--tasks 16] [--clients 1]
 //!     [--locks 1] [--ops 100] [--hold-us 100] [--max-seconds 60]
 //!     [--write-pct 20] [--url redis://... | --port N]
 //! cargo run --release --example lockbench -- --scale watchdog [--watchdog-locks 10000]
@@ -21,13 +21,17 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redisson_locks::{Client, Config, LockGuard, MultiGuard, MultiLock, RLock, RedGuard, RedLock};
+use redisson_locks::{
+    Client, Config, LockGuard, MultiGuard, MultiLock, RLock, RSemaphore, RedGuard, RedLock,
+};
 
 /// What a task acquires: the lock itself, or a multi-lock or RedLock around it.
 enum Contender {
     Lock,
     Multi(MultiLock),
     Red(RedLock),
+    /// A semaphore of one permit, taken and given back like a lock.
+    Semaphore(RSemaphore),
 }
 
 /// What it holds.
@@ -35,6 +39,7 @@ enum Held {
     Lock(LockGuard),
     Multi(MultiGuard),
     Red(RedGuard),
+    Permit(RSemaphore),
 }
 
 impl Contender {
@@ -47,6 +52,10 @@ impl Contender {
                     .await
                     .map_err(err)?,
             ),
+            Contender::Semaphore(sem) => {
+                sem.acquire().await.map_err(err)?;
+                Held::Permit(sem.clone())
+            }
         })
     }
 }
@@ -57,6 +66,7 @@ impl Held {
             Held::Lock(guard) => guard.unlock().await,
             Held::Multi(guard) => guard.unlock().await,
             Held::Red(guard) => guard.unlock().await,
+            Held::Permit(sem) => sem.release().await,
         }
         .map_err(err)
     }
@@ -84,6 +94,8 @@ enum Kind {
     /// A RedLock over three clients (of one server here: what it costs, not what
     /// it survives).
     RedLock,
+    /// A semaphore (`RSemaphore`) of one permit per lock name.
+    Semaphore,
 }
 
 struct Options {
@@ -152,6 +164,7 @@ fn parse() -> Result<Options, String> {
                     "multi" => Kind::Multi,
                     "group" => Kind::Group,
                     "redlock" => Kind::RedLock,
+                    "semaphore" => Kind::Semaphore,
                     other => return Err(format!("unknown kind {other}")),
                 }
             }
@@ -436,7 +449,7 @@ async fn run() -> Result<serde_json::Value, String> {
         return Ok(report);
     }
     let mut report = workload(&o, &url).await?;
-    if o.tasks == 1 && !matches!(o.kind, Kind::Multi | Kind::RedLock) {
+    if o.tasks == 1 && !matches!(o.kind, Kind::Multi | Kind::RedLock | Kind::Semaphore) {
         // Uncontended: compare with the floor in this very process and moment.
         let floor = floor_ratio(&o, &url).await?;
         if let Some(map) = report.as_object_mut() {
@@ -474,7 +487,9 @@ async fn floor_ratio(o: &Options, url: &str) -> Result<serde_json::Value, String
         Kind::Fenced => client.get_fenced_lock(name).map(|fenced| (*fenced).clone()),
         Kind::Spin => client.get_spin_lock(name),
         Kind::Group => client.get_multi_lock(name, ["a", "b"]),
-        Kind::NonReentrant | Kind::Multi | Kind::RedLock => client.get_non_reentrant_lock(name),
+        Kind::NonReentrant | Kind::Multi | Kind::RedLock | Kind::Semaphore => {
+            client.get_non_reentrant_lock(name)
+        }
     }
     .map_err(err)?;
     let _: i64 = trivial.invoke_async(&mut conn).await.map_err(err)?;
@@ -608,7 +623,9 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
             Kind::Spin => (client.get_spin_lock(name).map_err(err)?, None),
             Kind::NonReentrant => (client.get_non_reentrant_lock(name).map_err(err)?, None),
             Kind::Group => (client.get_multi_lock(name, ["a", "b"]).map_err(err)?, None),
-            Kind::Multi | Kind::RedLock => (client.get_lock(name.clone()).map_err(err)?, None),
+            Kind::Multi | Kind::RedLock | Kind::Semaphore => {
+                (client.get_lock(name.clone()).map_err(err)?, None)
+            }
         };
         let contender = match o.kind {
             Kind::Multi => Contender::Multi(
@@ -627,6 +644,11 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
                 )
                 .map_err(err)?,
             ),
+            Kind::Semaphore => {
+                let sem = client.get_semaphore(format!("{base}:sem")).map_err(err)?;
+                sem.try_set_permits(1).await.map_err(err)?;
+                Contender::Semaphore(sem)
+            }
             _ => Contender::Lock,
         };
         let write_pct = match o.kind {
@@ -749,6 +771,7 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
         Kind::Multi => "multi",
         Kind::Group => "group",
         Kind::RedLock => "redlock",
+        Kind::Semaphore => "semaphore",
     };
     Ok(json!({
         "workload": o.workload, "kind": kind, "tasks": o.tasks, "clients": o.clients, "locks": o.locks,

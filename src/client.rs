@@ -370,6 +370,80 @@ impl Client {
     pub fn renewed_holds(&self) -> usize {
         self.inner.watchdog.active_holds()
     }
+
+    /// A semaphore (Redisson `getSemaphore(name)`) named `name`: permits that
+    /// Java and Rust processes take and give back on the same key. No I/O
+    /// happens here.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let slots = client.get_semaphore("slots")?;
+    /// slots.try_set_permits(3).await?;
+    /// slots.acquire().await?;
+    /// slots.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`get_lock`](Client::get_lock).
+    pub fn get_semaphore(&self, name: impl Into<String>) -> Result<crate::RSemaphore> {
+        let name = self.checked_name(name.into())?;
+        Ok(crate::RSemaphore::new(self.inner.clone(), name))
+    }
+
+    /// A semaphore whose permits have ids and leases (Redisson
+    /// `getPermitExpirableSemaphore(name)`): a permit whose holder vanished comes
+    /// back when its lease ends. No I/O happens here.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// let workers = client.get_permit_expirable_semaphore("workers")?;
+    /// workers.try_set_permits(2).await?;
+    /// let permit = workers.acquire(Duration::from_secs(30)).await?;
+    /// workers.release(&permit).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`get_lock`](Client::get_lock).
+    pub fn get_permit_expirable_semaphore(
+        &self,
+        name: impl Into<String>,
+    ) -> Result<crate::RPermitExpirableSemaphore> {
+        let name = self.checked_name(name.into())?;
+        Ok(crate::RPermitExpirableSemaphore::new(
+            self.inner.clone(),
+            name,
+        ))
+    }
+
+    /// A count-down latch (Redisson `getCountDownLatch(name)`): tasks anywhere
+    /// wait until others have counted it down to zero. No I/O happens here.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let ready = client.get_count_down_latch("ready")?;
+    /// ready.try_set_count(1).await?;
+    /// ready.count_down().await?;
+    /// ready.wait().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`get_lock`](Client::get_lock); in a cluster also for a name with a
+    /// `{` (Redisson wraps the whole name in braces for the latch's channel, so
+    /// the channel of such a name lives in another slot than its key).
+    pub fn get_count_down_latch(&self, name: impl Into<String>) -> Result<crate::RCountDownLatch> {
+        let name = self.checked_name(name.into())?;
+        if self.inner.conn.is_cluster() && name.contains('{') {
+            return Err(Error::invalid(format!(
+                "latch name '{name}' carries a hash tag: in a cluster its channel would land in \
+                 another slot than its key"
+            )));
+        }
+        Ok(crate::RCountDownLatch::new(self.inner.clone(), name))
+    }
 }
 
 /// How much longer than one command's timeout a dropped client keeps sending

@@ -24,7 +24,6 @@ pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
 }
 
 /// `suffixed(N, S)` = `{N}:S`, or `N:S` when `N` carries its own hash tag.
-#[cfg(test)]
 pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
     if name.contains('{') {
         format!("{name}:{suffix}")
@@ -61,6 +60,24 @@ pub(crate) fn fair_waiter_channel(name: &str, owner: &str) -> String {
 /// The pub/sub channel of a read-write lock, shared by its readers and writers.
 pub(crate) fn rwlock_channel(name: &str) -> String {
     prefixed("redisson_rwlock", name)
+}
+
+/// The channel of a semaphore (and of a permit-expirable semaphore): its
+/// messages are the number of permits available.
+pub(crate) fn semaphore_channel(name: &str) -> String {
+    prefixed("redisson_sc", name)
+}
+
+/// The permit-expirable semaphore's leases: a ZSET of permit id (16 raw bytes)
+/// -> epoch-ms expiry.
+pub(crate) fn permit_timeouts(name: &str) -> String {
+    suffixed(name, "timeout")
+}
+
+/// The channel of a count-down latch. Redisson builds it with literal braces
+/// around the name, whatever the name contains (not [`prefixed`]).
+pub(crate) fn latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
 }
 
 /// The key of read hold `i` of owner field `owner` (kept in step with
@@ -184,6 +201,20 @@ mod tests {
         assert_eq!(
             read_hold_key("{t}rw", "u:1", 1),
             "{t}rw:u:1:rwlock_timeout:1"
+        );
+    }
+
+    #[test]
+    fn synchronizer_names_follow_redisson() {
+        // As observed with Redisson 3.52.0 and 4.7.0 (MONITOR).
+        assert_eq!(semaphore_channel("s"), "redisson_sc:{s}");
+        assert_eq!(semaphore_channel("{t}s"), "redisson_sc:{t}s");
+        assert_eq!(permit_timeouts("p"), "{p}:timeout");
+        assert_eq!(permit_timeouts("{t}p"), "{t}p:timeout");
+        assert_eq!(latch_channel("l"), "redisson_countdownlatch__channel__{l}");
+        assert_eq!(
+            latch_channel("{t}m"),
+            "redisson_countdownlatch__channel__{{t}m}"
         );
     }
 

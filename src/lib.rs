@@ -136,6 +136,7 @@ mod replication;
 mod scripts;
 #[cfg(feature = "sentinel")]
 mod sentinel_conn;
+mod sync;
 mod trace;
 mod validity;
 mod wait;
@@ -150,6 +151,7 @@ pub use lock::{
     RedLock, RemainingTtl,
 };
 pub use owner::current_id;
+pub use sync::{PermitId, RCountDownLatch, RPermitExpirableSemaphore, RSemaphore};
 
 #[doc = include_str!("../PORTING.md")]
 pub mod porting {}

@@ -64,7 +64,7 @@ struct Entry {
 #[derive(Debug)]
 struct LockWaiters {
     /// Waiters of each class, by [`Class`] index.
-    waiters: [usize; 2],
+    waiters: [usize; CLASSES],
     wakeups: Arc<Wakeups>,
 }
 
@@ -81,6 +81,10 @@ struct Wakeups {
     exclusive: Notify,
     /// Waiters for shared holds (read locks).
     shared: Notify,
+    /// Waiters for permits of a semaphore (see [`Class::Counted`]).
+    counted: Notify,
+    /// Waiters that every message concerns (see [`Class::All`]).
+    all: Notify,
     /// Held by the one waiter that polls a lock whose holder set no expiry (no
     /// TTL bounds the sleep, and no unlock message may ever come): the others
     /// wait for a message or for their turn to poll, so the lock is polled once
@@ -90,8 +94,28 @@ struct Wakeups {
 
 impl Wakeups {
     /// Applies one message to this lock's waiters.
-    fn deliver(&self, payload: Option<&str>, waiters: [usize; 2]) {
-        let [exclusive, shared] = waiters;
+    fn deliver(&self, payload: Option<&str>, waiters: [usize; CLASSES]) {
+        let [exclusive, shared, counted, all] = waiters;
+        if counted > 0 {
+            // A semaphore's message is the number of permits now available:
+            // that many waiters can use them (Redisson wakes as many).
+            match payload.and_then(|p| p.parse::<i64>().ok()) {
+                Some(permits) => {
+                    let wake = usize::try_from(permits.max(0)).unwrap_or(usize::MAX);
+                    for _ in 0..wake.min(counted) {
+                        self.counted.notify_one();
+                    }
+                }
+                None => self.counted.notify_waiters(),
+            }
+        }
+        if all > 0 {
+            self.all.notify_waiters();
+        }
+        if exclusive + shared == 0 && counted + all > 0 {
+            // Only synchronizer waiters: no lock waiter to keep a wake-up for.
+            return;
+        }
         match payload {
             Some(UNLOCK_MESSAGE) if exclusive > 0 => self.exclusive.notify_one(),
             Some(UNLOCK_MESSAGE) => self.shared.notify_one(),
@@ -112,6 +136,8 @@ impl Wakeups {
     fn wake_all(&self) {
         self.exclusive.notify_waiters();
         self.shared.notify_waiters();
+        self.counted.notify_waiters();
+        self.all.notify_waiters();
     }
 }
 
@@ -123,7 +149,15 @@ impl Wakeups {
 pub(crate) enum Class {
     Exclusive = 0,
     Shared = 1,
+    /// A semaphore's waiter: a message carries how many permits are available,
+    /// and wakes that many of these waiters (all of them when it is not a number).
+    Counted = 2,
+    /// A waiter every message concerns (a count-down latch's): each wakes all.
+    All = 3,
 }
+
+/// How many [`Class`]es there are.
+const CLASSES: usize = 4;
 
 /// The channel table, shared by the push handler, the subscriber task and the
 /// waiters. It reaches the command queue only through a weak handle, so the
@@ -398,7 +432,7 @@ impl PubSub {
             .locks
             .entry(lock.clone())
             .or_insert_with(|| LockWaiters {
-                waiters: [0, 0],
+                waiters: [0; CLASSES],
                 wakeups: Arc::default(),
             });
         let joined_others = waiters.waiters[class as usize] > 0;
@@ -485,6 +519,8 @@ impl Subscription {
         match self.class {
             Class::Exclusive => self.wakeups.exclusive.notified(),
             Class::Shared => self.wakeups.shared.notified(),
+            Class::Counted => self.wakeups.counted.notified(),
+            Class::All => self.wakeups.all.notified(),
         }
     }
 

@@ -16,14 +16,17 @@ mod locks {
     mod hostile;
     mod interop;
     mod java;
+    mod latch;
     mod multi;
     mod non_reentrant;
+    mod permit_expirable;
     mod pubsub;
     mod read_write;
     mod redlock;
     mod reentrant;
     mod replication;
     mod safety;
+    mod semaphore;
     mod sentinel;
     mod siblings;
     mod spin;

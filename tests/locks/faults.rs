@@ -100,6 +100,14 @@ async fn child_process_entry() {
             std::future::pending::<()>().await;
             drop(guard);
         }
+        "pes-hold" => {
+            // Takes a permit of a permit-expirable semaphore and keeps it.
+            let sem = client.get_permit_expirable_semaphore(var("LOCK")).unwrap();
+            let lease: u64 = var("LEASE_MS").parse().unwrap();
+            let _id = sem.acquire(Duration::from_millis(lease)).await.unwrap();
+            println!("HELD");
+            std::future::pending::<()>().await;
+        }
         other => panic!("unknown child mode {other}"),
     }
 }

@@ -1156,3 +1156,274 @@ async fn multi_locks_over_separate_locks_exclude_across_languages() {
     del(&server, counter).await;
     assert_nothing_left_but_latches(&server, &[&client]).await;
 }
+
+// ---- synchronizers: semaphore, permit-expirable semaphore, latch ------------
+
+/// Sends `op` on synchronizer `name` for `actor` (with `extra` fields).
+fn sync_op(java: &mut JavaDriver, actor: &str, op: &str, name: &str, extra: serde_json::Value) {
+    let mut command = json!({ "op": op, "actor": actor, "name": name });
+    if let serde_json::Value::Object(extra) = extra {
+        command.as_object_mut().expect("object").extend(extra);
+    }
+    java.send(command);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_and_rust_take_and_give_back_permits_of_one_semaphore() {
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    let sem = client.get_semaphore("shared-sem").unwrap();
+    let channel = "redisson_sc:{shared-sem}";
+
+    // Java sets the count; Rust sees it.
+    sync_op(
+        &mut java,
+        "j",
+        "sem_try_set",
+        "shared-sem",
+        json!({ "permits": 2 }),
+    );
+    assert_eq!(
+        java.expect("sem_set", Some("j"), SOON).await["result"],
+        true
+    );
+    assert!(!sem.try_set_permits(7).await.unwrap());
+    assert_eq!(sem.available_permits().await.unwrap(), 2);
+
+    // Java takes both; a Rust waiter is woken by Java's release.
+    sync_op(
+        &mut java,
+        "j",
+        "sem_acquire",
+        "shared-sem",
+        json!({ "permits": 2 }),
+    );
+    java.expect("sem_acquired", Some("j"), SOON).await;
+    assert!(!sem.try_acquire().await.unwrap());
+    let waiter = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire().await })
+    };
+    wait_subscribed(&server, channel).await;
+    sync_op(
+        &mut java,
+        "j",
+        "sem_release",
+        "shared-sem",
+        json!({ "permits": 1 }),
+    );
+    java.expect("sem_released", Some("j"), SOON).await;
+    within(SOON, "the Rust waiter after a Java release", waiter)
+        .await
+        .unwrap()
+        .unwrap();
+
+    // Now a Java waiter (for two) is woken by Rust releases.
+    sync_op(
+        &mut java,
+        "k",
+        "sem_acquire",
+        "shared-sem",
+        json!({ "permits": 2 }),
+    );
+    wait_subscribed(&server, channel).await;
+    assert!(java
+        .try_expect("sem_acquired", Some("k"), Duration::from_millis(300))
+        .await
+        .is_none());
+    sem.release().await.unwrap();
+    sem.release().await.unwrap();
+    java.expect("sem_acquired", Some("k"), SOON).await;
+
+    // Timed waits agree: Java times out, then both give everything back.
+    sync_op(
+        &mut java,
+        "j",
+        "sem_acquire",
+        "shared-sem",
+        json!({ "permits": 1, "wait_ms": 200 }),
+    );
+    java.expect("sem_not_acquired", Some("j"), SOON).await;
+    sync_op(
+        &mut java,
+        "k",
+        "sem_release",
+        "shared-sem",
+        json!({ "permits": 3 }),
+    );
+    java.expect("sem_released", Some("k"), SOON).await;
+    assert_eq!(sem.available_permits().await.unwrap(), 3);
+    sem.add_permits(-1).await.unwrap();
+    sync_op(&mut java, "j", "sem_available", "shared-sem", json!({}));
+    assert_eq!(
+        java.expect("sem_available", Some("j"), SOON).await["permits"],
+        2
+    );
+    sync_op(&mut java, "j", "sem_drain", "shared-sem", json!({}));
+    assert_eq!(
+        java.expect("sem_drained", Some("j"), SOON).await["permits"],
+        2
+    );
+    assert_eq!(sem.available_permits().await.unwrap(), 0);
+    assert!(
+        eventually(SOON, || async { server.channels().await.is_empty() }).await,
+        "subscriptions left: {:?}",
+        server.channels().await
+    );
+    assert_eq!(client.subscribed_channels(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_and_rust_release_each_others_expirable_permits() {
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    let sem = client.get_permit_expirable_semaphore("shared-pes").unwrap();
+    let lease = Duration::from_secs(60);
+    assert!(sem.try_set_permits(1).await.unwrap());
+
+    // A Java permit, released in Rust by the id Java printed.
+    sync_op(
+        &mut java,
+        "j",
+        "pes_acquire",
+        "shared-pes",
+        json!({ "lease_ms": 60_000 }),
+    );
+    let acquired = java.expect("pes_acquired", Some("j"), SOON).await;
+    let java_id: redisson_locks::PermitId = acquired["id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(sem.try_acquire(lease).await.unwrap(), None);
+    // A Rust waiter behind it, woken by Rust's release of Java's permit.
+    let waiter = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire(lease).await })
+    };
+    wait_subscribed(&server, "redisson_sc:{shared-pes}").await;
+    sem.release(&java_id).await.unwrap();
+    let rust_id = within(SOON, "the Rust waiter", waiter)
+        .await
+        .unwrap()
+        .unwrap();
+
+    // A Java waiter, woken when Java releases the Rust permit by its id.
+    sync_op(
+        &mut java,
+        "k",
+        "pes_acquire",
+        "shared-pes",
+        json!({ "lease_ms": 60_000 }),
+    );
+    wait_subscribed(&server, "redisson_sc:{shared-pes}").await;
+    sync_op(
+        &mut java,
+        "j",
+        "pes_try_release",
+        "shared-pes",
+        json!({ "id": rust_id.to_string() }),
+    );
+    assert_eq!(
+        java.expect("pes_released", Some("j"), SOON).await["result"],
+        true
+    );
+    let k_id = java.expect("pes_acquired", Some("k"), SOON).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!sem.try_release(&rust_id).await.unwrap(), "released twice");
+
+    // Leases set on one side are seen on the other: Rust shortens Java's permit,
+    // and Java's availablePermits() reclaims it once the lease is over.
+    let k_id: redisson_locks::PermitId = k_id.parse().unwrap();
+    assert!(sem
+        .update_lease(&k_id, Duration::from_millis(200))
+        .await
+        .unwrap());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sync_op(&mut java, "j", "pes_available", "shared-pes", json!({}));
+    assert_eq!(
+        java.expect("pes_available", Some("j"), SOON).await["permits"],
+        1
+    );
+    assert_eq!(sem.available_permits().await.unwrap(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_and_rust_count_down_and_wake_each_other_on_one_latch() {
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    let latch = client.get_count_down_latch("shared-latch").unwrap();
+    let channel = "redisson_countdownlatch__channel__{shared-latch}";
+
+    // A Java count-down wakes a Rust waiter.
+    assert!(latch.try_set_count(2).await.unwrap());
+    sync_op(
+        &mut java,
+        "j",
+        "latch_try_set",
+        "shared-latch",
+        json!({ "count": 5 }),
+    );
+    assert_eq!(
+        java.expect("latch_set", Some("j"), SOON).await["result"],
+        false
+    );
+    let waiter = {
+        let latch = latch.clone();
+        tokio::spawn(async move { latch.wait().await })
+    };
+    wait_subscribed(&server, channel).await;
+    latch.count_down().await.unwrap();
+    sync_op(&mut java, "j", "latch_count", "shared-latch", json!({}));
+    assert_eq!(
+        java.expect("latch_count", Some("j"), SOON).await["count"],
+        1
+    );
+    sync_op(
+        &mut java,
+        "j",
+        "latch_count_down",
+        "shared-latch",
+        json!({}),
+    );
+    java.expect("latch_counted_down", Some("j"), SOON).await;
+    within(SOON, "the Rust waiter after Java's count-down", waiter)
+        .await
+        .unwrap()
+        .unwrap();
+
+    // A Rust count-down wakes a Java waiter.
+    sync_op(
+        &mut java,
+        "j",
+        "latch_try_set",
+        "shared-latch",
+        json!({ "count": 1 }),
+    );
+    assert_eq!(
+        java.expect("latch_set", Some("j"), SOON).await["result"],
+        true
+    );
+    assert_eq!(latch.count().await.unwrap(), 1);
+    sync_op(&mut java, "k", "latch_await", "shared-latch", json!({}));
+    wait_subscribed(&server, channel).await;
+    latch.count_down().await.unwrap();
+    java.expect("latch_opened", Some("k"), SOON).await;
+
+    // Timed waits time out alike, and a delete from Rust opens Java's wait.
+    assert!(latch.try_set_count(1).await.unwrap());
+    sync_op(
+        &mut java,
+        "k",
+        "latch_await",
+        "shared-latch",
+        json!({ "wait_ms": 200 }),
+    );
+    java.expect("latch_timed_out", Some("k"), SOON).await;
+    sync_op(&mut java, "k", "latch_await", "shared-latch", json!({}));
+    wait_subscribed(&server, channel).await;
+    assert!(latch.delete().await.unwrap());
+    java.expect("latch_opened", Some("k"), SOON).await;
+    assert!(server.keys().await.is_empty());
+}

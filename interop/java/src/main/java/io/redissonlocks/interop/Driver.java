@@ -294,7 +294,8 @@ public final class Driver {
                 Thread.sleep(num(cmd, "ms", 0));
                 return obj("event", "slept");
             default:
-                return obj("event", "error", "message", "unknown op " + op);
+                // The synchronizers (semaphores, latches), or an unknown op.
+                return Synchronizers.execute(redisson, op, cmd);
         }
     }
 
@@ -391,7 +392,7 @@ public final class Driver {
         return out;
     }
 
-    private static Map<String, Object> obj(Object... kv) {
+    static Map<String, Object> obj(Object... kv) {
         Map<String, Object> m = new LinkedHashMap<>();
         for (int i = 0; i < kv.length; i += 2) {
             m.put((String) kv[i], kv[i + 1]);
@@ -399,7 +400,7 @@ public final class Driver {
         return m;
     }
 
-    private static String str(Map<String, Object> cmd, String key) {
+    static String str(Map<String, Object> cmd, String key) {
         Object v = cmd.get(key);
         if (!(v instanceof String)) {
             throw new IllegalArgumentException("missing string field " + key);
@@ -407,7 +408,7 @@ public final class Driver {
         return (String) v;
     }
 
-    private static long num(Map<String, Object> cmd, String key, long dflt) {
+    static long num(Map<String, Object> cmd, String key, long dflt) {
         Object v = cmd.get(key);
         if (v == null) {
             return dflt;

@@ -1,0 +1,454 @@
+//! `RPermitExpirableSemaphore`: Redisson's semaphore whose permits have ids and
+//! leases, on its keys and channel.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::waiting::{wait_for, Attempt, Waiting};
+use super::{check_permits, undo_if_dropped};
+use crate::client::ClientInner;
+use crate::config::duration_to_millis;
+use crate::error::{Error, Result};
+use crate::pubsub::Class;
+use crate::scripts::{self, epoch_millis, PermitKeys, PermitsTaken};
+use crate::wait::{BoxFuture, Wait};
+
+/// The id of one permit of an [`RPermitExpirableSemaphore`]: 16 random bytes,
+/// written as 32 lowercase hex digits, as Redisson's `acquire()` returns them
+/// (so an id taken in Java can be released in Rust, and the reverse).
+///
+/// ```
+/// use redisson_locks::PermitId;
+/// let id: PermitId = "0123456789abcdef0123456789abcdef".parse()?;
+/// assert_eq!(id.to_string(), "0123456789abcdef0123456789abcdef");
+/// # Ok::<(), redisson_locks::Error>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PermitId([u8; 16]);
+
+impl PermitId {
+    /// A fresh random id.
+    fn random() -> Self {
+        PermitId(uuid::Uuid::new_v4().into_bytes())
+    }
+
+    /// The id's 16 bytes, as they are stored in Redis (the member of the
+    /// semaphore's `{name}:timeout` sorted set), for inspecting it there.
+    ///
+    /// ```
+    /// let id: redisson_locks::PermitId = "0123456789abcdef0123456789abcdef".parse()?;
+    /// assert_eq!(id.as_bytes()[..2], [0x01, 0x23]);
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+}
+
+impl fmt::Display for PermitId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl fmt::Debug for PermitId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PermitId({self})")
+    }
+}
+
+impl FromStr for PermitId {
+    type Err = Error;
+
+    /// Parses the 32 hex digits Redisson prints (either case).
+    fn from_str(text: &str) -> Result<Self> {
+        let invalid = || Error::invalid(format!("{text:?} is not a permit id (32 hex digits)"));
+        if text.len() != 32 || !text.is_ascii() {
+            return Err(invalid());
+        }
+        let mut bytes = [0u8; 16];
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| invalid())?;
+        }
+        Ok(PermitId(bytes))
+    }
+}
+
+/// A distributed semaphore whose permits expire: Redisson's
+/// `RPermitExpirableSemaphore`, on the same keys and channel.
+///
+/// Each acquire takes a permit under a new [`PermitId`] with a lease; the
+/// permit comes back to the pool when it is released by that id, or when its
+/// lease ends (a process that died holding it cannot keep it). Use it where a
+/// holder may vanish; a plain [`RSemaphore`](crate::RSemaphore) where permits
+/// are handed around freely.
+///
+/// Layout: the number of available permits in a string named after the
+/// semaphore, and the permits out in a sorted set `{name}:timeout` (id →
+/// the epoch-ms instant its lease ends, on the acquiring client's clock, as in
+/// Redisson: keep clocks in step). Every operation first returns the permits
+/// whose lease ended. Waiters sleep on `redisson_sc:{name}`, and at most until
+/// the first lease ends.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+/// use std::time::Duration;
+/// let workers = client.get_permit_expirable_semaphore("render-workers")?;
+/// workers.try_set_permits(4).await?;
+/// let permit = workers.acquire(Duration::from_secs(60)).await?;
+/// // ... work for at most a minute, or extend with update_lease ...
+/// workers.release(&permit).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RPermitExpirableSemaphore {
+    client: Arc<ClientInner>,
+    keys: PermitKeys,
+}
+
+/// The score Redisson gives a permit taken without a lease; no lease may end
+/// at or after it.
+const NEVER_MS: u64 = 922_337_203_685_477;
+
+impl RPermitExpirableSemaphore {
+    pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Self {
+        RPermitExpirableSemaphore {
+            keys: PermitKeys::new(name.into()),
+            client,
+        }
+    }
+
+    /// The semaphore's name, its key (Redisson `getName()`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let workers = client.get_permit_expirable_semaphore("workers")?;
+    /// assert_eq!(workers.name(), "workers");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.keys.semaphore
+    }
+
+    /// Takes a permit for `lease`, waiting as long as it takes (Redisson
+    /// `acquire(leaseTime, unit)`); its id, to release it with.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// let workers = client.get_permit_expirable_semaphore("workers")?;
+    /// let permit = workers.acquire(Duration::from_secs(30)).await?;
+    /// workers.release(&permit).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero lease or one over
+    /// [`MAX_DURATION`](crate::MAX_DURATION); [`Error::Redis`] when Redis fails
+    /// more than `retry_attempts` times in a row, or a reply does not come (the
+    /// permit, if it was taken, is released again from the background).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future never leaves a permit taken (one the
+    /// script took is released by its id) and leaves no subscription behind.
+    pub async fn acquire(&self, lease: Duration) -> Result<PermitId> {
+        self.take(lease, Wait::Forever)
+            .await?
+            .ok_or_else(|| Error::unexpected("acquire", "gave up without a wait limit"))
+    }
+
+    /// Takes a permit for `lease` if one is available now (Redisson
+    /// `tryAcquire(-1, leaseTime, unit)`); its id, or `None`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// let workers = client.get_permit_expirable_semaphore("workers")?;
+    /// if let Some(permit) = workers.try_acquire(Duration::from_secs(30)).await? {
+    ///     workers.release(&permit).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`acquire`](RPermitExpirableSemaphore::acquire), without retries.
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](RPermitExpirableSemaphore::acquire).
+    pub async fn try_acquire(&self, lease: Duration) -> Result<Option<PermitId>> {
+        self.take(lease, Wait::Once).await
+    }
+
+    /// Takes a permit for `lease`, waiting at most `wait` (Redisson
+    /// `tryAcquire(waitTime, leaseTime, unit)`); its id, or `None`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// let workers = client.get_permit_expirable_semaphore("workers")?;
+    /// let wait = Duration::from_secs(5);
+    /// if let Some(permit) = workers.try_acquire_wait(wait, Duration::from_secs(30)).await? {
+    ///     workers.release(&permit).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`acquire`](RPermitExpirableSemaphore::acquire), and
+    /// [`Error::InvalidArgument`] for a wait over [`MAX_DURATION`](crate::MAX_DURATION).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](RPermitExpirableSemaphore::acquire).
+    pub async fn try_acquire_wait(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<PermitId>> {
+        self.take(lease, Wait::For(wait)).await
+    }
+
+    /// Gives permit `id` back (Redisson `release(permitId)`), waking a waiter.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// let workers = client.get_permit_expirable_semaphore("workers")?;
+    /// let permit = workers.acquire(Duration::from_secs(30)).await?;
+    /// workers.release(&permit).await?;
+    /// assert!(workers.release(&permit).await.unwrap_err().is_not_held());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] (its `owner` names the permit) when no such permit is
+    /// out: never issued, released already, or its lease ended (it is back in
+    /// the pool all the same); [`Error::Redis`] when the command fails.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropped while in flight, the release may or may not
+    /// happen (the permit's lease bounds the difference).
+    pub async fn release(&self, id: &PermitId) -> Result<()> {
+        if self.try_release(id).await? {
+            Ok(())
+        } else {
+            Err(Error::NotHeld {
+                name: self.name().to_owned(),
+                owner: format!("permit {id}"),
+            })
+        }
+    }
+
+    /// Gives permit `id` back (Redisson `tryRelease(permitId)`); `false` when no
+    /// such permit was out (see [`release`](RPermitExpirableSemaphore::release)).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let workers = client.get_permit_expirable_semaphore("workers")?;
+    /// let stale: redisson_locks::PermitId = "0123456789abcdef0123456789abcdef".parse()?;
+    /// assert!(!workers.try_release(&stale).await?);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the command fails.
+    ///
+    /// # Cancel safety
+    /// As [`release`](RPermitExpirableSemaphore::release).
+    pub async fn try_release(&self, id: &PermitId) -> Result<bool> {
+        let mut conn = self.client.conn.clone();
+        scripts::pes_release(&mut conn, &self.keys, id.as_bytes()).await
+    }
+
+    /// Gives permit `id` a new lease of `lease` from now (Redisson
+    /// `updateLeaseTime(permitId, leaseTime, unit)`), shorter or longer; `false`
+    /// when no such permit is out (a permit whose lease ended cannot be revived).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// let workers = client.get_permit_expirable_semaphore("workers")?;
+    /// let permit = workers.acquire(Duration::from_secs(30)).await?;
+    /// // ... the work takes longer than planned ...
+    /// assert!(workers.update_lease(&permit, Duration::from_secs(60)).await?);
+    /// workers.release(&permit).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero lease or one over
+    /// [`MAX_DURATION`](crate::MAX_DURATION); [`Error::Redis`] when the command
+    /// fails.
+    pub async fn update_lease(&self, id: &PermitId, lease: Duration) -> Result<bool> {
+        let expiry = lease_end(lease)?;
+        let mut conn = self.client.conn.clone();
+        scripts::pes_update_lease(&mut conn, &self.keys, id.as_bytes(), expiry).await
+    }
+
+    /// How many permits are available now, once every permit whose lease ended
+    /// is back (Redisson `availablePermits()`); 0 for a semaphore never set.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let workers = client.get_permit_expirable_semaphore("workers")?;
+    /// println!("{} free", workers.available_permits().await?);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the command fails.
+    pub async fn available_permits(&self) -> Result<i64> {
+        let mut conn = self.client.conn.clone();
+        scripts::pes_available(&mut conn, &self.keys).await
+    }
+
+    /// Sets the number of permits, only if the semaphore was never set (Redisson
+    /// `trySetPermits(permits)`); `true` when this call set it.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let workers = client.get_permit_expirable_semaphore("workers")?;
+    /// workers.try_set_permits(4).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for more than `i32::MAX` permits;
+    /// [`Error::Redis`] when the command fails.
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        check_permits(permits)?;
+        let mut conn = self.client.conn.clone();
+        let (name, channel) = (&self.keys.semaphore, &self.keys.channel);
+        scripts::semaphore_try_set(&mut conn, name, channel, permits).await
+    }
+
+    /// Adds `change` permits, or removes them when negative (Redisson
+    /// `addPermits(change)`), waking waiters when permits are available
+    /// afterwards.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let workers = client.get_permit_expirable_semaphore("workers")?;
+    /// workers.add_permits(2).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the command fails.
+    pub async fn add_permits(&self, change: i32) -> Result<()> {
+        let mut conn = self.client.conn.clone();
+        let (name, channel) = (&self.keys.semaphore, &self.keys.channel);
+        scripts::semaphore_add(&mut conn, name, channel, change).await?;
+        Ok(())
+    }
+
+    /// Takes a permit leased for `lease`, waiting as `wait` says.
+    async fn take(&self, lease: Duration, wait: Wait) -> Result<Option<PermitId>> {
+        let lease_ms = duration_to_millis("lease", lease)?;
+        let waiting = Waiting {
+            client: &self.client,
+            name: &self.keys.semaphore,
+            channel: &self.keys.channel,
+            class: Class::Counted,
+        };
+        wait_for(waiting, wait, || self.attempt(lease_ms)).await
+    }
+
+    /// One attempt under a new id. If its future is dropped after the script
+    /// ran, or its outcome is unknown, the permit is released by that id.
+    async fn attempt(&self, lease_ms: u64) -> Result<Attempt<PermitId>> {
+        let expiry = lease_end_ms(lease_ms)?;
+        let id = PermitId::random();
+        let (mut conn, keys) = (self.client.conn.clone(), self.keys.clone());
+        let call: BoxFuture<Result<Option<PermitsTaken>>> = Box::pin(async move {
+            let taken = scripts::pes_acquire(&mut conn, &keys, &[id.0], expiry).await?;
+            Ok(Some(taken))
+        });
+        let outcome = undo_if_dropped(&self.client.conn, call, self.give_back(id)).await;
+        match outcome {
+            Ok(Some(PermitsTaken::Taken)) => Ok(Attempt::Done(id)),
+            Ok(Some(PermitsTaken::Busy(hint))) => Ok(Attempt::NotYet(hint)),
+            Ok(None) => Ok(Attempt::NotYet(None)),
+            Err(e) => {
+                if !e.is_surely_not_executed() {
+                    // The script may have run: the id is ours, so releasing it
+                    // settles the doubt either way.
+                    let give_back = self.give_back(id);
+                    self.client
+                        .conn
+                        .spawn_cleanup(give_back(PermitsTaken::Taken));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Releases permit `id` if an attempt under it took one (from a task: the
+    /// caller is gone).
+    fn give_back(
+        &self,
+        id: PermitId,
+    ) -> impl FnOnce(PermitsTaken) -> BoxFuture<()> + Send + 'static {
+        let (mut conn, keys) = (self.client.conn.clone(), self.keys.clone());
+        move |taken| {
+            Box::pin(async move {
+                if taken != PermitsTaken::Taken {
+                    return;
+                }
+                if let Err(e) = scripts::pes_release(&mut conn, &keys, &id.0).await {
+                    crate::trace::warn_event!(
+                        "permit-expirable semaphore {:?}: releasing permit {id} of a cancelled acquire failed (it ends with its lease): {e}",
+                        keys.semaphore
+                    );
+                }
+            })
+        }
+    }
+}
+
+/// The epoch-ms instant a lease of `lease` from now ends.
+fn lease_end(lease: Duration) -> Result<u64> {
+    lease_end_ms(duration_to_millis("lease", lease)?)
+}
+
+fn lease_end_ms(lease_ms: u64) -> Result<u64> {
+    let end = epoch_millis().saturating_add(lease_ms);
+    if end >= NEVER_MS {
+        return Err(Error::invalid(format!(
+            "a lease of {lease_ms} ms would end after Redisson's 'never' ({NEVER_MS})"
+        )));
+    }
+    Ok(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permit_ids_read_and_print_as_redisson_does() {
+        let text = "12890d18437ee59381f78cc85ddcaa8b";
+        let id: PermitId = text.parse().unwrap();
+        assert_eq!(id.as_bytes()[..3], [0x12, 0x89, 0x0d]);
+        assert_eq!(id.to_string(), text);
+        assert_eq!(
+            "12890D18437EE59381F78CC85DDCAA8B"
+                .parse::<PermitId>()
+                .unwrap(),
+            id
+        );
+        for bad in [
+            "",
+            "12",
+            "zz890d18437ee59381f78cc85ddcaa8b",
+            "é2890d18437ee59381f78cc85ddcaa8",
+        ] {
+            assert!(
+                bad.parse::<PermitId>().unwrap_err().is_invalid_argument(),
+                "{bad}"
+            );
+        }
+        assert_ne!(PermitId::random(), PermitId::random());
+    }
+}

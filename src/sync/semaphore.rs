@@ -1,0 +1,392 @@
+//! `RSemaphore`: Redisson's semaphore, on its key and channel.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+
+use super::waiting::{wait_for, Attempt, Waiting};
+use super::{check_permits, undo_if_dropped};
+use crate::client::ClientInner;
+use crate::error::{Error, Result};
+use crate::pubsub::Class;
+use crate::scripts;
+use crate::wait::{BoxFuture, Wait};
+
+/// A distributed counting semaphore: Redisson's `RSemaphore`, on the same key and
+/// channel, so Java and Rust processes share its permits.
+///
+/// The semaphore is a Redis string named after it holding the number of
+/// permits available. It starts absent (no permits): set a number once with
+/// [`try_set_permits`](RSemaphore::try_set_permits), or change it with
+/// [`add_permits`](RSemaphore::add_permits). Permits belong to nobody: any task
+/// of any process may release them, and a process that dies holding permits
+/// does not give them back (use an
+/// [`RPermitExpirableSemaphore`](crate::RPermitExpirableSemaphore) when that
+/// matters).
+///
+/// Waiting tasks sleep on the semaphore's channel (`redisson_sc:{name}`), one
+/// subscription per client however many tasks wait; a release publishes how
+/// many permits are available and wakes that many waiters. Each sleep is
+/// bounded, so a lost message costs a few seconds, never a hang.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+/// let connections = client.get_semaphore("db-connections")?;
+/// connections.try_set_permits(10).await?; // only the first caller sets it
+/// connections.acquire().await?;
+/// // ... use one of the ten ...
+/// connections.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RSemaphore {
+    client: Arc<ClientInner>,
+    name: Arc<str>,
+    channel: String,
+}
+
+impl RSemaphore {
+    pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Self {
+        RSemaphore {
+            channel: crate::keys::semaphore_channel(&name),
+            name: name.into(),
+            client,
+        }
+    }
+
+    /// The semaphore's name, its key (Redisson `getName()`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let slots = client.get_semaphore("slots")?;
+    /// assert_eq!(slots.name(), "slots");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Takes one permit, waiting as long as it takes (Redisson `acquire()`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let slots = client.get_semaphore("slots")?;
+    /// slots.acquire().await?;
+    /// slots.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when Redis fails more than `retry_attempts` times in a row,
+    /// or a reply does not come (whether the permit was taken is then unknown);
+    /// [`Error::UnexpectedReply`] when the key holds no integer.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future never leaves a permit taken, even when
+    /// the script had already run on the server (it is given back), and leaves
+    /// no subscription behind.
+    pub async fn acquire(&self) -> Result<()> {
+        self.acquire_many(1).await
+    }
+
+    /// Takes `permits` permits at once, waiting as long as it takes (Redisson
+    /// `acquire(permits)`). Zero permits succeed at once, with no I/O, as in
+    /// Redisson.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let bandwidth = client.get_semaphore("bandwidth-mbps")?;
+    /// bandwidth.acquire_many(25).await?;
+    /// bandwidth.release_many(25).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for more than `i32::MAX` permits (Redisson
+    /// counts them in a Java `int`); otherwise as [`acquire`](RSemaphore::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](RSemaphore::acquire).
+    pub async fn acquire_many(&self, permits: u32) -> Result<()> {
+        match self.take(permits, Wait::Forever).await? {
+            true => Ok(()),
+            false => Err(Error::unexpected("acquire", "gave up without a wait limit")),
+        }
+    }
+
+    /// Takes one permit if one is available now, without waiting (Redisson
+    /// `tryAcquire()`); `true` when taken.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let slots = client.get_semaphore("slots")?;
+    /// if slots.try_acquire().await? {
+    ///     slots.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`acquire`](RSemaphore::acquire), without retries.
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](RSemaphore::acquire).
+    pub async fn try_acquire(&self) -> Result<bool> {
+        self.take(1, Wait::Once).await
+    }
+
+    /// Takes `permits` permits if that many are available now (Redisson
+    /// `tryAcquire(permits)`); `true` when taken.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let slots = client.get_semaphore("slots")?;
+    /// if slots.try_acquire_many(3).await? {
+    ///     slots.release_many(3).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`acquire_many`](RSemaphore::acquire_many), without retries.
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](RSemaphore::acquire).
+    pub async fn try_acquire_many(&self, permits: u32) -> Result<bool> {
+        self.take(permits, Wait::Once).await
+    }
+
+    /// Takes one permit, waiting at most `wait` (Redisson `tryAcquire(wait,
+    /// unit)`); `true` when taken. The first attempt is made however short the
+    /// wait.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// let slots = client.get_semaphore("slots")?;
+    /// if slots.try_acquire_wait(Duration::from_secs(2)).await? {
+    ///     slots.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a wait over
+    /// [`MAX_DURATION`](crate::MAX_DURATION); otherwise as
+    /// [`acquire`](RSemaphore::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](RSemaphore::acquire).
+    pub async fn try_acquire_wait(&self, wait: Duration) -> Result<bool> {
+        self.take(1, Wait::For(wait)).await
+    }
+
+    /// Takes `permits` permits at once, waiting at most `wait` (Redisson
+    /// `tryAcquire(permits, wait, unit)`); `true` when taken.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// let slots = client.get_semaphore("slots")?;
+    /// if slots.try_acquire_many_wait(2, Duration::from_millis(500)).await? {
+    ///     slots.release_many(2).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`acquire_many`](RSemaphore::acquire_many) and
+    /// [`try_acquire_wait`](RSemaphore::try_acquire_wait).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](RSemaphore::acquire).
+    pub async fn try_acquire_many_wait(&self, permits: u32, wait: Duration) -> Result<bool> {
+        self.take(permits, Wait::For(wait)).await
+    }
+
+    /// Gives one permit back (Redisson `release()`), waking a waiter. Any task
+    /// may release, whether it took a permit or not, as in Redisson.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let slots = client.get_semaphore("slots")?;
+    /// slots.acquire().await?;
+    /// slots.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the command fails (whether the permit went back is
+    /// then unknown when the reply timed out).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropped while in flight, the release may or may not
+    /// happen.
+    pub async fn release(&self) -> Result<()> {
+        self.release_many(1).await
+    }
+
+    /// Gives `permits` permits back at once (Redisson `release(permits)`), waking
+    /// up to that many waiters. Zero permits do nothing, with no I/O.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let slots = client.get_semaphore("slots")?;
+    /// slots.acquire_many(2).await?;
+    /// slots.release_many(2).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for more than `i32::MAX` permits; otherwise as
+    /// [`release`](RSemaphore::release).
+    ///
+    /// # Cancel safety
+    /// As [`release`](RSemaphore::release).
+    pub async fn release_many(&self, permits: u32) -> Result<()> {
+        check_permits(permits)?;
+        if permits == 0 {
+            return Ok(());
+        }
+        let mut conn = self.client.conn.clone();
+        scripts::semaphore_release(&mut conn, &self.name, &self.channel, permits).await?;
+        Ok(())
+    }
+
+    /// How many permits are available now (Redisson `availablePermits()`): 0
+    /// for a semaphore never set, negative after more were removed than were
+    /// available.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let slots = client.get_semaphore("slots")?;
+    /// println!("{} free", slots.available_permits().await?);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the command fails, or the key holds no integer.
+    pub async fn available_permits(&self) -> Result<i64> {
+        let mut conn = self.client.conn.clone();
+        let permits: Option<i64> = conn
+            .get(&*self.name)
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))?;
+        Ok(permits.unwrap_or(0))
+    }
+
+    /// Sets the number of permits, only if the semaphore was never set (or was
+    /// deleted): Redisson `trySetPermits(permits)`. `true` when this call set it.
+    /// The common start: every process calls it, the first one wins.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let slots = client.get_semaphore("slots")?;
+    /// let first = slots.try_set_permits(3).await?;
+    /// println!("set by this process: {first}");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for more than `i32::MAX` permits;
+    /// [`Error::Redis`] when the command fails.
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        check_permits(permits)?;
+        let mut conn = self.client.conn.clone();
+        scripts::semaphore_try_set(&mut conn, &self.name, &self.channel, permits).await
+    }
+
+    /// Adds `change` permits, or removes them when negative (Redisson
+    /// `addPermits(change)`); the count may go below zero, and acquires then wait
+    /// until releases lift it above. Waiters are woken when permits are available
+    /// afterwards.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let slots = client.get_semaphore("slots")?;
+    /// slots.add_permits(5).await?; // scale up
+    /// slots.add_permits(-2).await?; // and down
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the command fails, or the key holds no integer.
+    pub async fn add_permits(&self, change: i32) -> Result<()> {
+        let mut conn = self.client.conn.clone();
+        scripts::semaphore_add(&mut conn, &self.name, &self.channel, change).await?;
+        Ok(())
+    }
+
+    /// Takes every available permit (Redisson `drainPermits()`); how many there
+    /// were (0 for a semaphore never set; negative when it was below zero, which
+    /// this resets to zero, as Redisson does).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let slots = client.get_semaphore("slots")?;
+    /// let taken = slots.drain_permits().await?;
+    /// slots.add_permits(i32::try_from(taken).unwrap_or(0)).await?; // give them back
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the command fails, or the key holds no integer.
+    pub async fn drain_permits(&self) -> Result<i64> {
+        let mut conn = self.client.conn.clone();
+        scripts::semaphore_drain(&mut conn, &self.name).await
+    }
+
+    /// Takes `permits`, waiting as `wait` says; `true` when taken.
+    async fn take(&self, permits: u32, wait: Wait) -> Result<bool> {
+        check_permits(permits)?;
+        if permits == 0 {
+            return Ok(true);
+        }
+        // A message says how many permits are available and wakes that many
+        // waiters of one permit; a waiter of several is woken by every message,
+        // so a wake-up never goes to one that cannot use it while another that
+        // could sleeps on.
+        let class = if permits == 1 {
+            Class::Counted
+        } else {
+            Class::All
+        };
+        let waiting = Waiting {
+            client: &self.client,
+            name: &self.name,
+            channel: &self.channel,
+            class,
+        };
+        let taken = wait_for(waiting, wait, || self.attempt(permits)).await?;
+        Ok(taken.is_some())
+    }
+
+    /// One attempt to take `permits`; if its future is dropped after the script
+    /// ran, the permits are given back.
+    async fn attempt(&self, permits: u32) -> Result<Attempt<()>> {
+        let (mut conn, name) = (self.client.conn.clone(), self.name.clone());
+        let call: BoxFuture<Result<Option<()>>> = Box::pin(async move {
+            let taken = scripts::semaphore_acquire(&mut conn, &name, permits).await?;
+            Ok(taken.then_some(()))
+        });
+        let (mut conn, name, channel) = (
+            self.client.conn.clone(),
+            self.name.clone(),
+            self.channel.clone(),
+        );
+        let undo = move |()| async move {
+            if let Err(e) = scripts::semaphore_release(&mut conn, &name, &channel, permits).await {
+                crate::trace::warn_event!(
+                    "semaphore {name:?}: giving back {permits} permit(s) a cancelled acquire took failed: {e}"
+                );
+            }
+        };
+        Ok(
+            match undo_if_dropped(&self.client.conn, call, undo).await? {
+                Some(()) => Attempt::Done(()),
+                None => Attempt::NotYet(None),
+            },
+        )
+    }
+}

@@ -1,0 +1,178 @@
+//! The permit-expirable semaphore (`RPermitExpirableSemaphore`) on Redisson's
+//! layout: ids, leases, expiry, and a holder process that dies.
+
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+
+use crate::support::child::ChildHolder;
+use crate::support::{eventually, within, RedisServer};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_have_ids_and_leases() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let sem = client.get_permit_expirable_semaphore("pes").unwrap();
+    let mut admin = server.admin().await;
+    let lease = Duration::from_secs(60);
+
+    assert_eq!(sem.available_permits().await.unwrap(), 0);
+    assert_eq!(sem.try_acquire(lease).await.unwrap(), None);
+    assert!(sem.try_set_permits(2).await.unwrap());
+    assert!(!sem.try_set_permits(5).await.unwrap());
+
+    let a = sem.try_acquire(lease).await.unwrap().expect("a permit");
+    let b = sem.acquire(Duration::from_millis(400)).await.unwrap();
+    assert_ne!(a, b);
+    assert_eq!(sem.available_permits().await.unwrap(), 0);
+    // The ids are stored raw (16 bytes), leases as epoch-ms scores.
+    let out: Vec<(Vec<u8>, f64)> = admin
+        .zrange_withscores("{pes}:timeout", 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(out.len(), 2);
+    assert!(out.iter().any(|(id, _)| id.as_slice() == a.as_bytes()));
+
+    // b's short lease ends: the permit comes back by itself, and a waiter
+    // sleeping on the semaphore gets it without any release.
+    let started = Instant::now();
+    let c = within(
+        Duration::from_secs(5),
+        "an acquire behind an expiring lease",
+        sem.acquire(lease),
+    )
+    .await
+    .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!sem.try_release(&b).await.unwrap(), "b's lease is over");
+    assert!(sem.release(&b).await.unwrap_err().is_not_held());
+
+    // A wrong id is refused; a right one releases once.
+    let stranger: redisson_locks::PermitId = "0123456789abcdef0123456789abcdef".parse().unwrap();
+    let err = sem.release(&stranger).await.unwrap_err();
+    assert!(err.is_not_held(), "{err}");
+    assert!(sem.update_lease(&a, Duration::from_secs(5)).await.unwrap());
+    assert!(!sem.update_lease(&stranger, lease).await.unwrap());
+    sem.release(&a).await.unwrap();
+    assert!(sem.release(&a).await.unwrap_err().is_not_held());
+    sem.release(&c).await.unwrap();
+    assert_eq!(sem.available_permits().await.unwrap(), 2);
+    sem.add_permits(-1).await.unwrap();
+    assert_eq!(sem.available_permits().await.unwrap(), 1);
+
+    // Absurd leases are refused before any I/O.
+    assert!(sem
+        .acquire(Duration::ZERO)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    let forever = redisson_locks::MAX_DURATION + Duration::from_secs(1);
+    assert!(sem
+        .try_acquire(forever)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(sem
+        .update_lease(&stranger, Duration::ZERO)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert_eq!(client.subscribed_channels(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holder_process_gives_its_permit_back_within_its_lease() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let sem = client.get_permit_expirable_semaphore("workers").unwrap();
+    sem.try_set_permits(1).await.unwrap();
+    let lease = Duration::from_millis(1500);
+
+    let mut child = ChildHolder::spawn(&[
+        ("CHILD", "pes-hold".into()),
+        ("URL", server.url()),
+        ("LOCK", "workers".into()),
+        ("LEASE_MS", lease.as_millis().to_string()),
+    ]);
+    assert!(
+        child.wait_for_line("HELD"),
+        "the child did not take the permit"
+    );
+    let taken = Instant::now();
+    child.kill();
+    assert_eq!(
+        sem.try_acquire(Duration::from_secs(10)).await.unwrap(),
+        None
+    );
+
+    // Waiting, not polling: the wait wakes when the dead holder's lease ends.
+    let id = within(
+        Duration::from_secs(10),
+        "the permit of the killed child",
+        sem.acquire(Duration::from_secs(10)),
+    )
+    .await
+    .unwrap();
+    let back_after = taken.elapsed();
+    eprintln!("the killed child's permit (lease {lease:?}) was taken again {back_after:?} after it was taken");
+    assert!(
+        back_after < lease + Duration::from_secs(1),
+        "{back_after:?}"
+    );
+    sem.release(&id).await.unwrap();
+    assert_eq!(sem.available_permits().await.unwrap(), 1);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.channels().await.is_empty()
+        })
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_acquires_never_keep_a_permit() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let sem = client.get_permit_expirable_semaphore("cut").unwrap();
+    sem.try_set_permits(1).await.unwrap();
+    let lease = Duration::from_secs(60);
+    // Another client takes and gives back the one permit all along, so the
+    // acquires below wait (and are cut) at every stage.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let other = server.client().await;
+    let churn = {
+        let sem = other.get_permit_expirable_semaphore("cut").unwrap();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let id = sem.acquire(lease).await.unwrap();
+                tokio::time::sleep(Duration::from_micros(500)).await;
+                sem.release(&id).await.unwrap();
+            }
+        })
+    };
+    let mut abandoned = 0;
+    for i in 0..300u64 {
+        let limit = Duration::from_micros((i * 7919) % 1500);
+        match tokio::time::timeout(limit, sem.acquire(lease)).await {
+            Ok(id) => sem.release(&id.unwrap()).await.unwrap(),
+            Err(_) => abandoned += 1,
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    churn.await.unwrap();
+    assert!(abandoned > 30, "only {abandoned} cut short");
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            sem.available_permits().await.unwrap() == 1
+        })
+        .await
+    );
+    let mut admin = server.admin().await;
+    let out: i64 = admin.zcard("{cut}:timeout").await.unwrap();
+    assert_eq!(out, 0, "a cancelled acquire left its permit out");
+}

@@ -1,0 +1,301 @@
+//! The semaphore (`RSemaphore`) on Redisson's layout: the count, the bound on
+//! concurrent holders, waiting on the channel, and cancellation.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+
+use crate::support::{eventually, within, RedisServer};
+
+/// Waits (bounded) until no channel is subscribed on the server and none of
+/// `clients` holds a subscription.
+async fn assert_unsubscribed(server: &RedisServer, clients: &[&redisson_locks::Client]) {
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.channels().await.is_empty()
+        })
+        .await,
+        "subscriptions left behind: {:?}",
+        server.channels().await
+    );
+    for client in clients {
+        assert_eq!(client.subscribed_channels(), 0, "client still subscribed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_permits_admit_at_most_three_of_fifty_tasks_over_four_clients() {
+    let server = RedisServer::start();
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(server.client().await);
+    }
+    let sem = clients[0].get_semaphore("pool").unwrap();
+    assert!(sem.try_set_permits(3).await.unwrap());
+
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let sem = clients[i % 4].get_semaphore("pool").unwrap();
+        let mut admin = server.admin().await;
+        tasks.push(tokio::spawn(async move {
+            let mut most = 0;
+            for _ in 0..4 {
+                sem.acquire().await.unwrap();
+                // Checked on the server: how many are inside right now.
+                let inside: i64 = admin.incr("pool-inside", 1).await.unwrap();
+                most = most.max(inside);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                let _: i64 = admin.decr("pool-inside", 1).await.unwrap();
+                sem.release().await.unwrap();
+            }
+            most
+        }));
+    }
+    let mut most = 0;
+    within(Duration::from_secs(120), "50 tasks", async {
+        for task in tasks {
+            most = most.max(task.await.unwrap());
+        }
+    })
+    .await;
+    eprintln!(
+        "semaphore(3), 50 tasks x 4 acquisitions over 4 clients: {:?}, at most {most} inside",
+        started.elapsed()
+    );
+    assert!(most <= 3, "{most} tasks were inside at once");
+    assert!(most >= 2, "the permits were never used together ({most})");
+    assert_eq!(sem.available_permits().await.unwrap(), 3);
+    let refs: Vec<&redisson_locks::Client> = clients.iter().collect();
+    assert_unsubscribed(&server, &refs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_count_follows_redissons_rules() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let sem = client.get_semaphore("count").unwrap();
+    let mut admin = server.admin().await;
+
+    // Never set: no permits, nothing to take, nothing written.
+    assert_eq!(sem.available_permits().await.unwrap(), 0);
+    assert!(!sem.try_acquire().await.unwrap());
+    assert_eq!(sem.drain_permits().await.unwrap(), 0);
+    assert!(server.keys().await.is_empty());
+
+    assert!(sem.try_set_permits(5).await.unwrap());
+    assert!(!sem.try_set_permits(9).await.unwrap(), "set only once");
+    let raw: String = admin.get("count").await.unwrap();
+    assert_eq!(raw, "5", "the key is the count, as a string");
+
+    assert!(sem.try_acquire_many(3).await.unwrap());
+    assert!(!sem.try_acquire_many(3).await.unwrap(), "only 2 left");
+    assert!(
+        sem.try_acquire_many(0).await.unwrap(),
+        "zero succeeds at once"
+    );
+    sem.release_many(0).await.unwrap();
+    assert_eq!(sem.available_permits().await.unwrap(), 2);
+
+    sem.add_permits(-4).await.unwrap();
+    assert_eq!(sem.available_permits().await.unwrap(), -2);
+    assert!(!sem.try_acquire().await.unwrap());
+    sem.release_many(3).await.unwrap();
+    assert_eq!(sem.available_permits().await.unwrap(), 1);
+    sem.add_permits(4).await.unwrap();
+    assert_eq!(sem.drain_permits().await.unwrap(), 5);
+    assert_eq!(sem.available_permits().await.unwrap(), 0);
+
+    // Bad input is refused before any I/O.
+    let too_many = u32::try_from(i32::MAX).unwrap() + 1;
+    assert!(sem
+        .acquire_many(too_many)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(sem
+        .release_many(too_many)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(sem
+        .try_set_permits(too_many)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    let forever = redisson_locks::MAX_DURATION + Duration::from_secs(1);
+    assert!(sem
+        .try_acquire_wait(forever)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(client.get_semaphore("").unwrap_err().is_invalid_argument());
+
+    // A key of another type is reported, not overwritten.
+    let _: () = admin.hset("hash", "f", 1).await.unwrap();
+    let wrong = client.get_semaphore("hash").unwrap();
+    assert!(wrong.try_acquire().await.unwrap_err().is_wrong_type());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_sleep_on_one_subscription_and_a_release_wakes_them() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let other = server.client().await;
+    let sem = client.get_semaphore("gate").unwrap();
+    sem.try_set_permits(0).await.unwrap();
+
+    let mut waiters = Vec::new();
+    for _ in 0..10 {
+        let sem = sem.clone();
+        waiters.push(tokio::spawn(async move { sem.acquire().await }));
+    }
+    // A waiter of several permits beside them.
+    let big = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire_many(5).await })
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.subscribers("redisson_sc:{gate}").await == 1
+        })
+        .await
+    );
+    assert_eq!(
+        client.subscribed_channels(),
+        1,
+        "one subscription for 11 waiters"
+    );
+    server.reset_stats().await;
+
+    // Ten permits from another client: the ten single waiters get one each
+    // (the big one may take five first; then five more follow).
+    let released = Instant::now();
+    other
+        .get_semaphore("gate")
+        .unwrap()
+        .release_many(10)
+        .await
+        .unwrap();
+    let mut done = 0;
+    within(Duration::from_secs(10), "the woken waiters", async {
+        loop {
+            done =
+                waiters.iter().filter(|w| w.is_finished()).count() + usize::from(big.is_finished());
+            if done >= 6 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    eprintln!(
+        "a release of 10 woke {done} waiters in {:?}",
+        released.elapsed()
+    );
+    assert!(
+        released.elapsed() < Duration::from_secs(1),
+        "woken by the message, not a recheck"
+    );
+    // Give everyone what they need and let them finish.
+    sem.release_many(10).await.unwrap();
+    within(Duration::from_secs(10), "every waiter", async {
+        for w in waiters {
+            w.await.unwrap().unwrap();
+        }
+        big.await.unwrap().unwrap();
+    })
+    .await;
+    assert_eq!(sem.available_permits().await.unwrap(), 5);
+    assert_unsubscribed(&server, &[&client, &other]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_acquire_gives_up_on_time() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let sem = client.get_semaphore("timed").unwrap();
+    sem.try_set_permits(1).await.unwrap();
+    assert!(sem.try_acquire().await.unwrap());
+    let started = Instant::now();
+    assert!(!sem
+        .try_acquire_wait(Duration::from_millis(300))
+        .await
+        .unwrap());
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    sem.release().await.unwrap();
+    assert!(sem
+        .try_acquire_wait(Duration::from_millis(300))
+        .await
+        .unwrap());
+    assert_unsubscribed(&server, &[&client]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_cancelled_acquires_leave_the_count_exact() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let client = server.client().await;
+    client
+        .get_semaphore("contested")
+        .unwrap()
+        .try_set_permits(2)
+        .await
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+
+    // Others take and give back permits all along.
+    let mut churn = Vec::new();
+    for _ in 0..2 {
+        let sem = holder.get_semaphore("contested").unwrap();
+        let stop = stop.clone();
+        churn.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                sem.acquire().await.unwrap();
+                tokio::time::sleep(Duration::from_micros(300)).await;
+                sem.release().await.unwrap();
+            }
+        }));
+    }
+
+    let sem = client.get_semaphore("contested").unwrap();
+    let (mut acquired, mut abandoned) = (0, 0);
+    within(Duration::from_secs(120), "1000 cancelled acquires", async {
+        for i in 0..1000u64 {
+            // 0 to ~1.2 ms: cut before the script is sent, while it runs, while
+            // subscribing, while sleeping.
+            let limit = Duration::from_micros((i * 7919) % 1200);
+            match tokio::time::timeout(limit, sem.acquire()).await {
+                Ok(taken) => {
+                    taken.unwrap();
+                    acquired += 1;
+                    sem.release().await.unwrap();
+                }
+                Err(_) => abandoned += 1,
+            }
+        }
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    for task in churn {
+        task.await.unwrap();
+    }
+    eprintln!("{acquired} acquired, {abandoned} cancelled");
+    assert!(abandoned > 100, "only {abandoned} acquires were cut short");
+    // Permits a cancelled acquire took come back from the client's thread.
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            sem.available_permits().await.unwrap() == 2
+        })
+        .await,
+        "permits lost or doubled: {}",
+        sem.available_permits().await.unwrap()
+    );
+    assert_unsubscribed(&server, &[&client, &holder]).await;
+}
