@@ -73,10 +73,20 @@
 //! [`RLock::with_task_owner`] gives Redisson's owner-is-the-thread rule for code
 //! ported line by line, and [`RLock::with_owner_id`] names an owner explicitly.
 //!
+//! # Synchronizers
+//!
+//! | Kind | Get it with | Redisson |
+//! |---|---|---|
+//! | Semaphore | [`Client::get_semaphore`] → [`RSemaphore`] | `getSemaphore` |
+//! | Permit-expirable semaphore: permits with ids and leases | [`Client::get_permit_expirable_semaphore`] → [`RPermitExpirableSemaphore`] | `getPermitExpirableSemaphore` |
+//! | Count-down latch | [`Client::get_count_down_latch`] → [`RCountDownLatch`] | `getCountDownLatch` |
+//!
 //! # Configuration
 //!
 //! [`Config`] has public fields with Redisson's defaults, and loads from a URL
-//! ([`Config::from_url`]) or from Redisson's JSON layout ([`Config::from_json`]).
+//! ([`Config::from_url`]) or from Redisson's JSON layout ([`Config::from_json`]),
+//! and, with the `yaml` feature, from its YAML file (`Config::from_yaml`, with
+//! `${VAR:-default}` substitution).
 //! Set `Config::cluster_nodes` for Redis Cluster, or `Config::sentinel_addresses`
 //! and `Config::sentinel_master_name` for Sentinel. Every failure is one
 //! [`Error`] enum with `is_*` predicates.
@@ -89,7 +99,7 @@
 //! | `sentinel` | yes | Redis Sentinel (`Config::sentinel_addresses`), following failovers. |
 //! | `tracing` | yes | Events and spans through the [`tracing`](https://docs.rs/tracing) crate. |
 //! | `tls` | no | `rediss://` addresses through rustls, with certificates from `Config::tls`. |
-//! | `blocking` | no | A blocking API for thread-based code (`redisson_locks::blocking`). |
+//! | `blocking` | no | A blocking API for thread-based code (`redisson_locks::blocking`): one owner per OS thread, as in Java. |
 //! | `yaml` | no | `Config::from_yaml`, reading Redisson's YAML config file. |
 //! | `serde` | no | `serde::Deserialize` for `Config`, to embed it in a service's own config. |
 //!

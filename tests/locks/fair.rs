@@ -450,3 +450,56 @@ async fn a_live_head_keeps_its_place_through_a_hold_longer_than_its_wait() {
     assert_eq!(*order.lock().unwrap(), vec![1, 2]);
     assert!(server.keys().await.is_empty());
 }
+
+/// Deadlines no longer move with the line, so a waiter deep in a long line
+/// keeps the far deadline it joined with: when it becomes first, it must still
+/// get only one wait to show up. A dead waiter second in line, with a deadline
+/// an hour out, is skipped within about a wait of becoming first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_waiter_with_a_far_deadline_is_skipped_within_a_wait_of_becoming_first() {
+    let server = RedisServer::start();
+    let wait = Duration::from_secs(1);
+    let client = server
+        .client_with(|c| c.fair_lock_wait_timeout = wait)
+        .await;
+    let name = "far-deadline";
+    let held = client.get_fair_lock(name).unwrap().lock().await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let first = join_in_turn(&server, &client, name, 0, &order).await;
+    // Dead, second in line, joined an hour's worth of waits ago.
+    let mut admin = server.admin().await;
+    let dead = "dead0000-0000-4000-8000-000000000000:9";
+    let far = redisson_locks_epoch_ms() + 3_600_000;
+    let _: () = redis::pipe()
+        .rpush(format!("redisson_lock_queue:{{{name}}}"), dead)
+        .zadd(format!("redisson_lock_timeout:{{{name}}}"), dead, far)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let second = join_in_turn(&server, &client, name, 1, &order).await;
+    held.unlock().await.unwrap();
+    let released = tokio::time::Instant::now();
+    within(
+        Duration::from_secs(20),
+        "the line past a dead waiter",
+        async {
+            first.await.unwrap();
+            second.await.unwrap();
+        },
+    )
+    .await;
+    assert!(
+        released.elapsed() < wait * 4,
+        "the dead waiter held the line for {:?}",
+        released.elapsed()
+    );
+    assert_eq!(*order.lock().unwrap(), vec![0, 1]);
+    assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
+}
+
+fn redisson_locks_epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
