@@ -109,6 +109,27 @@ impl Client {
     /// starts its renewal and subscriber tasks there. Must be called inside a tokio
     /// runtime (with its time driver); the client can then be used from any.
     ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redisson_locks::{Client, Config};
+    ///
+    /// #[tokio::main]
+    /// async fn main() -> Result<(), redisson_locks::Error> {
+    ///     let mut config = Config::from_url("redis://127.0.0.1:6379")?;
+    ///     config.connect_timeout = Duration::from_secs(2);
+    ///     let client = Client::connect(config).await?;
+    ///     // Cheap to clone: hand a copy to every task that takes locks.
+    ///     let worker = client.clone();
+    ///     tokio::spawn(async move {
+    ///         let guard = worker.get_lock("orders:42")?.lock().await?;
+    ///         guard.unlock().await
+    ///     })
+    ///     .await
+    ///     .expect("the task panicked")?;
+    ///     Ok(())
+    /// }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::Config`] for a bad configuration; [`Error::Redis`] when the server
     /// cannot be reached within `connect_timeout` or refuses the credentials.
@@ -173,21 +194,69 @@ impl Client {
     /// one check: a `maxmemory-policy` other than `noeviction` lets Redis evict lock
     /// keys under memory pressure, which silently releases locks. A server that
     /// refuses `CONFIG GET` (an ACL, a managed service) is not checked.
+    ///
+    /// ```no_run
+    /// use redisson_locks::{Client, Config};
+    ///
+    /// # async fn demo() -> Result<(), redisson_locks::Error> {
+    /// let client = Client::connect(Config::from_url("redis://127.0.0.1:6379")?).await?;
+    /// for warning in client.warnings() {
+    ///     // Worth an operator's attention, not a reason to stop.
+    ///     eprintln!("redis: {warning}");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn warnings(&self) -> &[String] {
         &self.inner.warnings
     }
 
     /// This client's id: a random UUID v4, the first half of its owner fields.
+    ///
+    /// ```no_run
+    /// use redisson_locks::{Client, Config};
+    ///
+    /// # async fn demo(config: Config) -> Result<(), redisson_locks::Error> {
+    /// let a = Client::connect(config.clone()).await?;
+    /// let b = Client::connect(config).await?;
+    /// // Two clients are two owners, as two Redisson instances are.
+    /// assert_ne!(a.id(), b.id());
+    /// // A lock's hash names its holder `<client id>:<owner id>` (see it with
+    /// // `HGETALL <name>` in redis-cli): log the id to tell which process that is.
+    /// eprintln!("lock owner fields of this process start with {}:", a.id());
+    /// # Ok(()) }
+    /// ```
     pub fn id(&self) -> &str {
         &self.inner.id
     }
 
     /// The configuration this client was made with.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_locks::Client) {
+    /// let config = client.config();
+    /// // A hold taken without a lease lasts this long unless the watchdog renews it.
+    /// let lease = config.lock_watchdog_timeout;
+    /// let (address, db) = (&config.address, config.database);
+    /// eprintln!("locks on {address} (db {db}), renewed leases of {lease:?}");
+    /// # }
+    /// ```
     pub fn config(&self) -> &Config {
         &self.inner.config
     }
 
     /// A reentrant lock (Redisson's `RLock`) named `name`. No I/O happens here.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("orders:42")?;
+    /// let guard = lock.lock().await?;
+    /// // ... the critical section ...
+    /// guard.unlock().await?;
+    ///
+    /// // The name is checked here, before any I/O.
+    /// assert!(client.get_lock("").unwrap_err().is_invalid_argument());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an empty name, one longer than
@@ -201,6 +270,18 @@ impl Client {
     /// A fair lock (Redisson's `getFairLock`) named `name`: an [`RLock`] that hands
     /// the lock out strictly in the order waiters asked for it. No I/O happens here.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let printer = client.get_fair_lock("printer")?;
+    /// assert!(printer.is_fair());
+    /// // Waiters, in this process or any other, get in in the order they asked:
+    /// // none is overtaken by a later one.
+    /// let guard = printer.lock().await?;
+    /// // ... print ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`get_lock`](Client::get_lock).
     pub fn get_fair_lock(&self, name: impl Into<String>) -> Result<RLock> {
@@ -211,6 +292,17 @@ impl Client {
     /// A fenced lock (Redisson `getFencedLock`) named `name`: the reentrant lock,
     /// plus a fencing token with every acquisition, greater than every token
     /// drawn before for this name (see [`RFencedLock`]). No I/O happens here.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_fenced_lock("ledger")?;
+    /// let (guard, token) = lock.lock_and_get_token().await?;
+    /// // Send `token` with every write: the store refuses one lower than the highest
+    /// // it has seen, so a holder paused past its lease cannot overwrite.
+    /// # let _ = token;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`get_lock`](Client::get_lock).
@@ -225,6 +317,15 @@ impl Client {
     /// ACLs forbid channels; it polls, so prefer [`get_lock`](Client::get_lock)
     /// where channels are allowed. No I/O happens here.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// // For a user whose ACL grants no pub/sub channel.
+    /// let lock = client.get_spin_lock("batch")?;
+    /// let guard = lock.lock().await?; // retries with back-off while another holds it
+    /// guard.unlock().await?; // publishes no unlock message
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`get_lock`](Client::get_lock).
     pub fn get_spin_lock(&self, name: impl Into<String>) -> Result<RLock> {
@@ -232,6 +333,24 @@ impl Client {
     }
 
     /// A spin lock with the given back-off (Redisson `getSpinLock(name, backOff)`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// use redisson_locks::BackOff;
+    ///
+    /// // A fixed pause between attempts, for a lock held only for moments.
+    /// let every_20ms = BackOff::Constant(Duration::from_millis(20));
+    /// let lock = client.get_spin_lock_with_backoff("batch", every_20ms)?;
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    ///
+    /// // The back-off is checked here, before any I/O.
+    /// let never = BackOff::Constant(Duration::ZERO);
+    /// let err = client.get_spin_lock_with_backoff("batch", never).unwrap_err();
+    /// assert!(err.is_invalid_argument());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`get_lock`](Client::get_lock); [`Error::InvalidArgument`] for a zero
@@ -277,6 +396,17 @@ impl Client {
     /// [`get_non_reentrant_lock`](Client::get_non_reentrant_lock) does. No I/O
     /// happens here.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_non_reentrant_fair_lock("migration")?;
+    /// assert!(lock.is_fair()); // waiters get in in arrival order
+    /// let guard = lock.lock().await?;
+    /// let again = guard.scope(lock.lock()).await; // the same owner asks again
+    /// assert!(again.unwrap_err().is_already_held());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`get_lock`](Client::get_lock).
     pub fn get_non_reentrant_fair_lock(&self, name: impl Into<String>) -> Result<RLock> {
@@ -291,6 +421,20 @@ impl Client {
     /// A read-write lock (Redisson's `getReadWriteLock`) named `name`: shared
     /// readers, one exclusive writer. No I/O happens here.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let rw = client.get_read_write_lock("catalog")?;
+    /// let reading = rw.read_lock().lock().await?;
+    /// let other_reader = rw.read_lock().lock().await?; // readers share it
+    /// assert!(rw.write_lock().try_lock().await?.is_none()); // a writer must wait
+    /// other_reader.unlock().await?;
+    /// reading.unlock().await?;
+    ///
+    /// let writing = rw.write_lock().lock().await?; // alone
+    /// writing.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`get_lock`](Client::get_lock).
     pub fn get_read_write_lock(&self, name: impl Into<String>) -> Result<RReadWriteLock> {
@@ -298,8 +442,6 @@ impl Client {
         Ok(RReadWriteLock::new(self.inner.clone(), name))
     }
 
-    /// Checks a lock name before any I/O: not empty, not too long, and in a cluster
-    /// one whose keys share a slot.
     /// Redisson's single-hash multi-lock (`getMultiLock(group, values)`): all of
     /// the `values` of `group`, or none, taken by one script on one hash named
     /// `group`, so it is faster than a [`MultiLock`](crate::MultiLock) of
@@ -346,6 +488,8 @@ impl Client {
         ))
     }
 
+    /// Checks a lock name before any I/O: not empty, not too long, and in a cluster
+    /// one whose keys share a slot.
     fn checked_name(&self, name: String) -> Result<String> {
         validate_name(&name)?;
         if self.inner.conn.is_cluster() {
@@ -356,17 +500,64 @@ impl Client {
 
     /// How many replicas must acknowledge each acquire (see
     /// [`Config::replica_sync`]); 0 when replica sync is off.
+    ///
+    /// ```no_run
+    /// use redisson_locks::{Client, Config};
+    ///
+    /// # async fn demo() -> Result<(), redisson_locks::Error> {
+    /// // The default (`None`): one replica when the server had any at connect time.
+    /// let client = Client::connect(Config::from_url("redis://127.0.0.1:6379")?).await?;
+    /// if client.replica_sync() == 0 {
+    ///     eprintln!("no replica acknowledges acquires: a failover may lose a hold");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn replica_sync(&self) -> u32 {
         self.inner.replica_sync
     }
 
     /// How many pub/sub channels this client is subscribed to right now: one per
     /// lock with waiting tasks, however many tasks wait.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("orders:42")?;
+    /// let guard = lock.lock().await?;
+    /// let waiters: Vec<_> = (0..10)
+    ///     .map(|_| {
+    ///         let lock = lock.clone();
+    ///         tokio::spawn(async move { lock.lock().await?.unlock().await })
+    ///     })
+    ///     .collect();
+    /// // While they wait: one channel for the ten of them.
+    /// eprintln!("subscribed to {} channel(s)", client.subscribed_channels());
+    /// guard.unlock().await?;
+    /// for waiter in waiters {
+    ///     waiter.await.expect("the task panicked")?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn subscribed_channels(&self) -> usize {
         self.inner.pubsub.channel_count()
     }
 
     /// How many holds the watchdog is renewing right now.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let before = client.renewed_holds();
+    /// let lock = client.get_lock("orders:42")?;
+    /// let renewed = lock.lock().await?; // no lease: the watchdog keeps it alive
+    /// assert_eq!(client.renewed_holds(), before + 1);
+    /// renewed.unlock().await?;
+    ///
+    /// let leased = lock.lock_with_lease(Duration::from_secs(10)).await?; // ends by itself
+    /// assert_eq!(client.renewed_holds(), before);
+    /// leased.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn renewed_holds(&self) -> usize {
         self.inner.watchdog.active_holds()
     }

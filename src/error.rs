@@ -75,52 +75,204 @@ pub enum Error {
 
 impl Error {
     /// Is this the "not held by this owner" error (Java's `IllegalMonitorStateException`)?
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let lock = client.get_lock("report")?;
+    /// let guard = lock.lock_with_lease(Duration::from_secs(10)).await?;
+    /// // ... work that may outlast the ten seconds ...
+    /// match guard.unlock().await {
+    ///     Ok(()) => {}
+    ///     // The lease ran out first: another owner may have been inside meanwhile.
+    ///     Err(e) if e.is_not_held() => eprintln!("report: the lease expired before the unlock"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_not_held(&self) -> bool {
         matches!(self, Error::NotHeld { .. })
     }
 
     /// Was an argument rejected before any I/O?
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    ///
+    /// assert!(client.get_lock("").unwrap_err().is_invalid_argument());
+    ///
+    /// let lock = client.get_lock("report")?;
+    /// let lease = Duration::ZERO; // say, a setting left unset
+    /// match lock.lock_with_lease(lease).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     // Refused before anything was sent: a bug to fix, not a failure to retry.
+    ///     Err(e) if e.is_invalid_argument() => eprintln!("report: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_invalid_argument(&self) -> bool {
         matches!(self, Error::InvalidArgument(_))
     }
 
     /// Is the configuration at fault?
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redisson_locks::{Client, Config};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), redisson_locks::Error> {
+    /// assert!(Config::from_url("127.0.0.1:6379").unwrap_err().is_config()); // no scheme
+    ///
+    /// let mut config = Config::from_url("redis://127.0.0.1:6379")?;
+    /// config.timeout = Duration::ZERO;
+    /// // Refused before connecting: fix the settings rather than retry.
+    /// let err = Client::connect(config).await.unwrap_err();
+    /// assert!(err.is_config());
+    /// # Ok(()) }
+    /// ```
     pub fn is_config(&self) -> bool {
         matches!(self, Error::Config(_))
     }
 
     /// Does the lock key hold a value of another Redis type?
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("session:9")?;
+    /// match lock.try_lock().await {
+    ///     Ok(Some(guard)) => guard.unlock().await?,
+    ///     Ok(None) => { /* another owner holds it */ }
+    ///     // Something else (a string, a list) lives under that name: a naming clash
+    ///     // that no retry will fix.
+    ///     Err(e) if e.is_wrong_type() => eprintln!("session:9 is not a lock: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_wrong_type(&self) -> bool {
         matches!(self, Error::WrongType { .. })
     }
 
     /// Was a write lock refused because the owner holds the read lock?
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let rw = client.get_read_write_lock("catalog")?;
+    /// let reading = rw.read_lock().lock().await?;
+    /// // Inside the read hold's scope the writer would wait for its own read hold.
+    /// match reading.scope(rw.write_lock().lock()).await {
+    ///     Ok(writing) => writing.unlock().await?,
+    ///     Err(e) if e.is_would_deadlock() => { /* release the read lock first, then write */ }
+    ///     Err(e) => return Err(e),
+    /// }
+    /// reading.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_would_deadlock(&self) -> bool {
         matches!(self, Error::WouldDeadlock { .. })
     }
 
     /// Did the owner ask again for a non-reentrant lock it holds?
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// // Ported from Java, where the thread is the owner: here, the task.
+    /// let lock = client.get_non_reentrant_lock("once")?.with_task_owner();
+    /// let first = lock.lock().await?;
+    /// match lock.lock().await {
+    ///     Ok(second) => second.unlock().await?,
+    ///     // Refused at once: this task would be waiting for itself.
+    ///     Err(e) if e.is_already_held() => {}
+    ///     Err(e) => return Err(e),
+    /// }
+    /// first.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_already_held(&self) -> bool {
         matches!(self, Error::AlreadyHeld { .. })
     }
 
     /// Was an acquire released again because no replica acknowledged it?
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redisson_locks::{Client, Config};
+    ///
+    /// # async fn demo() -> Result<(), redisson_locks::Error> {
+    /// let mut config = Config::from_url("redis://127.0.0.1:6379")?;
+    /// config.replica_sync = Some(1);
+    /// let client = Client::connect(config).await?;
+    /// let lock = client.get_lock("orders:42")?;
+    /// match lock.try_lock_wait(Duration::from_secs(5)).await {
+    ///     Ok(Some(guard)) => guard.unlock().await?,
+    ///     Ok(None) => { /* another owner held it all along */ }
+    ///     // The primary granted it but no replica confirmed in time, so it was
+    ///     // released: a failover could have lost it. Nothing is held now.
+    ///     Err(e) if e.is_not_replicated() => eprintln!("orders:42: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_not_replicated(&self) -> bool {
         matches!(self, Error::NotReplicated { .. })
     }
 
     /// Is this an error from Redis or the connection to it?
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("nightly-cleanup")?;
+    /// match lock.try_lock().await {
+    ///     Ok(Some(guard)) => guard.unlock().await?,
+    ///     Ok(None) => { /* another instance is at it */ }
+    ///     // Redis, or the way to it, failed: whether the lock is free is unknown.
+    ///     Err(e) if e.is_redis() => eprintln!("skipping the cleanup this round: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_redis(&self) -> bool {
         matches!(self, Error::Redis(_))
     }
 
     /// Did Redis answer with an unexpected reply?
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("orders:42")?;
+    /// match lock.is_locked().await {
+    ///     Ok(locked) => eprintln!("orders:42 locked: {locked}"),
+    ///     // The server answered outside the protocol (a proxy, a Redis look-alike):
+    ///     // retrying will not help, report it.
+    ///     Err(e) if e.is_unexpected_reply() => eprintln!("incompatible server: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_unexpected_reply(&self) -> bool {
         matches!(self, Error::UnexpectedReply { .. })
     }
 
     /// Did a command, or connecting, run out of time (`timeout`,
     /// `connect_timeout`)? Its outcome on the server is unknown.
+    ///
+    /// ```no_run
+    /// use redisson_locks::{Client, Config};
+    ///
+    /// # async fn demo() -> Result<(), redisson_locks::Error> {
+    /// let config = Config::from_url("redis://10.0.0.5:6379")?;
+    /// match Client::connect(config).await {
+    ///     Ok(_client) => { /* ... */ }
+    ///     // No answer within `connect_timeout`: unreachable, or the network is slow.
+    ///     Err(e) if e.is_timeout() => eprintln!("redis did not answer in time: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_timeout(&self) -> bool {
         matches!(self, Error::Redis(f) if f.kind == RedisErrorKind::Timeout)
     }
@@ -128,6 +280,28 @@ impl Error {
     /// Is this a transport failure (refused, dropped, timed out) or a server's
     /// "not now" that a later attempt may get past, as opposed to a refusal that
     /// will repeat (auth, ACL, bad input)?
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let lock = client.get_lock("orders:42")?;
+    /// // `lock()` already rides out `retry_attempts` failures; give it a few more
+    /// // rounds, for a failover say, but never for a refusal that will repeat.
+    /// let mut rounds = 0;
+    /// let guard = loop {
+    ///     match lock.lock().await {
+    ///         Ok(guard) => break guard,
+    ///         Err(e) if e.is_transient() && rounds < 3 => {
+    ///             rounds += 1;
+    ///             tokio::time::sleep(Duration::from_secs(2)).await;
+    ///         }
+    ///         Err(e) => return Err(e),
+    ///     }
+    /// };
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Redis(f) => matches!(
@@ -271,17 +445,71 @@ impl RedisFailure {
     }
 
     /// What kind of failure this is.
+    ///
+    /// ```no_run
+    /// use redisson_locks::{Error, RedisErrorKind};
+    ///
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), Error> {
+    /// let lock = client.get_lock("orders:42")?;
+    /// match lock.lock().await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(Error::Redis(failure)) => match failure.kind() {
+    ///         RedisErrorKind::Auth | RedisErrorKind::NoPermission => {
+    ///             eprintln!("fix the credentials or the ACL: {failure}")
+    ///         }
+    ///         RedisErrorKind::Timeout => eprintln!("no answer in time: {failure}"),
+    ///         _ => eprintln!("redis failed: {failure}"),
+    ///     },
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn kind(&self) -> RedisErrorKind {
         self.kind
     }
 
     /// The server's error code (`NOPERM`, `WRONGPASS`, `LOADING`, ...), when the
     /// server answered with an error.
+    ///
+    /// ```no_run
+    /// use redisson_locks::Error;
+    ///
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), Error> {
+    /// let lock = client.get_lock("orders:42")?;
+    /// match lock.lock().await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(Error::Redis(failure)) => match failure.code() {
+    ///         // Full, with `maxmemory-policy noeviction`: writes fail until it frees memory.
+    ///         Some("OOM") => eprintln!("redis is out of memory: {failure}"),
+    ///         Some(code) => eprintln!("redis refused with {code}: {failure}"),
+    ///         None => eprintln!("no answer from redis: {failure}"), // a transport failure
+    ///     },
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn code(&self) -> Option<&str> {
         self.code.as_deref()
     }
 
     /// The failure in words.
+    ///
+    /// ```no_run
+    /// use redisson_locks::Error;
+    ///
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), Error> {
+    /// let lock = client.get_lock("orders:42")?;
+    /// match lock.force_unlock().await {
+    ///     Ok(was_locked) => eprintln!("orders:42 forced open (was locked: {was_locked})"),
+    ///     // For a log line with its own fields: the words without the "redis
+    ///     // error: " that `Error`'s `Display` puts before them.
+    ///     Err(Error::Redis(failure)) => {
+    ///         eprintln!("force_unlock failed: kind={:?} {}", failure.kind(), failure.message())
+    ///     }
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn message(&self) -> &str {
         &self.message
     }

@@ -127,6 +127,32 @@ fn new_acquisition_id() -> u64 {
 }
 
 /// The id of the calling tokio task, or of the calling thread outside a task.
+///
+/// It is the owner id of a handle made with
+/// [`RLock::with_task_owner`](crate::RLock::with_task_owner): stable within a
+/// task, different from one task to another.
+///
+/// ```
+/// use redisson_locks::current_id;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let (first, again) = tokio::spawn(async { (current_id(), current_id()) }).await.unwrap();
+/// let other = tokio::spawn(async { current_id() }).await.unwrap();
+/// assert_eq!(first, again);
+/// assert_ne!(first, other);
+/// # }
+/// ```
+///
+/// ```no_run
+/// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+/// let lock = client.get_lock("inventory")?.with_task_owner();
+/// let guard = lock.lock().await?;
+/// assert_eq!(guard.owner_id(), redisson_locks::current_id());
+/// assert!(lock.is_held_by(redisson_locks::current_id()).await?);
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 pub fn current_id() -> u64 {
     match tokio::task::try_id() {
         Some(id) => task_id_number(id),

@@ -301,6 +301,8 @@ async fn acquire_on_primary(
         });
     if let Some(early) = &early_subscription {
         if within(deadline, early.ready()).await.is_none() {
+            // Out of time before joining the line: there is no place to leave.
+            place.disarm();
             return Ok(None);
         }
     }

@@ -229,6 +229,17 @@ impl Default for Config {
 impl Config {
     /// A configuration for the server at `address`, every other field at its default.
     /// The address is checked when the client connects.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redisson_locks::Config;
+    ///
+    /// let mut config = Config::new("redis://10.0.0.5:6379");
+    /// config.lock_watchdog_timeout = Duration::from_secs(10);
+    /// assert_eq!(config.timeout, Duration::from_secs(3)); // Redisson's default
+    /// config.validate()?;
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
     pub fn new(address: impl Into<String>) -> Self {
         Config {
             address: address.into(),
@@ -239,6 +250,19 @@ impl Config {
     /// Parses a `redis://[user[:password]@]host[:port][/db]` URL.
     ///
     /// User, password and database in the URL fill the matching fields.
+    ///
+    /// ```
+    /// use redisson_locks::Config;
+    ///
+    /// let config = Config::from_url("redis://app:secret@10.0.0.5:6380/1")?;
+    /// assert_eq!(config.username.as_deref(), Some("app"));
+    /// assert_eq!(config.password.as_deref(), Some("secret"));
+    /// assert_eq!(config.database, 1);
+    ///
+    /// // A bare host:port is refused: the scheme is required.
+    /// assert!(Config::from_url("10.0.0.5:6380").unwrap_err().is_config());
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
     ///
     /// # Errors
     /// [`Error::Config`] when the URL is malformed.
@@ -378,6 +402,21 @@ impl Config {
     }
 
     /// Checks every field; [`Client::connect`](crate::Client::connect) calls this.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redisson_locks::Config;
+    ///
+    /// let mut config = Config::from_url("redis://127.0.0.1:6379")?;
+    /// config.validate()?;
+    ///
+    /// // Check settings read from elsewhere early, before connecting.
+    /// config.lock_watchdog_timeout = Duration::from_millis(10);
+    /// let err = config.validate().unwrap_err();
+    /// assert!(err.is_config());
+    /// assert!(err.to_string().contains("lock_watchdog_timeout"));
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
     ///
     /// # Errors
     /// [`Error::Config`] naming the first bad field.
