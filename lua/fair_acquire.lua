@@ -9,6 +9,8 @@
 -- ARGV[4]  now, epoch milliseconds (the caller's clock, as Redisson does)
 -- ARGV[5]  "1" to join the queue when the lock cannot be taken, "0" to try once
 -- ARGV[6]  "0" to refuse a re-entry (the non-reentrant fair lock); otherwise allowed
+-- ARGV[7]  the configured fair-lock wait, ms: what a waiter made first here gets
+--          (not the caller's own wait, which a timed try may make short)
 --
 -- Reply: nil when the owner now holds the lock; -4 when the owner holds it and
 --        re-entry is refused (nothing changed); otherwise how many milliseconds the
@@ -21,8 +23,9 @@ local lease, owner = ARGV[1], ARGV[2]
 local wait, now = tonumber(ARGV[3]), tonumber(ARGV[4])
 local may_queue = ARGV[5] == '1'
 local refuse_reentry = ARGV[6] == '0'
+local cap = tonumber(ARGV[7])
 
-evict_stale_heads(queue, timeouts, now, owner, wait)
+evict_stale_heads(lock, queue, timeouts, now, owner, cap)
 
 -- Free, and nobody else is first in line: take it. The next in line becomes
 -- first (fair_common.lua: no other deadline moves).

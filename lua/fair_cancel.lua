@@ -21,7 +21,7 @@ local lock, queue, timeouts, channel_prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, wait, message, publish = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local now, grace, cap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 
-evict_stale_heads(queue, timeouts, now, owner, cap)
+evict_stale_heads(lock, queue, timeouts, now, owner, cap)
 
 if redis.call('zscore', timeouts, owner) == false then
     -- Not in line (a place in the LIST without a deadline is dropped too).

@@ -11,18 +11,18 @@
 -- to what it would have shrunk to had every deadline moved up with the line.
 -- Every script is then O(1) in the line's length (O(log n) for the ZSET), where
 -- moving every deadline on every acquisition made serving a line of n waiters
--- O(n^2). Redisson's own scripts still move them when Java acquires; both
--- readings agree on the first in line, which is all either acts on.
+-- O(n^2). Redisson's own scripts still move them when Java acquires, and do
+-- not reset the deadline of a waiter they make first: `evict_stale_heads` below
+-- brings such a deadline in, so a dead waiter of ours holds a mixed line for
+-- about a wait, as with Redisson alone.
 
 -- The waiter first in line became first at `now`: it gets `window` from here to
--- take or keep its place, unless its deadline is nearer already.
+-- take or keep its place. Set whatever its deadline was: one it joined with
+-- may lie far ahead (deadlines do not move with the line) or already be past (a
+-- waiter refreshes its own only while first).
 local function became_first(queue, timeouts, now, window)
     local head = redis.call('lindex', queue, 0)
-    if head == false then
-        return
-    end
-    local deadline = tonumber(redis.call('zscore', timeouts, head))
-    if deadline == nil or deadline > now + window then
+    if head ~= false then
         redis.call('zadd', timeouts, now + window, head)
     end
 end
@@ -31,13 +31,25 @@ end
 -- stopping at the first live one. `keep` (the caller, evidently alive) is never
 -- removed, even when its deadline has passed. The waiter that becomes first by
 -- an eviction gets `window` to show up.
-local function evict_stale_heads(queue, timeouts, now, keep, window)
+--
+-- A first in line needs at most the lock's remaining lease plus a window; a
+-- deadline further out is one it joined with, left unshrunk because this
+-- crate's acquisitions do not move the line's deadlines (a waiter made first by
+-- one of Redisson's scripts, which do not reset it). It is brought in to that
+-- bound here, so a dead waiter holds the line for about a window, as with
+-- Redisson alone.
+local function evict_stale_heads(lock, queue, timeouts, now, keep, window)
     while true do
         local head = redis.call('lindex', queue, 0)
         if head == false or head == keep then
             return
         end
         local deadline = tonumber(redis.call('zscore', timeouts, head))
+        local bound = now + math.max(redis.call('pttl', lock), 0) + window
+        if deadline ~= nil and deadline > bound then
+            redis.call('zadd', timeouts, bound, head)
+            return
+        end
         if deadline ~= nil and deadline > now then
             return
         end

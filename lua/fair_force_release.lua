@@ -17,7 +17,7 @@ local lock, queue, timeouts, channel_prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local message, now, publish = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local grace, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 
-evict_stale_heads(queue, timeouts, now, nil, cap)
+evict_stale_heads(lock, queue, timeouts, now, nil, cap)
 if redis.call('del', lock) == 1 then
     hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
     return 1

@@ -21,7 +21,7 @@ local message, lease, owner = ARGV[1], ARGV[2], ARGV[3]
 local now, publish = tonumber(ARGV[4]), ARGV[5]
 local grace, cap = tonumber(ARGV[6]), tonumber(ARGV[7])
 
-evict_stale_heads(queue, timeouts, now, nil, cap)
+evict_stale_heads(lock, queue, timeouts, now, nil, cap)
 
 if redis.call('hexists', lock, owner) == 0 then
     -- Not ours. If the lock is gone altogether (expired), make sure the first in

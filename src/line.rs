@@ -44,7 +44,8 @@ pub(crate) async fn wake_jitter() {
     }
 }
 
-/// Entries kept before expired hand-offs are swept.
+/// Entries kept before expired hand-offs are first swept; after a sweep, the
+/// next comes when the map has doubled, so sweeping stays O(1) amortized.
 const SWEEP_AT: usize = 1024;
 
 #[derive(Debug, Default)]
@@ -61,6 +62,8 @@ struct LineState {
 #[derive(Debug, Default)]
 pub(crate) struct Lines {
     lines: Mutex<HashMap<Arc<str>, LineState>>,
+    /// The size at which `handed_off` next sweeps (0: [`SWEEP_AT`]).
+    sweep_at: std::sync::atomic::AtomicUsize,
 }
 
 impl Lines {
@@ -87,11 +90,19 @@ impl Lines {
     /// newcomers hold back for [`HANDOFF_WINDOW`].
     pub(crate) fn handed_off(&self, lock: &Arc<str>) {
         let mut lines = self.lines();
-        if lines.len() >= SWEEP_AT {
+        let sweep_at = match self.sweep_at.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => SWEEP_AT,
+            n => n,
+        };
+        if lines.len() >= sweep_at {
             let now = Instant::now();
             lines.retain(|_, line| {
                 line.waiting > 0 || line.hand_off_until.is_some_and(|until| until > now)
             });
+            self.sweep_at.store(
+                (lines.len() * 2).max(SWEEP_AT),
+                std::sync::atomic::Ordering::Relaxed,
+            );
         }
         let now = Instant::now();
         let line = lines.entry(lock.clone()).or_default();

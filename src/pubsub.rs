@@ -366,16 +366,19 @@ async fn run_subscriber(
                     // A channel subscribed again before its UNSUBSCRIBE went out
                     // must not get it afterwards.
                     leaving.retain(|name| group.iter().all(|(c, _)| c.name != *name));
-                    let names: Vec<&str> = group.iter().map(|(c, _)| c.name.as_str()).collect();
-                    let status = match conn.subscribe(&names).await {
-                        Ok(()) => Status::Ready,
-                        Err(e) => Status::Failed(Error::redis(e)),
-                    };
-                    let _table = channels.table();
-                    for (channel, request) in group {
-                        // A newer request (after a reconnect) decides instead.
-                        if channel.request.load(Ordering::SeqCst) == request {
-                            channel.status.send_replace(status.clone());
+                    // In a cluster one (S)SUBSCRIBE may name channels of one slot only.
+                    for group in by_slot(&conn, group, |(c, _)| c.name.as_str()) {
+                        let names: Vec<&str> = group.iter().map(|(c, _)| c.name.as_str()).collect();
+                        let status = match conn.subscribe(&names).await {
+                            Ok(()) => Status::Ready,
+                            Err(e) => Status::Failed(Error::redis(e)),
+                        };
+                        let _table = channels.table();
+                        for (channel, request) in group {
+                            // A newer request (after a reconnect) decides instead.
+                            if channel.request.load(Ordering::SeqCst) == request {
+                                channel.status.send_replace(status.clone());
+                            }
                         }
                     }
                 }
@@ -400,11 +403,30 @@ async fn unsubscribe(conn: &mut Conn, leaving: &mut Vec<String>) {
         return;
     }
     let names = std::mem::take(leaving);
-    if let Err(e) = conn.unsubscribe(&names).await {
-        crate::trace::debug_event!(
-            "unsubscribing {names:?} failed (the connection went with it): {e}"
-        );
+    for names in by_slot(conn, names, String::as_str) {
+        if let Err(e) = conn.unsubscribe(&names).await {
+            crate::trace::debug_event!(
+                "unsubscribing {names:?} failed (the connection went with it): {e}"
+            );
+        }
     }
+}
+
+/// `items` split into one batch per cluster slot of their channel (`name`), in
+/// a cluster; one batch elsewhere.
+fn by_slot<T>(conn: &Conn, items: Vec<T>, name: impl Fn(&T) -> &str) -> Vec<Vec<T>> {
+    if !conn.is_cluster() {
+        return vec![items];
+    }
+    let mut batches: Vec<(crate::keys::Slot, Vec<T>)> = Vec::new();
+    for item in items {
+        let slot = crate::keys::cluster_slot(name(&item));
+        match batches.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, batch)) => batch.push(item),
+            None => batches.push((slot, vec![item])),
+        }
+    }
+    batches.into_iter().map(|(_, batch)| batch).collect()
 }
 
 impl PubSub {

@@ -412,12 +412,16 @@ async fn renew_with(
 pub(crate) async fn fair_acquire(
     conn: &mut Conn,
     keys: &FairKeys,
-    lease_ms: u64,
     owner: &str,
-    wait_ms: u64,
-    queue: bool,
-    reentry: Reentry,
+    attempt: FairAttempt,
 ) -> Result<Option<BusyTtl>> {
+    let FairAttempt {
+        lease_ms,
+        wait_ms,
+        cap_ms,
+        queue,
+        reentry,
+    } = attempt;
     let mut invocation = keys.invocation(&FAIR_ACQUIRE, false);
     invocation
         .arg(lease_ms)
@@ -425,12 +429,26 @@ pub(crate) async fn fair_acquire(
         .arg(wait_ms)
         .arg(epoch_millis())
         .arg(if queue { "1" } else { "0" })
-        .arg(reentry.flag());
+        .arg(reentry.flag())
+        .arg(cap_ms);
     let reply = decode_acquire(
         "fair lock acquire",
         call(conn, &keys.lock, &invocation).await?,
     )?;
     refuse_reentry(&keys.lock, owner, reply)
+}
+
+/// One fair acquire attempt's settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FairAttempt {
+    pub(crate) lease_ms: u64,
+    /// How long this waiter keeps its place while silent.
+    pub(crate) wait_ms: u64,
+    /// The configured fair-lock wait: what a waiter made first gets.
+    pub(crate) cap_ms: u64,
+    /// Join (or keep) a place in line when the lock is busy.
+    pub(crate) queue: bool,
+    pub(crate) reentry: Reentry,
 }
 
 /// What the first in line gets when a fair lock is freed: its deadline becomes

@@ -287,9 +287,11 @@ async fn acquire_on_primary(
     let lock_name = &acquirer.target().name;
     // A release by this client just woke a waiter of this (non-fair) lock: do
     // not barge past it; wait behind it instead (see `line.rs`).
+    // A wait shorter than the hand-off makes its one attempt instead.
     let hold_back = (queue && acquirer.backoff().is_none() && !acquirer.queues())
         .then(|| client.lines.hold_back_until(lock_name))
-        .flatten();
+        .flatten()
+        .filter(|until| deadline.is_none_or(|d| d > *until));
     // A fair waiter with others of this client already in line will wait too:
     // it listens before its first attempt (which joins the line), so nothing
     // can be missed in between and no second attempt is needed.
@@ -394,7 +396,11 @@ async fn acquire_on_primary(
     // before this one joined would leave it asleep on a lock it could share.
     let mut sleep_first = first_ttl
         .filter(|_| {
-            subscribed_early
+            // Early: nothing can have been missed if the subscription stood
+            // before the attempt and no reconnect came in between.
+            (subscribed_early
+                && subscription.is_ready()
+                && client.pubsub.connection_epoch() == epoch)
                 || (subscription.is_ready()
                     && subscription.joined_others()
                     && acquirer.class() == Class::Exclusive)

@@ -155,16 +155,14 @@ impl Acquirer for FairOps {
     ) -> BoxFuture<Result<Option<BusyTtl>>> {
         Box::pin(async move {
             let grace_ms = self.grace_ms()?;
-            scripts::fair_acquire(
-                &mut conn,
-                &self.keys,
+            let attempt = scripts::FairAttempt {
                 lease_ms,
-                self.owner(),
-                grace_ms,
+                wait_ms: grace_ms,
+                cap_ms: self.handoff.cap_ms,
                 queue,
-                self.reentry,
-            )
-            .await
+                reentry: self.reentry,
+            };
+            scripts::fair_acquire(&mut conn, &self.keys, self.owner(), attempt).await
         })
     }
 

@@ -326,16 +326,17 @@ pub(crate) async fn release(
     lease_ms: u64,
 ) -> Result<()> {
     let released = release_one(slot, ops, &client.conn, lease_ms).await?;
+    if released == Released::FreedAndWoke {
+        // Before anything else is awaited: newcomers of this client must see
+        // the hand-off as soon as possible.
+        client.lines.handed_off(&ops.target().name);
+    }
     client.quiet_sync().run(&mut client.conn.clone()).await;
     match released {
         Released::NotHeld => Err(Error::NotHeld {
             name: ops.name().to_owned(),
             owner: ops.owner().to_owned(),
         }),
-        Released::StillHeld | Released::Freed => Ok(()),
-        Released::FreedAndWoke => {
-            client.lines.handed_off(&ops.target().name);
-            Ok(())
-        }
+        Released::StillHeld | Released::Freed | Released::FreedAndWoke => Ok(()),
     }
 }

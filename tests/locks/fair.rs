@@ -503,3 +503,62 @@ fn redisson_locks_epoch_ms() -> u64 {
         .unwrap()
         .as_millis() as u64
 }
+
+/// Waiters that are not first keep the deadline they joined with, which a long
+/// hold outlasts. When the first in line leaves (its call was cancelled), the
+/// next one becomes first: it must get a fresh wait, not be evicted for a
+/// deadline that passed while it was rightly waiting. Holder: 6 s under a 1 s
+/// watchdog; wait 1 s; the head is cancelled at 4 s, after the others' joining
+/// deadlines passed. Order must be kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_past_their_joining_deadline_keep_their_places_when_the_head_leaves() {
+    let server = RedisServer::start();
+    let wait = Duration::from_secs(1);
+    let client = server
+        .client_with(|c| {
+            c.fair_lock_wait_timeout = wait;
+            c.lock_watchdog_timeout = Duration::from_secs(1);
+        })
+        .await;
+    let name = "long-hold";
+    let held = client.get_fair_lock(name).unwrap().lock().await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let head = join_in_turn(&server, &client, name, 0, &order).await;
+    let second = join_in_turn(&server, &client, name, 1, &order).await;
+    let third = join_in_turn(&server, &client, name, 2, &order).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    head.abort();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            queue_len(&server, name).await == 2
+        })
+        .await,
+        "the cancelled head did not leave"
+    );
+    // Any script now runs the eviction rule: a one-off try by someone else.
+    assert!(client
+        .get_fair_lock(name)
+        .unwrap()
+        .try_lock()
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        queue_len(&server, name).await,
+        2,
+        "a live waiter was evicted for a deadline it joined with"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    held.unlock().await.unwrap();
+    within(Duration::from_secs(20), "the rest of the line", async {
+        second.await.unwrap();
+        third.await.unwrap();
+    })
+    .await;
+    assert_eq!(
+        *order.lock().unwrap(),
+        vec![1, 2],
+        "a waiter lost its place"
+    );
+    assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
+}
