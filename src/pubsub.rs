@@ -252,7 +252,9 @@ fn as_text(value: &Value) -> Option<&str> {
 enum Command {
     /// Subscribe, as request number `.1` for that channel.
     Subscribe(Arc<Channel>, u64),
-    Unsubscribe(String),
+    /// Unsubscribe; `true`: it may linger to go out with others (see
+    /// [`UNSUBSCRIBE_LINGER`]).
+    Unsubscribe(String, bool),
 }
 
 /// The client's subscriber: hands out [`Subscription`]s. Holding it (or a
@@ -267,7 +269,7 @@ impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Command::Subscribe(c, request) => write!(f, "SUBSCRIBE {} (#{request})", c.name),
-            Command::Unsubscribe(n) => write!(f, "UNSUBSCRIBE {n}"),
+            Command::Unsubscribe(n, _) => write!(f, "UNSUBSCRIBE {n}"),
         }
     }
 }
@@ -319,7 +321,7 @@ impl PushHandler {
 /// listens on a channel of its own, so under contention every acquisition
 /// ends one subscription, and one UNSUBSCRIBE per acquisition was a sixth of
 /// the fair lock's commands. Messages still arriving meanwhile find no waiter
-/// and are dropped.
+/// and are dropped. Only such one-waiter channels linger.
 const UNSUBSCRIBE_LINGER: Duration = Duration::from_millis(20);
 
 /// At most this many channels wait for one UNSUBSCRIBE.
@@ -382,10 +384,19 @@ async fn run_subscriber(
                         }
                     }
                 }
-                Command::Unsubscribe(name) => {
+                Command::Unsubscribe(name, linger) => {
                     leaving.push(name);
-                    flush_at
-                        .get_or_insert_with(|| tokio::time::Instant::now() + UNSUBSCRIBE_LINGER);
+                    if linger {
+                        flush_at.get_or_insert_with(|| {
+                            tokio::time::Instant::now() + UNSUBSCRIBE_LINGER
+                        });
+                    } else {
+                        // A lock's shared channel goes at once: while this
+                        // connection still listened, a release's PUBLISH would
+                        // count it as a waiter woken (see `line.rs`).
+                        unsubscribe(&mut conn, &mut leaving).await;
+                        flush_at = None;
+                    }
                 }
             }
         }
@@ -579,10 +590,12 @@ impl Drop for Subscription {
         }
         if entry.locks.is_empty() {
             table.remove(&self.channel.name);
-            let _ = self
-                .pubsub
-                .commands
-                .send(Command::Unsubscribe(self.channel.name.clone()));
+            let _ = self.pubsub.commands.send(Command::Unsubscribe(
+                self.channel.name.clone(),
+                // A channel of one waiter (a fair waiter's): never reused,
+                // so it may linger; a lock's own channel may not.
+                self.channel.name != crate::keys::lock_channel(&self.lock),
+            ));
         }
     }
 }
