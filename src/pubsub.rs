@@ -425,6 +425,7 @@ async fn unsubscribe(conn: &mut Conn, leaving: &mut Vec<String>) {
 
 /// `items` split into one batch per cluster slot of their channel (`name`), in
 /// a cluster; one batch elsewhere.
+#[cfg(feature = "cluster")]
 fn by_slot<T>(conn: &Conn, items: Vec<T>, name: impl Fn(&T) -> &str) -> Vec<Vec<T>> {
     if !conn.is_cluster() {
         return vec![items];
@@ -438,6 +439,12 @@ fn by_slot<T>(conn: &Conn, items: Vec<T>, name: impl Fn(&T) -> &str) -> Vec<Vec<
         }
     }
     batches.into_iter().map(|(_, batch)| batch).collect()
+}
+
+/// Without Cluster support: one batch.
+#[cfg(not(feature = "cluster"))]
+fn by_slot<T>(_conn: &Conn, items: Vec<T>, _name: impl Fn(&T) -> &str) -> Vec<Vec<T>> {
+    vec![items]
 }
 
 impl PubSub {
