@@ -68,25 +68,36 @@ async fn contend_across_languages(
             }
         }));
     }
-    within(Duration::from_secs(60), "4 Rust tasks", async {
+    finish_contention(server, java, tasks, &counter, 4 * ops, 8 * ops, kind).await;
+}
+
+/// Waits (bounded) for the Rust contenders `tasks` and the Java driver's
+/// `contend`, then checks: no Java error, all `java_grants` made, and the shared
+/// `counter` at `total` (an increment lost is an overlap). Deletes the counter.
+async fn finish_contention(
+    server: &RedisServer,
+    java: &mut JavaDriver,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    counter: &str,
+    java_grants: u64,
+    total: u64,
+    what: &str,
+) {
+    within(Duration::from_secs(90), "the Rust contenders", async {
         for t in tasks {
             t.await.unwrap();
         }
     })
     .await;
     let done = java
-        .expect("contended", None, Duration::from_secs(60))
+        .expect("contended", None, Duration::from_secs(90))
         .await;
-    assert_eq!(done["errors"], 0, "{kind}: Java errors: {done}");
-    assert_eq!(done["grants"], 4 * ops, "{kind}: {done}");
+    assert_eq!(done["errors"], 0, "{what}: Java errors: {done}");
+    assert_eq!(done["grants"], java_grants, "{what}: {done}");
     let mut admin = server.admin().await;
-    let total: i64 = admin.get(&counter).await.unwrap();
-    assert_eq!(
-        total,
-        8 * ops as i64,
-        "{kind}: an increment was lost: an overlap"
-    );
-    del(server, &counter).await;
+    let counted: u64 = admin.get(counter).await.unwrap();
+    assert_eq!(counted, total, "{what}: an increment was lost: an overlap");
+    del(server, counter).await;
 }
 
 /// A Rust client (fair wait `wait`) holding fair lock `name`, with a Java
@@ -1140,20 +1151,16 @@ async fn multi_locks_over_separate_locks_exclude_across_languages() {
             }
         }));
     }
-    within(Duration::from_secs(90), "Rust multi-lock tasks", async {
-        for t in tasks {
-            t.await.unwrap();
-        }
-    })
+    finish_contention(
+        &server,
+        &mut java,
+        tasks,
+        counter,
+        2 * OPS,
+        4 * OPS,
+        "multi-lock",
+    )
     .await;
-    let done = java
-        .expect("contended", None, Duration::from_secs(90))
-        .await;
-    assert_eq!(done["errors"], 0, "Java errors: {done}");
-    let mut admin = server.admin().await;
-    let total: i64 = admin.get(counter).await.unwrap();
-    assert_eq!(total, 4 * OPS as i64, "an increment was lost: an overlap");
-    del(&server, counter).await;
     assert_nothing_left_but_latches(&server, &[&client]).await;
 }
 

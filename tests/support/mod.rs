@@ -368,6 +368,18 @@ pub async fn within<T>(
         .unwrap_or_else(|_| panic!("{what} did not finish within {limit:?}"))
 }
 
+/// Runs `attempt`, which must give up (answer `false`) on time: not before
+/// `wait`, and within two seconds after it.
+pub async fn gives_up_on_time(wait: Duration, attempt: impl std::future::Future<Output = bool>) {
+    let started = Instant::now();
+    assert!(!attempt.await, "it succeeded; it should have given up");
+    let took = started.elapsed();
+    assert!(
+        took >= wait && took < wait + Duration::from_secs(2),
+        "gave up after {took:?} (wait {wait:?})"
+    );
+}
+
 /// Asserts that nothing is left behind, allowing a few seconds for releases and
 /// UNSUBSCRIBEs sent from drops: no key and no subscribed channel on the server,
 /// and none of `clients` subscribed or renewing.
