@@ -1168,11 +1168,7 @@ async fn multi_locks_over_separate_locks_exclude_across_languages() {
 
 /// Sends `op` on synchronizer `name` for `actor` (with `extra` fields).
 fn sync_op(java: &mut JavaDriver, actor: &str, op: &str, name: &str, extra: serde_json::Value) {
-    let mut command = json!({ "op": op, "actor": actor, "name": name });
-    if let serde_json::Value::Object(extra) = extra {
-        command.as_object_mut().expect("object").extend(extra);
-    }
-    java.send(command);
+    java.op(actor, op, name, extra);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

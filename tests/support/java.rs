@@ -236,7 +236,16 @@ impl JavaDriver {
 
     /// Sends an actor's command on a lock: `{"op", "actor", "name", "kind", ..extra}`.
     pub fn act(&mut self, actor: &str, op: &str, kind: &str, name: &str, extra: Value) {
-        let mut command = json!({ "op": op, "actor": actor, "name": name, "kind": kind });
+        let mut fields = json!({ "kind": kind });
+        if let (Value::Object(fields), Value::Object(extra)) = (&mut fields, extra) {
+            fields.extend(extra);
+        }
+        self.op(actor, op, name, fields);
+    }
+
+    /// Sends an actor's command on object `name`: `{"op", "actor", "name", ..extra}`.
+    pub fn op(&mut self, actor: &str, op: &str, name: &str, extra: Value) {
+        let mut command = json!({ "op": op, "actor": actor, "name": name });
         if let Value::Object(extra) = extra {
             command.as_object_mut().expect("object").extend(extra);
         }
