@@ -302,7 +302,7 @@ async fn acquire_on_primary(
                 .subscribe(acquirer.channel(), lock_name, acquirer.class())
         });
     if let Some(early) = &early_subscription {
-        if within(deadline, early.ready()).await.is_none() {
+        if within(deadline, Box::pin(early.ready())).await.is_none() {
             // Out of time before joining the line: there is no place to leave.
             place.disarm();
             return Ok(None);
