@@ -130,6 +130,21 @@ pub(crate) enum Wait {
     Forever,
 }
 
+impl Wait {
+    /// The wait as the loops run it, and its deadline: a zero wait is one try
+    /// (Java's `tryLock(0, ...)`) and never queues; an absurd one is refused.
+    pub(crate) fn start(self) -> Result<(Wait, Option<Instant>)> {
+        match self {
+            Wait::For(limit) if limit.is_zero() => Ok((Wait::Once, None)),
+            Wait::For(limit) => {
+                validate_wait(limit)?;
+                Ok((self, Some(Instant::now() + limit)))
+            }
+            Wait::Once | Wait::Forever => Ok((self, None)),
+        }
+    }
+}
+
 /// A hold just acquired: how it is kept alive and how its loss is noticed.
 #[derive(Debug)]
 pub(crate) struct Hold {
@@ -243,18 +258,7 @@ async fn acquire_on_primary(
     let drift = Drift {
         factor: client.config.clock_drift_factor,
     };
-    // A zero wait is one try (Java's `tryLock(0, ...)`), and never queues.
-    let wait = match wait {
-        Wait::For(limit) if limit.is_zero() => Wait::Once,
-        other => other,
-    };
-    let deadline = match wait {
-        Wait::Once | Wait::Forever => None,
-        Wait::For(wait) => {
-            validate_wait(wait)?;
-            Some(Instant::now() + wait)
-        }
-    };
+    let (wait, deadline) = wait.start()?;
     let (field, kind) = acquirer.renewal();
     let slot = client.ledger.slot(&acquirer.target().name, field);
     let registration = renewed.then(|| client.watchdog.register(acquirer.name(), field, kind));
@@ -593,7 +597,10 @@ impl Attempts<'_> {
 }
 
 /// Runs `step`, giving up at `deadline` (if any): `None` when the deadline came first.
-async fn within<T>(deadline: Option<Instant>, step: impl Future<Output = T>) -> Option<T> {
+pub(crate) async fn within<T>(
+    deadline: Option<Instant>,
+    step: impl Future<Output = T>,
+) -> Option<T> {
     match deadline {
         Some(deadline) => tokio::time::timeout_at(deadline, step).await.ok(),
         None => Some(step.await),

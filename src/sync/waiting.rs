@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use crate::client::ClientInner;
 use crate::error::{Error, Result};
 use crate::pubsub::Class;
-use crate::wait::{validate_wait, Wait};
+use crate::wait::{within, Wait};
 
 /// The longest a waiter sleeps between two attempts without a message. Nothing
 /// ends a semaphore's or a latch's wait by itself the way a lock's lease does,
@@ -71,17 +71,7 @@ where
         channel,
         class,
     } = waiting;
-    let wait = match wait {
-        Wait::For(limit) if limit.is_zero() => Wait::Once,
-        other => other,
-    };
-    let deadline = match wait {
-        Wait::For(limit) => {
-            validate_wait(limit)?;
-            Some(Instant::now() + limit)
-        }
-        Wait::Once | Wait::Forever => None,
-    };
+    let (wait, deadline) = wait.start()?;
     let config = &client.config;
     let mut failures = 0;
     // The uncontended path: one attempt, no subscription.
@@ -137,13 +127,5 @@ fn retryable(e: &Error, subscribing: bool) -> bool {
         e.is_transient()
     } else {
         e.is_surely_not_executed()
-    }
-}
-
-/// Runs `step`, giving up at `deadline` (if any): `None` when the deadline came first.
-async fn within<T>(deadline: Option<Instant>, step: impl Future<Output = T>) -> Option<T> {
-    match deadline {
-        Some(deadline) => tokio::time::timeout_at(deadline, step).await.ok(),
-        None => Some(step.await),
     }
 }
