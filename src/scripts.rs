@@ -331,9 +331,8 @@ pub(crate) async fn group_acquire(
 ) -> Result<Option<BusyTtl>> {
     let mut invocation = GROUP_ACQUIRE.key(group);
     invocation.arg(lease_ms).arg(owner);
-    for id in ids {
-        invocation.arg(id);
-    }
+    // One ARGV per member id.
+    invocation.arg(ids);
     decode_acquire("group lock acquire", call(conn, group, &invocation).await?)
 }
 
@@ -353,9 +352,8 @@ pub(crate) async fn group_release(
         .arg(lease_ms)
         .arg(owner)
         .arg(conn.publish_command());
-    for id in ids {
-        invocation.arg(id);
-    }
+    // One ARGV per member id.
+    invocation.arg(ids);
     decode_release("group lock release", call(conn, group, &invocation).await?)
 }
 
@@ -371,18 +369,16 @@ pub(crate) async fn group_force_release(
         .key(channel)
         .arg(UNLOCK_MESSAGE)
         .arg(conn.publish_command());
-    for id in ids {
-        invocation.arg(id);
-    }
+    // One ARGV per member id.
+    invocation.arg(ids);
     decode_flag("group force unlock", call(conn, group, &invocation).await?)
 }
 
 /// Is any member `ids` of `group` held, by anyone?
 pub(crate) async fn group_is_locked(conn: &mut Conn, group: &str, ids: &[String]) -> Result<bool> {
     let mut invocation = GROUP_IS_LOCKED.key(group);
-    for id in ids {
-        invocation.arg(id);
-    }
+    // One ARGV per member id.
+    invocation.arg(ids);
     decode_flag("group is locked", call(conn, group, &invocation).await?)
 }
 
