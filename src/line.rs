@@ -64,11 +64,48 @@ pub(crate) struct Lines {
     lines: Mutex<HashMap<Arc<str>, LineState>>,
     /// The size at which `handed_off` next sweeps (0: [`SWEEP_AT`]).
     sweep_at: std::sync::atomic::AtomicUsize,
+    /// How many locks have an entry, as of the last change: 0 lets the
+    /// uncontended path (no line anywhere) skip the mutex.
+    entries: std::sync::atomic::AtomicUsize,
+}
+
+/// The map, locked; dropping it records its size in [`Lines::entries`].
+struct Locked<'a> {
+    map: std::sync::MutexGuard<'a, HashMap<Arc<str>, LineState>>,
+    entries: &'a std::sync::atomic::AtomicUsize,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = HashMap<Arc<str>, LineState>;
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.map
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        self.entries
+            .store(self.map.len(), std::sync::atomic::Ordering::Release);
+    }
 }
 
 impl Lines {
-    fn lines(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, LineState>> {
-        self.lines.lock().unwrap_or_else(|p| p.into_inner())
+    fn lines(&self) -> Locked<'_> {
+        Locked {
+            map: self.lines.lock().unwrap_or_else(|p| p.into_inner()),
+            entries: &self.entries,
+        }
+    }
+
+    /// No lock has an entry: nothing waits and no hand-off is under way.
+    fn is_empty(&self) -> bool {
+        self.entries.load(std::sync::atomic::Ordering::Acquire) == 0
     }
 
     /// A task of this client starts waiting for `lock`; it stops when the
@@ -83,6 +120,9 @@ impl Lines {
 
     /// How many of this client's tasks wait for `lock`.
     pub(crate) fn waiting(&self, lock: &str) -> usize {
+        if self.is_empty() {
+            return 0;
+        }
         self.lines().get(lock).map_or(0, |line| line.waiting)
     }
 
@@ -134,6 +174,9 @@ impl Lines {
     /// Until when a newcomer to `lock` should hold back, if a hand-off is under
     /// way.
     pub(crate) fn hold_back_until(&self, lock: &str) -> Option<Instant> {
+        if self.is_empty() {
+            return None;
+        }
         let until = self.lines().get(lock)?.hand_off_until?;
         (until > Instant::now()).then_some(until)
     }
