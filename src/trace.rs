@@ -14,15 +14,18 @@
 //!   "Observability"). Disabled levels cost one relaxed atomic load per callsite.
 //!
 //! Without the feature every macro here compiles to nothing (its arguments are
-//! still type-checked, never formatted).
+//! still type-checked, never evaluated).
 
 /// A warning: something went wrong that no caller will hear about.
 macro_rules! warn_event {
     ($($arg:tt)+) => {{
         #[cfg(feature = "tracing")]
         ::tracing::warn!(target: "redisson_locks", $($arg)+);
+        // Type-checked, never evaluated (nor formatted).
         #[cfg(not(feature = "tracing"))]
-        let _ = format_args!($($arg)+);
+        if false {
+            let _ = format_args!($($arg)+);
+        }
     }};
 }
 
@@ -31,8 +34,11 @@ macro_rules! info_event {
     ($($arg:tt)+) => {{
         #[cfg(feature = "tracing")]
         ::tracing::info!(target: "redisson_locks", $($arg)+);
+        // Type-checked, never evaluated (nor formatted).
         #[cfg(not(feature = "tracing"))]
-        let _ = format_args!($($arg)+);
+        if false {
+            let _ = format_args!($($arg)+);
+        }
     }};
 }
 
@@ -41,8 +47,11 @@ macro_rules! debug_event {
     ($($arg:tt)+) => {{
         #[cfg(feature = "tracing")]
         ::tracing::debug!(target: "redisson_locks", $($arg)+);
+        // Type-checked, never evaluated (nor formatted).
         #[cfg(not(feature = "tracing"))]
-        let _ = format_args!($($arg)+);
+        if false {
+            let _ = format_args!($($arg)+);
+        }
     }};
 }
 
