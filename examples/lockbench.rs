@@ -25,6 +25,11 @@ use redisson_locks::{
     Client, Config, LockGuard, MultiGuard, MultiLock, RLock, RSemaphore, RedGuard, RedLock,
 };
 
+/// The global allocator, counting the bytes live (and the most ever live), so the
+/// scale runs can tell live memory per waiter from what the process keeps resident.
+#[global_allocator]
+static ALLOCATOR: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+
 /// What a task acquires: the lock itself, or a multi-lock or RedLock around it.
 enum Contender {
     Lock,
@@ -835,6 +840,7 @@ async fn waiters_scale(
         held.push(get(&holder, i).map_err(err)?.lock().await.map_err(err)?);
     }
     let rss_before = rss_kib();
+    let heap_before = ALLOCATOR.allocated() as f64;
     let served = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::with_capacity(waiters);
     for w in 0..waiters {
@@ -865,7 +871,9 @@ async fn waiters_scale(
                 }
                 total >= waiters.min(16 * waiters.div_ceil(locks))
             }
-            _ => client.subscribed_channels() >= locks.min(waiters),
+            // Every lock's channel subscribed on the server, not just asked for.
+            // (The observer's query may time out behind the burst: not yet.)
+            _ => observer.clients().await.map_or(0, |(_, subs)| subs) >= locks.min(waiters) as u64,
         };
         if waiting || queued.elapsed() > Duration::from_secs(120) {
             break;
@@ -874,6 +882,8 @@ async fn waiters_scale(
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let rss_waiting = rss_kib();
+    let heap_waiting = ALLOCATOR.allocated() as f64;
+    let heap_peak = ALLOCATOR.max_allocated() as f64;
     let (connections, subscriptions) = observer.clients().await?;
     let started = Instant::now();
     for guard in held {
@@ -925,7 +935,9 @@ async fn waiters_scale(
         "served_s": served_s,
         "scripts_over_1ms": slow.len(), "slowest_script_us": slowest_us,
         "connections_during_wait": connections, "subscriptions_during_wait": subscriptions,
-        "rss_kib_per_waiter": (rss_waiting.saturating_sub(rss_before)) as f64 * 1024.0 / 1024.0 / waiters as f64,
+        "rss_kib_per_waiter": (rss_waiting.saturating_sub(rss_before)) as f64 / waiters as f64,
+        "heap_kib_per_waiter": (heap_waiting - heap_before) / 1024.0 / waiters as f64,
+        "heap_peak_kib_per_waiter": (heap_peak - heap_before) / 1024.0 / waiters as f64,
     }))
 }
 

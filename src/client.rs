@@ -541,6 +541,31 @@ impl Client {
         self.inner.pubsub.channel_count()
     }
 
+    /// How many of this client's tasks wait for the lock `name` right now. For
+    /// the reentrant, non-reentrant and fenced locks: every task in this
+    /// client's line for it (see [`RLock::lock`](crate::RLock::lock)), the one
+    /// at its head included from its first attempt on. For the other kinds:
+    /// every task past its first attempt, sleeping on the lock's channel.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("orders:42")?;
+    /// let guard = lock.lock().await?;
+    /// let waiter = {
+    ///     let lock = lock.clone();
+    ///     tokio::spawn(async move { lock.lock().await?.unlock().await })
+    /// };
+    /// while client.waiting_for("orders:42") == 0 {
+    ///     tokio::task::yield_now().await;
+    /// }
+    /// guard.unlock().await?;
+    /// waiter.await.expect("the task panicked")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn waiting_for(&self, name: &str) -> usize {
+        self.inner.lines.waiting(name)
+    }
+
     /// How many holds the watchdog is renewing right now.
     ///
     /// ```no_run

@@ -494,6 +494,14 @@ impl PubSub {
         self.channels.connections_lost.load(Ordering::SeqCst)
     }
 
+    /// Is `channel` subscribed, confirmed on the current connection?
+    pub(crate) fn is_listening(&self, channel: &str) -> bool {
+        self.channels
+            .table()
+            .get(channel)
+            .is_some_and(|entry| matches!(*entry.channel.status.borrow(), Status::Ready))
+    }
+
     /// How many channels this client is subscribed to (or subscribing).
     #[allow(dead_code)]
     pub(crate) fn channel_count(&self) -> usize {

@@ -17,6 +17,7 @@ mod locks {
     mod interop;
     mod java;
     mod latch;
+    mod local_line;
     mod multi;
     mod non_reentrant;
     mod permit_expirable;

@@ -94,6 +94,10 @@ impl Acquirer for FencedOps {
         self.reentrant.clone().release(conn, lease_ms)
     }
 
+    fn local_line(&self) -> bool {
+        true
+    }
+
     fn token(&self) -> Option<u64> {
         *self.token.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -91,6 +91,11 @@ impl Acquirer for ReentrantOps {
         self.backoff
     }
 
+    fn local_line(&self) -> bool {
+        // A spin lock's waiters never sleep on a message; they keep retrying.
+        self.backoff.is_none()
+    }
+
     fn release(self: Arc<Self>, mut conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>> {
         Box::pin(async move {
             scripts::lock_release(

@@ -214,6 +214,14 @@ impl RLock {
     /// Acquires the lock, waiting as long as it takes; the watchdog renews it while
     /// held (Redisson `lock()`).
     ///
+    /// Waiters of one client for one reentrant, non-reentrant or fenced lock
+    /// wait in a line of that client: the first waits in Redis (attempts, and
+    /// sleeps on the unlock channel), the others are parked behind it and send
+    /// nothing until their turn, which comes in the order they arrived. Among
+    /// clients it is still first come, first served only with
+    /// [`get_fair_lock`](crate::Client::get_fair_lock). An owner that may hold the
+    /// lock already (a re-entry) never waits in the line.
+    ///
     /// The returned guard *is* the hold: keep it in a named variable for as long
     /// as the critical section runs. `let _ = lock.lock().await?;` drops the guard
     /// on the spot (`_` binds nothing), so the lock is released again at once.

@@ -1,0 +1,215 @@
+//! A client's line for a non-fair lock: of one client's waiters for one lock,
+//! one waits in Redis and the others are parked behind it, sending nothing, and
+//! they get the lock in the order they arrived. Re-entries never wait in it,
+//! and a waiter that leaves it (cancelled, timed out) takes nothing with it.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::support::{assert_nothing_left, eventually, gives_up_on_time, within, RedisServer};
+
+const T: Duration = Duration::from_secs(20);
+
+/// Waits until `count` of `client`'s tasks wait for `name`.
+async fn until_waiting(client: &redisson_locks::Client, name: &str, count: usize) {
+    assert!(
+        eventually(T, || async { client.waiting_for(name) == count }).await,
+        "{} waiting for {name}, expected {count}",
+        client.waiting_for(name)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_waiters_send_nothing_and_are_served_in_arrival_order() {
+    const WAITERS: usize = 40;
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let client = server.client().await;
+    let name = "line";
+    let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    let before = server.command_calls("evalsha").await;
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        let lock = client.get_lock(name).unwrap();
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            order.lock().unwrap().push(i);
+            guard.unlock().await.unwrap();
+        }));
+        // Arrival order is the order they entered the line.
+        until_waiting(&client, name, i + 1).await;
+    }
+    // One of them tried (and, once subscribed, tried again); the others sent
+    // nothing while they waited.
+    let attempts = server.command_calls("evalsha").await - before;
+    assert!(
+        (1..=3).contains(&attempts),
+        "{attempts} attempts for {WAITERS} waiters of one client"
+    );
+    assert_eq!(client.subscribed_channels(), 1);
+
+    held.unlock().await.unwrap();
+    within(T, "the waiters", async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    })
+    .await;
+    assert_eq!(*order.lock().unwrap(), (0..WAITERS).collect::<Vec<_>>());
+    // Each took its turn with one attempt that succeeded, and one release;
+    // none tried while another of its client held the lock.
+    let commands = server.command_calls("evalsha").await - before;
+    assert!(
+        commands <= 2 * WAITERS as u64 + 4,
+        "{commands} scripts for {WAITERS} acquisitions and releases"
+    );
+    assert_eq!(client.waiting_for(name), 0);
+    assert_nothing_left(&server, &[&holder, &client]).await;
+}
+
+/// The owner holding the lock takes it again at once, though its client's
+/// other tasks wait for it: waiting behind them would wait forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reentry_never_waits_behind_the_clients_line() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let name = "reentered";
+    let lock = client.get_lock(name).unwrap().with_task_owner();
+    within(T, "re-entry past the line", async {
+        let outer = lock.lock().await.unwrap();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let lock = client.get_lock(name).unwrap();
+                tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
+            })
+            .collect();
+        until_waiting(&client, name, 3).await;
+        let inner = lock.lock().await.unwrap();
+        assert_eq!(lock.hold_count().await.unwrap(), 2);
+        inner.unlock().await.unwrap();
+        outer.unlock().await.unwrap();
+        for waiter in waiters {
+            waiter.await.unwrap();
+        }
+    })
+    .await;
+    assert_nothing_left(&server, &[&client]).await;
+}
+
+/// Waiters leaving the line, from its head or from behind, leave nothing: the
+/// rest move up and are all served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_and_timed_out_waiters_leave_the_line_and_the_rest_move_up() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let client = server.client().await;
+    let name = "leaving";
+    let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let lock = client.get_lock(name).unwrap();
+        let served = served.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            served.lock().unwrap().push(i);
+            guard.unlock().await.unwrap();
+        }));
+        until_waiting(&client, name, i + 1).await;
+    }
+    // A timed wait parked at the back gives up on time.
+    let timed = client.get_lock(name).unwrap();
+    gives_up_on_time(Duration::from_millis(300), async {
+        timed
+            .try_lock_wait(Duration::from_millis(300))
+            .await
+            .unwrap()
+            .is_some()
+    })
+    .await;
+    until_waiting(&client, name, 8).await;
+    // The head (waiting in Redis) and two parked ones are cancelled.
+    for i in [0, 3, 6] {
+        tasks[i].abort();
+    }
+    until_waiting(&client, name, 5).await;
+    held.unlock().await.unwrap();
+    within(T, "the remaining waiters", async {
+        for (i, task) in tasks.into_iter().enumerate() {
+            let outcome = task.await;
+            assert_eq!(outcome.is_err(), [0, 3, 6].contains(&i), "task {i}");
+        }
+    })
+    .await;
+    assert_eq!(*served.lock().unwrap(), vec![1, 2, 4, 5, 7]);
+    assert_nothing_left(&server, &[&holder, &client]).await;
+}
+
+/// The next in line, told the lock is held by its own client, sleeps on the
+/// unlock message: the release wakes it at once, long before the holder's
+/// lease (30 s, the bound it sleeps to) would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_in_line_wakes_on_its_clients_release() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let client = server.client().await;
+    let name = "passed-on";
+    let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    let (first_in, first_has) = tokio::sync::oneshot::channel();
+    let (release_first, released) = tokio::sync::oneshot::channel::<()>();
+    let first = {
+        let lock = client.get_lock(name).unwrap();
+        tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            first_in.send(()).unwrap();
+            released.await.unwrap();
+            guard.unlock().await.unwrap();
+        })
+    };
+    until_waiting(&client, name, 1).await;
+    let second = {
+        let lock = client.get_lock(name).unwrap();
+        tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
+    };
+    until_waiting(&client, name, 2).await;
+    held.unlock().await.unwrap();
+    within(T, "the first in line", first_has).await.unwrap();
+    // The second now heads the line, behind a hold of its own client.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!second.is_finished());
+    release_first.send(()).unwrap();
+    within(Duration::from_secs(10), "the second, woken by the release", second)
+        .await
+        .unwrap();
+    first.await.unwrap();
+    assert_nothing_left(&server, &[&holder, &client]).await;
+}
+
+/// A lost connection while the line waits: the head re-subscribes and
+/// retries, and every parked waiter is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_line_survives_a_lost_connection() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let client = server.client().await;
+    let name = "reconnected";
+    let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    let tasks: Vec<_> = (0..10)
+        .map(|_| {
+            let lock = client.get_lock(name).unwrap();
+            tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
+        })
+        .collect();
+    until_waiting(&client, name, 10).await;
+    assert!(server.kill_subscribers().await >= 1);
+    held.unlock().await.unwrap();
+    within(T, "the line after the reconnect", async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    })
+    .await;
+    assert_nothing_left(&server, &[&holder, &client]).await;
+}
