@@ -120,6 +120,8 @@ struct Options {
     scale_waiters: bool,
     /// `--scale spread`: many waiters over many locks, from one client.
     scale_spread: bool,
+    /// `--scale handoff-floor`: the fastest a handoff can be with this driver.
+    handoff_floor: bool,
     waiters: usize,
     watchdog_locks: usize,
     watchdog_ms: u64,
@@ -140,6 +142,7 @@ fn parse() -> Result<Options, String> {
         scale_watchdog: false,
         scale_waiters: false,
         scale_spread: false,
+        handoff_floor: false,
         waiters: 10_000,
         watchdog_locks: 10_000,
         watchdog_ms: 3_000,
@@ -177,9 +180,10 @@ fn parse() -> Result<Options, String> {
                 "watchdog" => o.scale_watchdog = true,
                 "waiters" => o.scale_waiters = true,
                 "spread" => o.scale_spread = true,
+                "handoff-floor" => o.handoff_floor = true,
                 other => {
                     return Err(format!(
-                        "unknown scale run {other} (watchdog, waiters, spread)"
+                        "unknown scale run {other} (watchdog, waiters, spread, handoff-floor)"
                     ))
                 }
             },
@@ -453,6 +457,9 @@ async fn run() -> Result<serde_json::Value, String> {
         }
         return Ok(report);
     }
+    if o.handoff_floor {
+        return handoff_floor(&o, &url).await;
+    }
     let mut report = workload(&o, &url).await?;
     if o.tasks == 1 && !matches!(o.kind, Kind::Multi | Kind::RedLock | Kind::Semaphore) {
         // Uncontended: compare with the floor in this very process and moment.
@@ -462,6 +469,76 @@ async fn run() -> Result<serde_json::Value, String> {
         }
     }
     Ok(report)
+}
+
+/// The floor of a handoff to a waiter, without the library: a holder busy for
+/// `--hold-us` sends a script that publishes (as a release does); a waiter on the
+/// same connection (as one client's tasks share one) hears the push and sends a
+/// trivial script (as its attempt). From the holder's send to the waiter's reply,
+/// `--ops` times: what a handoff costs on this machine with this Redis driver
+/// before any lock logic.
+async fn handoff_floor(o: &Options, url: &str) -> Result<serde_json::Value, String> {
+    let info = redis::IntoConnectionInfo::into_connection_info(url).map_err(err)?;
+    let settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(redis::ProtocolVersion::RESP3);
+    let raw = redis::Client::open(info.set_redis_settings(settings)).map_err(err)?;
+    let heard = Arc::new(tokio::sync::Notify::new());
+    let config = redis::AsyncConnectionConfig::new().set_push_sender({
+        let heard = heard.clone();
+        move |push: redis::PushInfo| {
+            if push.kind == redis::PushKind::Message {
+                heard.notify_one();
+            }
+            Ok::<(), std::convert::Infallible>(())
+        }
+    });
+    let mut conn = raw
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(err)?;
+    let channel = format!("lockbench:floor:{}", uuid::Uuid::new_v4().simple());
+    conn.subscribe(&channel).await.map_err(err)?;
+    let release = redis::Script::new("redis.call('publish', KEYS[1], '0') return 1");
+    let attempt = redis::Script::new("return 1");
+    let sent_at: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let served = Arc::new(tokio::sync::Notify::new());
+    let ops = o.ops.max(100);
+    let waiter = {
+        let (heard, sent_at, served, mut conn) =
+            (heard.clone(), sent_at.clone(), served.clone(), conn.clone());
+        tokio::spawn(async move {
+            let mut gaps = Vec::with_capacity(ops);
+            for _ in 0..ops {
+                heard.notified().await;
+                let _: i64 = attempt.invoke_async(&mut conn).await.map_err(err)?;
+                if let Some(sent) = locked(&sent_at).take() {
+                    gaps.push(sent.elapsed());
+                }
+                served.notify_one();
+            }
+            Ok::<_, String>(gaps)
+        })
+    };
+    for _ in 0..ops {
+        let got = Instant::now();
+        while got.elapsed() < o.hold {
+            tokio::task::yield_now().await;
+        }
+        *locked(&sent_at) = Some(Instant::now());
+        let _: i64 = release
+            .key(&channel)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(err)?;
+        served.notified().await;
+    }
+    let gaps = waiter.await.map_err(err)??;
+    Ok(json!({
+        "scale": "handoff-floor", "hold_us": o.hold.as_micros() as u64,
+        "handoff_us": percentiles(gaps),
+    }))
 }
 
 /// The floor of an uncontended lock + unlock: two EVALSHA round trips of a trivial
@@ -601,8 +678,8 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
         }
     });
 
-    let before = observer.command_stats().await?;
-    let started = Instant::now();
+    let mut before = HashMap::new();
+    let mut started = Instant::now();
     let mut tasks = Vec::new();
     for task in 0..o.tasks {
         let client = &clients[task % o.clients];
@@ -661,6 +738,17 @@ async fn workload(o: &Options, url: &str) -> Result<serde_json::Value, String> {
             Kind::RwMix => o.write_pct,
             _ => 100,
         };
+        if task == 0 {
+            // Warm up: the server caches the scripts on their first use (a
+            // NOSCRIPT reply, then EVAL), a cost once per server, not per
+            // acquisition; the counts below are the steady state.
+            contender.acquire(&exclusive).await?.release().await?;
+            if let Some(side) = &shared_side {
+                contender.acquire(side).await?.release().await?;
+            }
+            before = observer.command_stats().await?;
+            started = Instant::now();
+        }
         let (states, shared, per_task) = (states.clone(), shared.clone(), per_task.clone());
         let (ops, hold) = (o.ops, o.hold);
         tasks.push(tokio::spawn(async move {

@@ -1,5 +1,14 @@
 //! What this client knows about the line for each lock: how many of its tasks
-//! wait, and whether a release it just made handed the lock on.
+//! wait, whose turn it is to wait in Redis, and whether a release it just made
+//! handed the lock on.
+//!
+//! For the non-fair exclusive kinds (reentrant, non-reentrant, fenced), a
+//! client's waiters for one lock form a local line ([`Lines::enter`]): the one
+//! at its head waits in Redis as every waiter used to (attempts, sleeps on the
+//! unlock channel); the others are parked, sending nothing, holding no wait
+//! engine, and move up in arrival order. When the head leaves holding the lock,
+//! the next learns it ([`HeldHere`]) and sleeps on that hold's unlock message
+//! rather than trying at once. Other clients still compete as Redisson's do.
 //!
 //! Redis keeps no line for a non-fair lock, so whoever asks first after a
 //! release takes it: often the task that released it, asking again at once,
@@ -330,6 +339,51 @@ impl Drop for Waiting {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_local_line_hands_the_turn_on_in_arrival_order() {
+        let lines = Arc::new(Lines::default());
+        let lock: Arc<str> = "l".into();
+        let Entry::Turn(head) = lines.enter(&lock) else {
+            panic!("the first to come must have the turn");
+        };
+        let parked: Vec<_> = (0..3)
+            .map(|_| match lines.enter(&lock) {
+                Entry::Park(parked) => parked,
+                Entry::Turn(_) => panic!("the turn is taken"),
+            })
+            .collect();
+        assert_eq!(lines.waiting("l"), 4);
+        let mut turns: Vec<_> = parked.into_iter().map(|p| Box::pin(p.turn())).collect();
+        assert!(turns.iter_mut().all(|t| poll_once(t.as_mut()).is_none()));
+        // The head leaves holding the lock: the next learns it.
+        let until = Instant::now() + Duration::from_secs(30);
+        head.acquired(HeldHere { until, epoch: 7 });
+        // The second parked one is cancelled; the turn skips it.
+        drop(turns.remove(1));
+        let next = poll_once(turns[0].as_mut()).expect("the first parked has the turn");
+        assert_eq!(next.held_here_until().map(|held| held.epoch), Some(7));
+        assert!(poll_once(turns[1].as_mut()).is_none(), "one turn at a time");
+        drop(next);
+        let last = poll_once(turns[1].as_mut()).expect("then the last");
+        assert!(
+            last.held_here_until().is_none(),
+            "told once, to the next only"
+        );
+        assert_eq!(lines.waiting("l"), 1);
+        drop(last);
+        assert_eq!(lines.waiting("l"), 0);
+        assert!(lines.lines().is_empty(), "nothing kept for an idle lock");
+    }
+
+    /// Polls `future` once with a no-op waker.
+    fn poll_once<F: std::future::Future>(future: std::pin::Pin<&mut F>) -> Option<F::Output> {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match future.poll(&mut cx) {
+            std::task::Poll::Ready(output) => Some(output),
+            std::task::Poll::Pending => None,
+        }
+    }
 
     #[tokio::test]
     async fn a_hand_off_holds_newcomers_back_until_taken_or_expired() {

@@ -322,7 +322,7 @@ impl PushHandler {
 /// ends one subscription, and one UNSUBSCRIBE per acquisition was a sixth of
 /// the fair lock's commands. Messages still arriving meanwhile find no waiter
 /// and are dropped. Only such one-waiter channels linger.
-const UNSUBSCRIBE_LINGER: Duration = Duration::from_millis(20);
+const UNSUBSCRIBE_LINGER: Duration = Duration::from_millis(100);
 
 /// At most this many channels wait for one UNSUBSCRIBE.
 const UNSUBSCRIBE_BATCH: usize = 128;

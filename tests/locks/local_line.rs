@@ -180,9 +180,13 @@ async fn the_next_in_line_wakes_on_its_clients_release() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!second.is_finished());
     release_first.send(()).unwrap();
-    within(Duration::from_secs(10), "the second, woken by the release", second)
-        .await
-        .unwrap();
+    within(
+        Duration::from_secs(10),
+        "the second, woken by the release",
+        second,
+    )
+    .await
+    .unwrap();
     first.await.unwrap();
     assert_nothing_left(&server, &[&holder, &client]).await;
 }
