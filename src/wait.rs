@@ -297,13 +297,28 @@ async fn acquire_on_primary(
                 .pubsub
                 .subscribe(acquirer.channel(), lock_name, acquirer.class()),
         );
-        // Not `within`: this state is what a parked waiter weighs.
+        // Not `within`: this state is what a parked waiter weighs, and a timer
+        // (boxed, for the timed waits only) would double it.
         turn = match deadline {
-            Some(deadline) => tokio::time::timeout_at(deadline, parked.turn()).await.ok(),
+            Some(deadline) => Box::pin(tokio::time::timeout_at(deadline, parked.turn()))
+                .await
+                .ok(),
             None => Some(parked.turn().await),
         };
         if turn.is_none() {
-            return Ok(None);
+            // Out of time in the line: every wait makes at least one attempt
+            // (as Redisson's first), so this one makes it on its way out.
+            drop(listening);
+            return Box::pin(wait_in_redis(
+                client,
+                acquirer,
+                terms,
+                (Wait::Once, None),
+                None,
+                None,
+                false,
+            ))
+            .await;
         }
     }
     let after_holder = turn.as_ref().and_then(Turn::held_here_until);

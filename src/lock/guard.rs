@@ -181,7 +181,9 @@ impl LockGuard {
         // Stop renewing before the release is sent, so no renewal outlives it.
         let slot = hold.slot.clone();
         drop(hold);
-        release(&self.client, &slot, &self.ops, self.lease_ms).await
+        // Boxed: a task is as large as its largest await, and many tasks that
+        // wait for a lock will release it; the release's future is brief.
+        Box::pin(release(&self.client, &slot, &self.ops, self.lease_ms)).await
     }
 
     /// Keeps the hold but lets go of the guard: dropping no longer releases it, and
