@@ -7,6 +7,10 @@
 //!     [--write-pct 20] [--url redis://... | --port N]
 //! cargo run --release --example lockbench -- --scale watchdog [--watchdog-locks 10000]
 //!     [--watchdog-ms 3000]
+//! cargo run --release --example lockbench -- --scale waiters|spread [--waiters 10000]
+//!     [--locks 1] [--kind reentrant|fair]
+//! cargo run --release --example lockbench -- --scale handoff-floor [--ops 2000]
+//!     [--hold-us 1000]
 //! ```
 //!
 //! T tasks spread over C clients (separate client instances, as separate processes

@@ -156,12 +156,17 @@ impl Lines {
             .turn
             .get_or_insert_with(|| Arc::new(Semaphore::new(1)))
             .clone();
+        let taken = turn.clone().try_acquire_owned();
+        if taken.is_ok() {
+            // Nobody was in line: what the last head left is stale.
+            line.held_here = None;
+        }
         drop(lines);
         let waiting = Waiting {
             lines: self.clone(),
             lock: lock.clone(),
         };
-        match turn.clone().try_acquire_owned() {
+        match taken {
             Ok(permit) => Entry::Turn(Turn {
                 _permit: Some(permit),
                 waiting,
@@ -374,6 +379,27 @@ mod tests {
         drop(last);
         assert_eq!(lines.waiting("l"), 0);
         assert!(lines.lines().is_empty(), "nothing kept for an idle lock");
+
+        // A head that left holding the lock with nobody behind it: its word
+        // is not passed to a later line (kept alive here by a hand-off).
+        lines.handed_off(&lock);
+        let Entry::Turn(alone) = lines.enter(&lock) else {
+            panic!("nobody in line");
+        };
+        alone.acquired(HeldHere { until, epoch: 8 });
+        let Entry::Turn(later) = lines.enter(&lock) else {
+            panic!("nobody in line");
+        };
+        let Entry::Park(behind) = lines.enter(&lock) else {
+            panic!("the turn is taken");
+        };
+        drop(later);
+        let mut behind = Box::pin(behind.turn());
+        let turn = poll_once(behind.as_mut()).expect("its turn");
+        assert!(
+            turn.held_here_until().is_none(),
+            "a stale word was passed on"
+        );
     }
 
     /// Polls `future` once with a no-op waker.
