@@ -475,6 +475,17 @@ async fn run() -> Result<serde_json::Value, String> {
     Ok(report)
 }
 
+/// A plain `redis` client on RESP3, as the library's connections are: for the
+/// floors, measured without the library.
+fn raw_client(url: &str) -> Result<redis::Client, String> {
+    let info = redis::IntoConnectionInfo::into_connection_info(url).map_err(err)?;
+    let settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(redis::ProtocolVersion::RESP3);
+    redis::Client::open(info.set_redis_settings(settings)).map_err(err)
+}
+
 /// The floor of a handoff to a waiter, without the library: a holder busy for
 /// `--hold-us` sends a script that publishes (as a release does); a waiter on the
 /// same connection (as one client's tasks share one) hears the push and sends a
@@ -482,12 +493,7 @@ async fn run() -> Result<serde_json::Value, String> {
 /// `--ops` times: what a handoff costs on this machine with this Redis driver
 /// before any lock logic.
 async fn handoff_floor(o: &Options, url: &str) -> Result<serde_json::Value, String> {
-    let info = redis::IntoConnectionInfo::into_connection_info(url).map_err(err)?;
-    let settings = info
-        .redis_settings()
-        .clone()
-        .set_protocol(redis::ProtocolVersion::RESP3);
-    let raw = redis::Client::open(info.set_redis_settings(settings)).map_err(err)?;
+    let raw = raw_client(url)?;
     let heard = Arc::new(tokio::sync::Notify::new());
     let config = redis::AsyncConnectionConfig::new().set_push_sender({
         let heard = heard.clone();
@@ -550,12 +556,7 @@ async fn handoff_floor(o: &Options, url: &str) -> Result<serde_json::Value, Stri
 /// alternating blocks with the lock itself, so that drift in the machine's speed
 /// affects both alike.
 async fn floor_ratio(o: &Options, url: &str) -> Result<serde_json::Value, String> {
-    let info = redis::IntoConnectionInfo::into_connection_info(url).map_err(err)?;
-    let settings = info
-        .redis_settings()
-        .clone()
-        .set_protocol(redis::ProtocolVersion::RESP3);
-    let floor_client = redis::Client::open(info.set_redis_settings(settings)).map_err(err)?;
+    let floor_client = raw_client(url)?;
     let mut conn = floor_client
         .get_multiplexed_async_connection()
         .await

@@ -19,14 +19,27 @@ async fn until_waiting(client: &redisson_locks::Client, name: &str, count: usize
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn parked_waiters_send_nothing_and_are_served_in_arrival_order() {
-    const WAITERS: usize = 40;
+/// A server, a client holding the lock `name`, and a client to wait for it.
+async fn held_by_another_client(
+    name: &str,
+) -> (
+    RedisServer,
+    redisson_locks::Client,
+    redisson_locks::Client,
+    redisson_locks::LockGuard,
+) {
     let server = RedisServer::start();
     let holder = server.client().await;
     let client = server.client().await;
-    let name = "line";
     let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    (server, holder, client, held)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_waiters_send_nothing_and_are_served_in_arrival_order() {
+    const WAITERS: usize = 40;
+    let name = "line";
+    let (server, holder, client, held) = held_by_another_client(name).await;
     let before = server.command_calls("evalsha").await;
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -102,11 +115,8 @@ async fn a_reentry_never_waits_behind_the_clients_line() {
 /// rest move up and are all served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_and_timed_out_waiters_leave_the_line_and_the_rest_move_up() {
-    let server = RedisServer::start();
-    let holder = server.client().await;
-    let client = server.client().await;
     let name = "leaving";
-    let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    let (server, holder, client, held) = held_by_another_client(name).await;
     let served = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..8 {
@@ -152,11 +162,8 @@ async fn cancelled_and_timed_out_waiters_leave_the_line_and_the_rest_move_up() {
 /// lease (30 s, the bound it sleeps to) would.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_in_line_wakes_on_its_clients_release() {
-    let server = RedisServer::start();
-    let holder = server.client().await;
-    let client = server.client().await;
     let name = "passed-on";
-    let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    let (server, holder, client, held) = held_by_another_client(name).await;
     let (first_in, first_has) = tokio::sync::oneshot::channel();
     let (release_first, released) = tokio::sync::oneshot::channel::<()>();
     let first = {
@@ -195,11 +202,8 @@ async fn the_next_in_line_wakes_on_its_clients_release() {
 /// retries, and every parked waiter is still served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_line_survives_a_lost_connection() {
-    let server = RedisServer::start();
-    let holder = server.client().await;
-    let client = server.client().await;
     let name = "reconnected";
-    let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    let (server, holder, client, held) = held_by_another_client(name).await;
     let tasks: Vec<_> = (0..10)
         .map(|_| {
             let lock = client.get_lock(name).unwrap();
