@@ -111,17 +111,6 @@ impl Ledger {
         })
     }
 
-    /// Does `field` have a slot on lock `name` now: a hold (guarded or detached),
-    /// an acquisition under way, or a settle? Then a new acquisition by that
-    /// owner may be a re-entry, which must not wait behind anyone.
-    pub(crate) fn has_slot(&self, name: &Arc<str>, field: &str) -> bool {
-        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots
-            .by_owner
-            .get(&(name.clone(), field.to_owned()))
-            .is_some_and(|gate| gate.strong_count() > 0)
-    }
-
     /// A hold of `slot` was detached: keep its count alive with no guard.
     pub(crate) fn pin(&self, slot: &Slot) {
         let mut pinned = self.pinned.lock().unwrap_or_else(|p| p.into_inner());

@@ -99,11 +99,16 @@ pub(crate) enum OwnerId {
 }
 
 impl OwnerId {
-    /// The id an acquisition of `lock` on `client` acts for right now.
-    pub(crate) fn for_acquire(self, client: &str, lock: &str) -> u64 {
+    /// The id an acquisition of `lock` on `client` acts for right now, and
+    /// whether that id is new, made for this acquisition alone: then nothing else of that owner is held or
+    /// under way, so it cannot be a re-entry and waits behind nobody of its own.
+    pub(crate) fn for_acquisition(self, client: &str, lock: &str) -> (u64, bool) {
         match self {
-            OwnerId::Scoped => scoped_owner(client, lock).unwrap_or_else(new_acquisition_id),
-            other => other.for_query(client, lock),
+            OwnerId::Scoped => match scoped_owner(client, lock) {
+                Some(scope) => (scope, false),
+                None => (new_acquisition_id(), true),
+            },
+            other => (other.for_query(client, lock), false),
         }
     }
 
@@ -224,17 +229,21 @@ mod tests {
     async fn scopes_give_their_lock_its_owner_and_nest() {
         let (client, a, b): (Arc<str>, Arc<str>, Arc<str>) = ("c".into(), "a".into(), "b".into());
         assert_eq!(OwnerId::Scoped.for_query("c", "a"), NO_OWNER);
-        let first = OwnerId::Scoped.for_acquire("c", "a");
-        assert_ne!(first, OwnerId::Scoped.for_acquire("c", "a"));
+        let (first, new) = OwnerId::Scoped.for_acquisition("c", "a");
+        assert!(new, "outside any scope each acquisition is a new owner");
+        assert_ne!(first, OwnerId::Scoped.for_acquisition("c", "a").0);
+        // Java's owners and explicit ids are never new: others may share them.
+        assert!(!OwnerId::Task.for_acquisition("c", "a").1);
+        assert!(!OwnerId::Explicit(5).for_acquisition("c", "a").1);
         in_scope(client.clone(), a.clone(), 7, async {
-            assert_eq!(OwnerId::Scoped.for_acquire("c", "a"), 7);
+            assert_eq!(OwnerId::Scoped.for_acquisition("c", "a"), (7, false));
             assert_eq!(OwnerId::Scoped.for_query("c", "a"), 7);
             // Another lock, or the same name on another client, is not in scope.
             assert_eq!(OwnerId::Scoped.for_query("c", "b"), NO_OWNER);
             assert_eq!(OwnerId::Scoped.for_query("d", "a"), NO_OWNER);
             in_scope(client.clone(), b.clone(), 9, async {
-                assert_eq!(OwnerId::Scoped.for_acquire("c", "a"), 7);
-                assert_eq!(OwnerId::Scoped.for_acquire("c", "b"), 9);
+                assert_eq!(OwnerId::Scoped.for_acquisition("c", "a").0, 7);
+                assert_eq!(OwnerId::Scoped.for_acquisition("c", "b").0, 9);
             })
             .await;
             // A sibling polled beside the scope is outside it.

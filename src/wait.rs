@@ -182,6 +182,8 @@ pub(crate) fn validate_wait(wait: Duration) -> Result<()> {
 
 /// Acquires with `acquirer`, waiting as `wait` says, then (with replica sync on)
 /// makes sure a replica has the hold. `Ok(None)`: not acquired in time.
+/// `new_owner`: the owner was made for this acquisition alone (it may wait in the
+/// client's local line).
 ///
 /// # Cancel safety
 /// Cancel safe at every await: the subscription, the watchdog registration, a queue
@@ -192,8 +194,9 @@ pub(crate) async fn acquire(
     acquirer: &Arc<dyn Acquirer>,
     lease: Lease,
     wait: Wait,
+    new_owner: bool,
 ) -> Result<Option<Hold>> {
-    let Some(hold) = acquire_on_primary(client, acquirer, lease, wait).await? else {
+    let Some(hold) = acquire_on_primary(client, acquirer, lease, wait, new_owner).await? else {
         return Ok(None);
     };
     if client.replica_sync == 0 {
@@ -259,7 +262,8 @@ async fn confirm_on_replicas(
 }
 
 /// [`acquire`] up to the point the primary granted the hold: through this
-/// client's local line for the lock first, if its kind keeps one (see
+/// client's local line for the lock first, if its kind keeps one and the owner
+/// is `new_owner` (made for this acquisition; see
 /// [`Lines::enter`](crate::line::Lines::enter)).
 ///
 /// A parked waiter is small (its place in the line and its subscription); the
@@ -271,15 +275,16 @@ async fn acquire_on_primary(
     acquirer: &Arc<dyn Acquirer>,
     wait_lease: Lease,
     wait: Wait,
+    new_owner: bool,
 ) -> Result<Option<Hold>> {
     let terms = Terms::new(client, wait_lease)?;
     let (wait, deadline) = wait.start()?;
     let lock_name = &acquirer.target().name;
-    // Not for a one-off try (it never waits), nor for an owner that may hold the
-    // lock already: a re-entry must not wait behind anyone.
-    let in_line = acquirer.local_line()
-        && !matches!(wait, Wait::Once)
-        && !client.ledger.has_slot(lock_name, acquirer.count_field());
+    // Only an owner made for this acquisition: any other may hold the lock
+    // already or be waiting for it elsewhere (a task's sibling futures, one
+    // explicit id on two tasks), and must not wait behind waiters that wait
+    // for it. Never a one-off try (it never waits).
+    let in_line = new_owner && acquirer.local_line() && !matches!(wait, Wait::Once);
     let (mut turn, mut listening) = (None, None);
     let parked = match in_line.then(|| client.lines.enter(lock_name)) {
         Some(Entry::Turn(first)) => {
@@ -307,9 +312,11 @@ async fn acquire_on_primary(
         };
         if turn.is_none() {
             // Out of time in the line: every wait makes at least one attempt
-            // (as Redisson's first), so this one makes it on its way out.
+            // (as Redisson's first), so this one makes it on its way out. A
+            // transient failure of it is only a wait that ran out, as it would
+            // be in Redis (where transient failures are retried until then).
             drop(listening);
-            return Box::pin(wait_in_redis(
+            let last = Box::pin(wait_in_redis(
                 client,
                 acquirer,
                 terms,
@@ -319,6 +326,10 @@ async fn acquire_on_primary(
                 false,
             ))
             .await;
+            return match last {
+                Err(e) if e.is_transient() => Ok(None),
+                other => other,
+            };
         }
     }
     let after_holder = turn.as_ref().and_then(Turn::held_here_until);

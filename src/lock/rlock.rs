@@ -577,13 +577,13 @@ impl RLock {
         if let Lease::Fixed(lease) = lease {
             duration_to_millis("lease", lease)?;
         }
-        let owner_id = self.owner.for_acquire(&self.client.id, &self.name);
+        let (owner_id, new_owner) = self.owner.for_acquisition(&self.client.id, &self.name);
         let ops = self.ops(owner_id, wait);
         let started = tokio::time::Instant::now();
         let hold = crate::trace::in_acquire_span(
             &self.name,
             self.kind.kind_name(),
-            wait::acquire(&self.client, &ops, lease, wait),
+            wait::acquire(&self.client, &ops, lease, wait, new_owner),
         )
         .await;
         crate::trace::debug_event!(

@@ -111,6 +111,61 @@ async fn a_reentry_never_waits_behind_the_clients_line() {
     assert_nothing_left(&server, &[&client]).await;
 }
 
+/// An owner that may be waiting elsewhere (one explicit id on two tasks, a
+/// task's sibling futures) never parks: parked behind a waiter that waits for
+/// its own hold, it would wait forever. Owner 7 takes the lock and keeps it
+/// until its second acquisition re-enters; a waiter of another owner stands
+/// between the two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_waiting_twice_never_parks_behind_itself() {
+    let name = "shared-owner";
+    let server = RedisServer::start();
+    // Short leases: a waiter sleeps at most a TTL before trying again, and
+    // nothing wakes an owner's second waiter when its first one acquires.
+    let short = |c: &mut redisson_locks::Config| c.lock_watchdog_timeout = Duration::from_secs(2);
+    let holder = server.client_with(short).await;
+    let client = server.client_with(short).await;
+    let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    let spawn_waiter = |owner: Option<u64>, done: Option<tokio::sync::oneshot::Receiver<()>>| {
+        let lock = client.get_lock(name).unwrap();
+        let lock = match owner {
+            Some(id) => lock.with_owner_id(id),
+            None => lock,
+        };
+        tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            if let Some(done) = done {
+                done.await.unwrap();
+            }
+            guard.unlock().await.unwrap();
+        })
+    };
+    let (second_in, second_done) = tokio::sync::oneshot::channel();
+    let head = spawn_waiter(None, None);
+    until_waiting(&client, name, 1).await;
+    let first_of_7 = spawn_waiter(Some(7), Some(second_done));
+    until_waiting(&client, name, 2).await;
+    let between = spawn_waiter(None, None);
+    until_waiting(&client, name, 3).await;
+    let second_of_7 = {
+        let lock = client.get_lock(name).unwrap().with_owner_id(7);
+        tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            second_in.send(()).unwrap();
+            guard.unlock().await.unwrap();
+        })
+    };
+    until_waiting(&client, name, 4).await;
+    held.unlock().await.unwrap();
+    within(T, "both of owner 7, and the others", async {
+        for task in [head, first_of_7, between, second_of_7] {
+            task.await.unwrap();
+        }
+    })
+    .await;
+    assert_nothing_left(&server, &[&holder, &client]).await;
+}
+
 /// Waiters leaving the line, from its head or from behind, leave nothing: the
 /// rest move up and are all served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
