@@ -30,6 +30,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::pubsub::ChannelMark;
 use tokio::time::Instant;
 
 /// How long a release that woke a waiter keeps this client's newcomers from
@@ -259,14 +261,14 @@ pub(crate) struct Turn {
 }
 
 /// The task before in the local line left it holding the lock.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct HeldHere {
     /// Until when its lease runs (the most a lost message can cost).
     pub(crate) until: Instant,
-    /// The connection epoch when it took it, with the lock's channel
-    /// confirmed: its release's message reaches this client unless the
-    /// connection changed since.
-    pub(crate) epoch: u64,
+    /// The lock channel's subscription, confirmed when it took the lock: its
+    /// release's message reaches this client if that subscription still
+    /// stands.
+    pub(crate) mark: ChannelMark,
 }
 
 impl Turn {
@@ -274,7 +276,9 @@ impl Turn {
     /// trying before its release is wasted, and its release's unlock message
     /// wakes this waiter.
     pub(crate) fn held_here_until(&self) -> Option<HeldHere> {
-        self.held_here.filter(|held| held.until > Instant::now())
+        self.held_here
+            .clone()
+            .filter(|held| held.until > Instant::now())
     }
 
     /// This task took the lock: the next in line learns it. Passes the turn
@@ -363,11 +367,17 @@ mod tests {
         assert!(turns.iter_mut().all(|t| poll_once(t.as_mut()).is_none()));
         // The head leaves holding the lock: the next learns it.
         let until = Instant::now() + Duration::from_secs(30);
-        head.acquired(HeldHere { until, epoch: 7 });
+        head.acquired(HeldHere {
+            until,
+            mark: ChannelMark::of_nothing(7),
+        });
         // The second parked one is cancelled; the turn skips it.
         drop(turns.remove(1));
         let next = poll_once(turns[0].as_mut()).expect("the first parked has the turn");
-        assert_eq!(next.held_here_until().map(|held| held.epoch), Some(7));
+        assert_eq!(
+            next.held_here_until().map(|held| held.mark.request()),
+            Some(7)
+        );
         assert!(poll_once(turns[1].as_mut()).is_none(), "one turn at a time");
         drop(next);
         let last = poll_once(turns[1].as_mut()).expect("then the last");
@@ -381,12 +391,16 @@ mod tests {
         assert!(lines.lines().is_empty(), "nothing kept for an idle lock");
 
         // A head that left holding the lock with nobody behind it: its word
-        // is not passed to a later line (kept alive here by a hand-off).
-        lines.handed_off(&lock);
+        // is not passed to a later line (the entry kept alive meanwhile by a
+        // waiter of the old kind).
+        let _kept = lines.join(&lock);
         let Entry::Turn(alone) = lines.enter(&lock) else {
             panic!("nobody in line");
         };
-        alone.acquired(HeldHere { until, epoch: 8 });
+        alone.acquired(HeldHere {
+            until,
+            mark: ChannelMark::of_nothing(8),
+        });
         let Entry::Turn(later) = lines.enter(&lock) else {
             panic!("nobody in line");
         };

@@ -494,18 +494,49 @@ impl PubSub {
         self.channels.connections_lost.load(Ordering::SeqCst)
     }
 
-    /// Is `channel` subscribed, confirmed on the current connection?
-    pub(crate) fn is_listening(&self, channel: &str) -> bool {
-        self.channels
-            .table()
-            .get(channel)
-            .is_some_and(|entry| matches!(*entry.channel.status.borrow(), Status::Ready))
+    /// `channel`'s subscription as it stands, if confirmed on the current
+    /// connection: a [`Subscription`] can tell later whether it still is the same
+    /// one ([`Subscription::still`]).
+    pub(crate) fn mark(&self, channel: &str) -> Option<ChannelMark> {
+        let table = self.channels.table();
+        let entry = table.get(channel)?;
+        // Read under the table lock, where every new request is made: a
+        // reconnect not yet handled shows as a later request when checked.
+        let ready = matches!(*entry.channel.status.borrow(), Status::Ready);
+        ready.then(|| ChannelMark {
+            channel: Arc::downgrade(&entry.channel),
+            request: entry.channel.request.load(Ordering::SeqCst),
+        })
     }
 
     /// How many channels this client is subscribed to (or subscribing).
     #[allow(dead_code)]
     pub(crate) fn channel_count(&self) -> usize {
         self.channels.table().len()
+    }
+}
+
+/// One channel's confirmed subscription at one moment (see [`PubSub::mark`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ChannelMark {
+    /// Weak: a channel left and subscribed again is another `Channel`, and the
+    /// old one's allocation stays while this lives, so it is never mistaken.
+    channel: std::sync::Weak<Channel>,
+    request: u64,
+}
+
+#[cfg(test)]
+impl ChannelMark {
+    /// A mark of no channel (no subscription is ever still it), numbered.
+    pub(crate) fn of_nothing(request: u64) -> ChannelMark {
+        ChannelMark {
+            channel: std::sync::Weak::new(),
+            request,
+        }
+    }
+
+    pub(crate) fn request(&self) -> u64 {
+        self.request
     }
 }
 
@@ -548,6 +579,18 @@ impl Subscription {
             Status::Failed(e) => Err(e),
             _ => Ok(()),
         }
+    }
+
+    /// Is this the channel subscription `mark` was taken of, subscribed by the
+    /// same request (no reconnect, no UNSUBSCRIBE since) and confirmed? Then
+    /// every message published since the mark reached this client.
+    pub(crate) fn still(&self, mark: &ChannelMark) -> bool {
+        let _table = self.pubsub.channels.table();
+        mark.channel
+            .upgrade()
+            .is_some_and(|channel| Arc::ptr_eq(&channel, &self.channel))
+            && self.channel.request.load(Ordering::SeqCst) == mark.request
+            && self.is_ready()
     }
 
     /// Is the subscription confirmed on the current connection right now?

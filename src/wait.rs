@@ -347,10 +347,10 @@ async fn acquire_on_primary(
         // Tell the next in line it need not try before this hold's release,
         // whose message it will hear: only if the channel is confirmed now, so
         // the release (sent later) publishes after the subscription.
-        if client.pubsub.is_listening(acquirer.channel()) {
+        if let Some(mark) = client.pubsub.mark(acquirer.channel()) {
             turn.acquired(HeldHere {
                 until: Instant::now() + terms.lease,
-                epoch: client.pubsub.connection_epoch(),
+                mark,
             });
         }
     }
@@ -442,6 +442,7 @@ async fn wait_in_redis(
     // before in the local line holds it: wait for its release's message.
     // A wait shorter than that makes its one attempt instead.
     let hold_back = after_holder
+        .as_ref()
         .map(|held| held.until)
         .or_else(|| {
             (queue && acquirer.backoff().is_none() && !acquirer.queues())
@@ -580,11 +581,13 @@ async fn wait_in_redis(
         let sent = Instant::now();
         let epoch = client.pubsub.connection_epoch();
         let step = Box::pin(async {
-            // After a reconnect since the local holder took the lock, its
-            // release's message may have gone with the old connection.
+            // If the subscription changed since the local holder took the lock
+            // (a reconnect, or the channel left and subscribed again), its
+            // release's message may have been missed: try instead.
             let trusted = after_holder
+                .as_ref()
                 .filter(|_| hold_back.is_some())
-                .is_none_or(|held| held.epoch == client.pubsub.connection_epoch());
+                .is_none_or(|held| subscription.still(&held.mark));
             if let Some(pause) = sleep_first.take().filter(|_| trusted) {
                 return Ok(Step::Pause(pause));
             }

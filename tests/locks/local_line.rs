@@ -212,9 +212,9 @@ async fn cancelled_and_timed_out_waiters_leave_the_line_and_the_rest_move_up() {
     assert_nothing_left(&server, &[&holder, &client]).await;
 }
 
-/// The next in line, told the lock is held by its own client, sleeps on the
-/// unlock message: the release wakes it at once, long before the holder's
-/// lease (30 s, the bound it sleeps to) would.
+/// The next in line, told the lock is held by its own client, sends nothing
+/// and sleeps on the unlock message: the release wakes it at once, long before
+/// the holder's lease (30 s, the bound it sleeps to) would.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_in_line_wakes_on_its_clients_release() {
     let name = "passed-on";
@@ -236,11 +236,26 @@ async fn the_next_in_line_wakes_on_its_clients_release() {
         tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
     };
     until_waiting(&client, name, 2).await;
+    // The first has tried, subscribed (and tried again if it had to): nothing
+    // more goes out while the lock stays held.
+    let settled = || async {
+        let calls = server.command_calls("evalsha").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        server.command_calls("evalsha").await == calls
+    };
+    assert!(eventually(T, settled).await);
+    let before = server.command_calls("evalsha").await;
     held.unlock().await.unwrap();
     within(T, "the first in line", first_has).await.unwrap();
-    // The second now heads the line, behind a hold of its own client.
+    // The second now heads the line, behind a hold of its own client: it
+    // sends nothing, waiting for that hold's release.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!second.is_finished());
+    assert_eq!(
+        server.command_calls("evalsha").await - before,
+        2,
+        "the holder's release and the first's acquire, and no attempt of the second"
+    );
     release_first.send(()).unwrap();
     within(
         Duration::from_secs(10),
@@ -273,6 +288,46 @@ async fn the_line_survives_a_lost_connection() {
             task.await.unwrap();
         }
     })
+    .await;
+
+    // Again with the lock held by the client's own first in line: the next
+    // sleeps on that hold's message, which a reconnect may lose; it must find
+    // out (it is woken, and retries) rather than sleep out the 30 s lease.
+    let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    let (release_first, released) = tokio::sync::oneshot::channel::<()>();
+    let (first_in, first_has) = tokio::sync::oneshot::channel();
+    let first = {
+        let lock = client.get_lock(name).unwrap();
+        tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            first_in.send(()).unwrap();
+            released.await.unwrap();
+            guard.unlock().await.unwrap();
+        })
+    };
+    until_waiting(&client, name, 1).await;
+    let rest: Vec<_> = (0..5)
+        .map(|_| {
+            let lock = client.get_lock(name).unwrap();
+            tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
+        })
+        .collect();
+    until_waiting(&client, name, 6).await;
+    held.unlock().await.unwrap();
+    within(T, "the first", first_has).await.unwrap();
+    until_waiting(&client, name, 5).await;
+    assert!(server.kill_subscribers().await >= 1);
+    release_first.send(()).unwrap();
+    within(
+        T,
+        "the line behind its own holder, after a reconnect",
+        async {
+            first.await.unwrap();
+            for task in rest {
+                task.await.unwrap();
+            }
+        },
+    )
     .await;
     assert_nothing_left(&server, &[&holder, &client]).await;
 }
