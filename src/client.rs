@@ -174,6 +174,8 @@ impl Client {
             retry: config.retry_interval,
             budget: config.timeout * 2,
         };
+        let lines = Arc::new(crate::line::Lines::default());
+        lines.supervise(background.spawner());
         Ok(Client {
             inner: Arc::new(ClientInner {
                 id: uuid::Uuid::new_v4().to_string().into(),
@@ -182,7 +184,7 @@ impl Client {
                 pubsub,
                 watchdog,
                 ledger: Ledger::new(settling),
-                lines: Arc::default(),
+                lines,
                 replica_sync,
                 warnings,
                 _background: background,

@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::pubsub::ChannelMark;
 use tokio::time::Instant;
@@ -72,6 +72,13 @@ struct LineState {
     /// holding the lock: the next at the head sleeps on the unlock message
     /// instead of trying at once.
     held_here: Option<HeldHere>,
+    /// Wakes the parked waiters when the head stalls (see [`Lines::supervise`]).
+    stall: Option<Arc<Notify>>,
+    /// By when the head acts next, if its future is being polled: the end of
+    /// its sleep, or of its attempt's reply timeout, plus [`HEAD_GRACE`].
+    head_due: Option<Instant>,
+    /// The head is past due: nobody parks behind it until it leaves.
+    stalled: bool,
     /// Until when newcomers hold back (a release woke a waiter).
     hand_off_until: Option<Instant>,
     /// When this client last freed the lock and woke a waiter.
@@ -123,6 +130,11 @@ impl Lines {
         }
     }
 
+    /// Is `lock`'s line stalled (its head past due)?
+    fn is_stalled(&self, lock: &str) -> bool {
+        self.lines().get(lock).is_some_and(|line| line.stalled)
+    }
+
     /// No lock has an entry: nothing waits and no hand-off is under way.
     fn is_empty(&self) -> bool {
         self.entries.load(std::sync::atomic::Ordering::Acquire) == 0
@@ -153,30 +165,85 @@ impl Lines {
     pub(crate) fn enter(self: &Arc<Self>, lock: &Arc<str>) -> Entry {
         let mut lines = self.lines();
         let line = lines.entry(lock.clone()).or_default();
+        if line.stalled {
+            return Entry::Bypass;
+        }
         line.waiting += 1;
         let turn = line
             .turn
             .get_or_insert_with(|| Arc::new(Semaphore::new(1)))
             .clone();
         let taken = turn.clone().try_acquire_owned();
-        if taken.is_ok() {
-            // Nobody was in line: what the last head left is stale.
-            line.held_here = None;
-        }
+        let stall = match taken {
+            Ok(_) => {
+                // Nobody was in line: what the last head left is stale.
+                line.held_here = None;
+                None
+            }
+            Err(_) => Some(line.stall.get_or_insert_with(Arc::default).clone()),
+        };
         drop(lines);
         let waiting = Waiting {
             lines: self.clone(),
             lock: lock.clone(),
         };
-        match taken {
-            Ok(permit) => Entry::Turn(Turn {
+        match (taken, stall) {
+            (Ok(permit), _) => Entry::Turn(Turn {
                 _permit: Some(permit),
                 waiting,
                 held_here: None,
             }),
-            Err(_) => Entry::Park(Parked { turn, waiting }),
+            (Err(_), stall) => Entry::Park(Parked {
+                turn,
+                stall: stall.unwrap_or_default(),
+                waiting,
+            }),
         }
     }
+
+    /// Starts this client's supervision of its local lines, on `spawner` (the
+    /// client's own runtime): every [`SUPERVISE_EVERY`], a head past due
+    /// (its future is no longer polled: say it sits in a `select!` whose other
+    /// branch runs, maybe waiting for this very lock) releases the parked
+    /// waiters behind it to wait in Redis on their own. A parked waiter then
+    /// waits at most a TTL or a reply timeout, plus [`HEAD_GRACE`], for a head
+    /// that does not move, as for a lost message. Ends with the client.
+    pub(crate) fn supervise(self: &Arc<Self>, spawner: &crate::background::Spawner) {
+        let lines = Arc::downgrade(self);
+        spawner.spawn(async move {
+            loop {
+                tokio::time::sleep(SUPERVISE_EVERY).await;
+                let Some(lines) = lines.upgrade() else {
+                    return;
+                };
+                if !lines.is_empty() {
+                    lines.release_stalled(Instant::now());
+                }
+            }
+        });
+    }
+
+    /// Marks every line whose head is past due at `now` stalled, and wakes its
+    /// parked waiters.
+    fn release_stalled(&self, now: Instant) {
+        let mut lines = self.lines();
+        for (lock, line) in lines.iter_mut() {
+            if line.stalled || line.head_due.is_none_or(|due| due > now) {
+                continue;
+            }
+            line.stalled = true;
+            crate::trace::warn_event!(
+                "lock {lock:?}: the first of this client's waiters in line has not moved for {:?} \
+                 past due (its future is not being polled); the others wait in Redis on their own",
+                now.saturating_duration_since(line.head_due.unwrap_or(now))
+            );
+            if let Some(stall) = &line.stall {
+                stall.notify_waiters();
+            }
+        }
+    }
+
+    /// How many of this client's tasks wait for `lock`.
 
     /// How many of this client's tasks wait for `lock`.
     pub(crate) fn waiting(&self, lock: &str) -> usize {
@@ -242,6 +309,14 @@ impl Lines {
     }
 }
 
+/// How often [`Lines::supervise`] looks for heads past due.
+const SUPERVISE_EVERY: Duration = Duration::from_millis(250);
+
+/// How late a head may act, past the end of its sleep or of its reply timeout,
+/// before it counts as stalled: a polled task on a busy runtime is never this
+/// late.
+const HEAD_GRACE: Duration = Duration::from_secs(1);
+
 /// Where a task entered a local line (see [`Lines::enter`]).
 #[derive(Debug)]
 pub(crate) enum Entry {
@@ -249,6 +324,8 @@ pub(crate) enum Entry {
     Turn(Turn),
     /// Others do: wait for the turn with [`Parked::turn`].
     Park(Parked),
+    /// The line's head stalled: wait in Redis, outside the line.
+    Bypass,
 }
 
 /// The turn to wait for a lock in Redis; dropping it passes the turn to the
@@ -272,6 +349,15 @@ pub(crate) struct HeldHere {
 }
 
 impl Turn {
+    /// This head acts next by `by` (the end of its sleep or of its attempt's
+    /// reply timeout), if its future is being polled.
+    pub(crate) fn due(&self, by: Instant) {
+        let mut lines = self.waiting.lines.lines();
+        if let Some(line) = lines.get_mut(&self.waiting.lock) {
+            line.head_due = Some(by + HEAD_GRACE);
+        }
+    }
+
     /// Whether the task that had the turn before left holding the lock: then
     /// trying before its release is wasted, and its release's unlock message
     /// wakes this waiter.
@@ -291,34 +377,62 @@ impl Turn {
     }
 }
 
+impl Drop for Turn {
+    fn drop(&mut self) {
+        // The head leaves (its permit goes to the next after this): a new head
+        // is due when it says so, and the line is open again.
+        let mut lines = self.waiting.lines.lines();
+        if let Some(line) = lines.get_mut(&self.waiting.lock) {
+            line.head_due = None;
+            line.stalled = false;
+        }
+    }
+}
+
 /// A task parked in a local line.
 #[derive(Debug)]
 pub(crate) struct Parked {
     turn: Arc<Semaphore>,
+    stall: Arc<Notify>,
     waiting: Waiting,
 }
 
 impl Parked {
-    /// Waits for the turn, first come first served.
+    /// Waits for the turn, first come first served; `None` when the head
+    /// stalled (see [`Lines::supervise`]): then wait in Redis on your own.
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped wait leaves the line; a turn handed to it meanwhile
     /// passes on to the next.
-    pub(crate) async fn turn(self) -> Turn {
-        let Parked { turn, waiting } = self;
-        // The semaphore is never closed, so this cannot fail; should it, the
-        // task waits in Redis beside the others, which is still correct.
-        let permit = turn.acquire_owned().await.ok();
+    pub(crate) async fn turn(self) -> Option<Turn> {
+        let Parked {
+            turn,
+            stall,
+            waiting,
+        } = self;
+        let stalled = stall.notified();
+        let mut stalled = std::pin::pin!(stalled);
+        stalled.as_mut().enable();
+        if waiting.lines.is_stalled(&waiting.lock) {
+            return None;
+        }
+        let permit = tokio::select! {
+            biased;
+            permit = turn.acquire_owned() => permit.ok(),
+            () = stalled => return None,
+        };
+        // (The semaphore is never closed, so `permit` is there; should it not
+        // be, the task waits in Redis beside the head, which is still correct.)
         let held_here = waiting
             .lines
             .lines()
             .get_mut(&waiting.lock)
             .and_then(|line| line.held_here.take());
-        Turn {
+        Some(Turn {
             _permit: permit,
             waiting,
             held_here,
-        }
+        })
     }
 }
 
@@ -359,7 +473,7 @@ mod tests {
         let parked: Vec<_> = (0..3)
             .map(|_| match lines.enter(&lock) {
                 Entry::Park(parked) => parked,
-                Entry::Turn(_) => panic!("the turn is taken"),
+                Entry::Turn(_) | Entry::Bypass => panic!("the turn is taken"),
             })
             .collect();
         assert_eq!(lines.waiting("l"), 4);
@@ -373,14 +487,18 @@ mod tests {
         });
         // The second parked one is cancelled; the turn skips it.
         drop(turns.remove(1));
-        let next = poll_once(turns[0].as_mut()).expect("the first parked has the turn");
+        let next = poll_once(turns[0].as_mut())
+            .expect("the first parked has the turn")
+            .expect("no stall");
         assert_eq!(
             next.held_here_until().map(|held| held.mark.request()),
             Some(7)
         );
         assert!(poll_once(turns[1].as_mut()).is_none(), "one turn at a time");
         drop(next);
-        let last = poll_once(turns[1].as_mut()).expect("then the last");
+        let last = poll_once(turns[1].as_mut())
+            .expect("then the last")
+            .expect("no stall");
         assert!(
             last.held_here_until().is_none(),
             "told once, to the next only"
@@ -409,11 +527,46 @@ mod tests {
         };
         drop(later);
         let mut behind = Box::pin(behind.turn());
-        let turn = poll_once(behind.as_mut()).expect("its turn");
+        let turn = poll_once(behind.as_mut())
+            .expect("its turn")
+            .expect("no stall");
         assert!(
             turn.held_here_until().is_none(),
             "a stale word was passed on"
         );
+    }
+
+    #[tokio::test]
+    async fn a_head_past_due_releases_the_parked_and_closes_the_line_until_it_leaves() {
+        let lines = Arc::new(Lines::default());
+        let lock: Arc<str> = "l".into();
+        let Entry::Turn(head) = lines.enter(&lock) else {
+            panic!("the first to come must have the turn");
+        };
+        let Entry::Park(parked) = lines.enter(&lock) else {
+            panic!("the turn is taken");
+        };
+        let mut parked = Box::pin(parked.turn());
+        let now = Instant::now();
+        head.due(now + Duration::from_secs(5));
+        lines.release_stalled(now + Duration::from_secs(5));
+        assert!(
+            poll_once(parked.as_mut()).is_none(),
+            "not past due yet (grace)"
+        );
+        lines.release_stalled(now + Duration::from_secs(5) + HEAD_GRACE * 2);
+        assert!(
+            matches!(poll_once(parked.as_mut()), Some(None)),
+            "the parked one is sent to wait on its own"
+        );
+        assert!(
+            matches!(lines.enter(&lock), Entry::Bypass),
+            "nobody parks now"
+        );
+        drop(head);
+        let Entry::Turn(_next) = lines.enter(&lock) else {
+            panic!("open again once the stalled head left");
+        };
     }
 
     /// Polls `future` once with a no-op waker.

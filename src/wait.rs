@@ -292,7 +292,7 @@ async fn acquire_on_primary(
             None
         }
         Some(Entry::Park(parked)) => Some(parked),
-        None => None,
+        Some(Entry::Bypass) | None => None,
     };
     if let Some(parked) = parked {
         // Listening while parked keeps the channel subscribed from one head
@@ -304,32 +304,37 @@ async fn acquire_on_primary(
         );
         // Not `within`: this state is what a parked waiter weighs, and a timer
         // (boxed, for the timed waits only) would double it.
-        turn = match deadline {
+        let next = match deadline {
             Some(deadline) => Box::pin(tokio::time::timeout_at(deadline, parked.turn()))
                 .await
                 .ok(),
             None => Some(parked.turn().await),
         };
-        if turn.is_none() {
-            // Out of time in the line: every wait makes at least one attempt
-            // (as Redisson's first), so this one makes it on its way out. A
-            // transient failure of it is only a wait that ran out, as it would
-            // be in Redis (where transient failures are retried until then).
-            drop(listening);
-            let last = Box::pin(wait_in_redis(
-                client,
-                acquirer,
-                terms,
-                (Wait::Once, None),
-                None,
-                None,
-                false,
-            ))
-            .await;
-            return match last {
-                Err(e) if e.is_transient() => Ok(None),
-                other => other,
-            };
+        match next {
+            Some(Some(head)) => turn = Some(head),
+            // The head stalled: wait in Redis, as every waiter used to.
+            Some(None) => {}
+            None => {
+                // Out of time in the line: every wait makes at least one attempt
+                // (as Redisson's first), so this one makes it on its way out. A
+                // transient failure of it is only a wait that ran out, as it would
+                // be in Redis (where transient failures are retried until then).
+                drop(listening);
+                let last = Box::pin(wait_in_redis(
+                    client,
+                    acquirer,
+                    terms,
+                    (Wait::Once, None),
+                    None,
+                    None,
+                    None,
+                ))
+                .await;
+                return match last {
+                    Err(e) if e.is_transient() => Ok(None),
+                    other => other,
+                };
+            }
         }
     }
     let after_holder = turn.as_ref().and_then(Turn::held_here_until);
@@ -340,7 +345,7 @@ async fn acquire_on_primary(
         (wait, deadline),
         listening,
         after_holder,
-        turn.is_some(),
+        turn.as_ref(),
     ))
     .await;
     if let (Some(turn), Ok(Some(_))) = (turn, &hold) {
@@ -389,7 +394,8 @@ impl Terms {
 /// The wait in Redis: attempts, and sleeps on the unlock channel in between.
 /// `listening`: a subscription made while parked in the local line;
 /// `after_holder`: the task before in that line left it holding the lock;
-/// `counted`: it is counted among the lock's waiters by its turn.
+/// `head`: its turn at the head of the line (it says there by when it acts
+/// next, and counts it among the lock's waiters).
 async fn wait_in_redis(
     client: &Arc<ClientInner>,
     acquirer: &Arc<dyn Acquirer>,
@@ -397,7 +403,7 @@ async fn wait_in_redis(
     (wait, deadline): (Wait, Option<Instant>),
     listening: Option<Subscription>,
     after_holder: Option<HeldHere>,
-    counted: bool,
+    head: Option<&Turn>,
 ) -> Result<Option<Hold>> {
     let Terms {
         lease,
@@ -470,6 +476,14 @@ async fn wait_in_redis(
     let sent = Instant::now();
     let epoch = client.pubsub.connection_epoch();
     let mut failures = 0;
+    // At the head of the local line: say by when this waiter acts next, so a
+    // future no longer polled is noticed (`Lines::supervise`).
+    let due = |by: Instant| {
+        if let Some(head) = head {
+            head.due(by);
+        }
+    };
+    due(sent + client.config.timeout);
     let first = match hold_back {
         Some(_) => Some(Ok(Some(0))),
         // Boxed here and below: a waiter's future is as large as its largest
@@ -539,7 +553,7 @@ async fn wait_in_redis(
     }
 
     // Counted as waiting already if it came through the local line.
-    let _waiting = (!counted).then(|| client.lines.join(lock_name));
+    let _waiting = head.is_none().then(|| client.lines.join(lock_name));
     let subscribed_early = early_subscription.is_some();
     let subscription = early_subscription.unwrap_or_else(|| {
         client
@@ -580,6 +594,7 @@ async fn wait_in_redis(
         woken.as_mut().enable();
         let sent = Instant::now();
         let epoch = client.pubsub.connection_epoch();
+        due(sent + client.config.timeout);
         let step = Box::pin(async {
             // If the subscription changed since the local holder took the lock
             // (a reconnect, or the channel left and subscribed again), its
@@ -652,7 +667,9 @@ async fn wait_in_redis(
             // Woken or timed out, the next step is the same: try again.
             Some(sleep) => {
                 let slept_at = Instant::now();
-                let was_woken = tokio::time::timeout_at(until(sleep), woken).await.is_ok();
+                let until = until(sleep);
+                due(until);
+                let was_woken = tokio::time::timeout_at(until, woken).await.is_ok();
                 // Woken by another client's release: so was one waiter of every
                 // client listening, and the message reached them in the order
                 // they subscribed, so the same clients would win every race. A
@@ -671,6 +688,7 @@ async fn wait_in_redis(
             // the turn to poll, or for the deadline.
             None => {
                 let until = until(MAX_DURATION);
+                due(until);
                 tokio::select! {
                     _ = woken => {}
                     turn = subscription.poll_turn() => poll_turn = Some(turn),

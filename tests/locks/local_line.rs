@@ -166,6 +166,36 @@ async fn an_owner_waiting_twice_never_parks_behind_itself() {
     assert_nothing_left(&server, &[&holder, &client]).await;
 }
 
+/// A head whose future is no longer polled (it sits in a `select!` whose other
+/// branch runs) does not hold the line forever: once past due (its TTL-bounded
+/// sleep, plus a grace), the waiters behind it wait in Redis on their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_that_is_not_polled_does_not_hold_the_line() {
+    let name = "unpolled";
+    let server = RedisServer::start();
+    let short = |c: &mut redisson_locks::Config| c.lock_watchdog_timeout = Duration::from_secs(2);
+    let holder = server.client_with(short).await;
+    let client = server.client_with(short).await;
+    let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    let lock = client.get_lock(name).unwrap();
+    let mut head = Box::pin(lock.lock());
+    // Polled for a while (it enters the line, tries, listens), then no more.
+    assert!(tokio::time::timeout(Duration::from_millis(300), &mut head)
+        .await
+        .is_err());
+    let other = {
+        let lock = client.get_lock(name).unwrap();
+        tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
+    };
+    until_waiting(&client, name, 2).await;
+    held.unlock().await.unwrap();
+    within(T, "the waiter behind a head nobody polls", other)
+        .await
+        .unwrap();
+    drop(head);
+    assert_nothing_left(&server, &[&holder, &client]).await;
+}
+
 /// Waiters leaving the line, from its head or from behind, leave nothing: the
 /// rest move up and are all served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
