@@ -244,8 +244,6 @@ impl Lines {
     }
 
     /// How many of this client's tasks wait for `lock`.
-
-    /// How many of this client's tasks wait for `lock`.
     pub(crate) fn waiting(&self, lock: &str) -> usize {
         if self.is_empty() {
             return 0;
