@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::pubsub::ChannelMark;
 use tokio::time::Instant;
@@ -72,8 +72,6 @@ struct LineState {
     /// holding the lock: the next at the head sleeps on the unlock message
     /// instead of trying at once.
     held_here: Option<HeldHere>,
-    /// Wakes the parked waiters when the head stalls (see [`Lines::supervise`]).
-    stall: Option<Arc<Notify>>,
     /// By when the head acts next, if its future is being polled: the end of
     /// its sleep, or of its attempt's reply timeout, plus [`HEAD_GRACE`].
     head_due: Option<Instant>,
@@ -130,11 +128,6 @@ impl Lines {
         }
     }
 
-    /// Is `lock`'s line stalled (its head past due)?
-    fn is_stalled(&self, lock: &str) -> bool {
-        self.lines().get(lock).is_some_and(|line| line.stalled)
-    }
-
     /// No lock has an entry: nothing waits and no hand-off is under way.
     fn is_empty(&self) -> bool {
         self.entries.load(std::sync::atomic::Ordering::Acquire) == 0
@@ -174,30 +167,22 @@ impl Lines {
             .get_or_insert_with(|| Arc::new(Semaphore::new(1)))
             .clone();
         let taken = turn.clone().try_acquire_owned();
-        let stall = match taken {
-            Ok(_) => {
-                // Nobody was in line: what the last head left is stale.
-                line.held_here = None;
-                None
-            }
-            Err(_) => Some(line.stall.get_or_insert_with(Arc::default).clone()),
-        };
+        if taken.is_ok() {
+            // Nobody was in line: what the last head left is stale.
+            line.held_here = None;
+        }
         drop(lines);
         let waiting = Waiting {
             lines: self.clone(),
             lock: lock.clone(),
         };
-        match (taken, stall) {
-            (Ok(permit), _) => Entry::Turn(Turn {
-                _permit: Some(permit),
+        match taken {
+            Ok(permit) => Entry::Turn(Turn {
+                _permit: permit,
                 waiting,
                 held_here: None,
             }),
-            (Err(_), stall) => Entry::Park(Parked {
-                turn,
-                stall: stall.unwrap_or_default(),
-                waiting,
-            }),
+            Err(_) => Entry::Park(Parked { turn, waiting }),
         }
     }
 
@@ -237,8 +222,10 @@ impl Lines {
                  past due (its future is not being polled); the others wait in Redis on their own",
                 now.saturating_duration_since(line.head_due.unwrap_or(now))
             );
-            if let Some(stall) = &line.stall {
-                stall.notify_waiters();
+            // Closed, the turn's queue answers every parked waiter at once;
+            // the head keeps its permit. A fresh one opens when it leaves.
+            if let Some(turn) = &line.turn {
+                turn.close();
             }
         }
     }
@@ -330,7 +317,7 @@ pub(crate) enum Entry {
 /// next parked task, if any.
 #[derive(Debug)]
 pub(crate) struct Turn {
-    _permit: Option<OwnedSemaphorePermit>,
+    _permit: OwnedSemaphorePermit,
     waiting: Waiting,
     held_here: Option<HeldHere>,
 }
@@ -382,7 +369,10 @@ impl Drop for Turn {
         let mut lines = self.waiting.lines.lines();
         if let Some(line) = lines.get_mut(&self.waiting.lock) {
             line.head_due = None;
-            line.stalled = false;
+            if line.stalled {
+                line.stalled = false;
+                line.turn = None;
+            }
         }
     }
 }
@@ -391,7 +381,6 @@ impl Drop for Turn {
 #[derive(Debug)]
 pub(crate) struct Parked {
     turn: Arc<Semaphore>,
-    stall: Arc<Notify>,
     waiting: Waiting,
 }
 
@@ -403,24 +392,9 @@ impl Parked {
     /// Cancel safe: a dropped wait leaves the line; a turn handed to it meanwhile
     /// passes on to the next.
     pub(crate) async fn turn(self) -> Option<Turn> {
-        let Parked {
-            turn,
-            stall,
-            waiting,
-        } = self;
-        let stalled = stall.notified();
-        let mut stalled = std::pin::pin!(stalled);
-        stalled.as_mut().enable();
-        if waiting.lines.is_stalled(&waiting.lock) {
-            return None;
-        }
-        let permit = tokio::select! {
-            biased;
-            permit = turn.acquire_owned() => permit.ok(),
-            () = stalled => return None,
-        };
-        // (The semaphore is never closed, so `permit` is there; should it not
-        // be, the task waits in Redis beside the head, which is still correct.)
+        let Parked { turn, waiting } = self;
+        // Closed: the head stalled.
+        let permit = turn.acquire_owned().await.ok()?;
         let held_here = waiting
             .lines
             .lines()
