@@ -219,8 +219,9 @@ impl RLock {
     /// sleeps on the unlock channel), the others are parked behind it and send
     /// nothing until their turn, which comes in the order they arrived. Among
     /// clients it is still first come, first served only with
-    /// [`get_fair_lock`](crate::Client::get_fair_lock). An owner that may hold the
-    /// lock already (a re-entry) never waits in the line.
+    /// [`get_fair_lock`](crate::Client::get_fair_lock). Only the default owner
+    /// outside any scope of the lock waits in the line: a re-entry, a task owner
+    /// ([`with_task_owner`](RLock::with_task_owner)) or an explicit id never does.
     ///
     /// The returned guard *is* the hold: keep it in a named variable for as long
     /// as the critical section runs. `let _ = lock.lock().await?;` drops the guard

@@ -28,11 +28,29 @@ async fn held_by_another_client(
     redisson_locks::Client,
     redisson_locks::LockGuard,
 ) {
+    held_with(name, |_| {}).await
+}
+
+/// [`held_by_another_client`], both clients configured by `adjust`.
+async fn held_with(
+    name: &str,
+    adjust: impl Fn(&mut redisson_locks::Config) + Copy,
+) -> (
+    RedisServer,
+    redisson_locks::Client,
+    redisson_locks::Client,
+    redisson_locks::LockGuard,
+) {
     let server = RedisServer::start();
-    let holder = server.client().await;
-    let client = server.client().await;
+    let holder = server.client_with(adjust).await;
+    let client = server.client_with(adjust).await;
     let held = holder.get_lock(name).unwrap().lock().await.unwrap();
     (server, holder, client, held)
+}
+
+/// Short leases: a waiter sleeps at most a TTL (2 s) before trying again.
+fn short_leases(config: &mut redisson_locks::Config) {
+    config.lock_watchdog_timeout = Duration::from_secs(2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,13 +137,9 @@ async fn a_reentry_never_waits_behind_the_clients_line() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_waiting_twice_never_parks_behind_itself() {
     let name = "shared-owner";
-    let server = RedisServer::start();
-    // Short leases: a waiter sleeps at most a TTL before trying again, and
-    // nothing wakes an owner's second waiter when its first one acquires.
-    let short = |c: &mut redisson_locks::Config| c.lock_watchdog_timeout = Duration::from_secs(2);
-    let holder = server.client_with(short).await;
-    let client = server.client_with(short).await;
-    let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    // Short leases: nothing wakes an owner's second waiter when its first one
+    // acquires; it tries again after a TTL.
+    let (server, holder, client, held) = held_with(name, short_leases).await;
     let spawn_waiter = |owner: Option<u64>, done: Option<tokio::sync::oneshot::Receiver<()>>| {
         let lock = client.get_lock(name).unwrap();
         let lock = match owner {
@@ -172,11 +186,7 @@ async fn an_owner_waiting_twice_never_parks_behind_itself() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_head_that_is_not_polled_does_not_hold_the_line() {
     let name = "unpolled";
-    let server = RedisServer::start();
-    let short = |c: &mut redisson_locks::Config| c.lock_watchdog_timeout = Duration::from_secs(2);
-    let holder = server.client_with(short).await;
-    let client = server.client_with(short).await;
-    let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    let (server, holder, client, held) = held_with(name, short_leases).await;
     let lock = client.get_lock(name).unwrap();
     let mut head = Box::pin(lock.lock());
     // Polled for a while (it enters the line, tries, listens), then no more.
