@@ -174,7 +174,7 @@ impl Client {
             retry: config.retry_interval,
             budget: config.timeout * 2,
         };
-        let lines = Arc::new(crate::line::Lines::default());
+        let lines = Arc::new(crate::line::Lines::new(config.timeout));
         lines.supervise(background.spawner());
         Ok(Client {
             inner: Arc::new(ClientInner {

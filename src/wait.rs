@@ -452,7 +452,10 @@ async fn wait_in_redis(
         .map(|held| held.until)
         .or_else(|| {
             (queue && acquirer.backoff().is_none() && !acquirer.queues())
-                .then(|| client.lines.hold_back_until(lock_name))
+                .then(|| match head {
+                    Some(head) => head.hold_back_until(),
+                    None => client.lines.hold_back_until(lock_name),
+                })
                 .flatten()
         })
         .filter(|until| deadline.is_none_or(|d| d > *until));
@@ -483,7 +486,7 @@ async fn wait_in_redis(
             head.due(by);
         }
     };
-    due(sent + client.config.timeout);
+    // (Due by the first attempt's reply timeout since it got the turn.)
     let first = match hold_back {
         Some(_) => Some(Ok(Some(0))),
         // Boxed here and below: a waiter's future is as large as its largest
