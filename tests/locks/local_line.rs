@@ -48,6 +48,28 @@ async fn held_with(
     (server, holder, client, held)
 }
 
+/// A task of `client` that takes `name`, says so on the receiver, and releases it
+/// when told on the sender.
+fn holds_until_told(
+    client: &redisson_locks::Client,
+    name: &str,
+) -> (
+    tokio::task::JoinHandle<()>,
+    tokio::sync::oneshot::Receiver<()>,
+    tokio::sync::oneshot::Sender<()>,
+) {
+    let (has_it, has) = tokio::sync::oneshot::channel();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let lock = client.get_lock(name).unwrap();
+    let task = tokio::spawn(async move {
+        let guard = lock.lock().await.unwrap();
+        has_it.send(()).unwrap();
+        released.await.unwrap();
+        guard.unlock().await.unwrap();
+    });
+    (task, has, release)
+}
+
 /// Short leases: a waiter sleeps at most a TTL (2 s) before trying again.
 fn short_leases(config: &mut redisson_locks::Config) {
     config.lock_watchdog_timeout = Duration::from_secs(2);
@@ -259,17 +281,7 @@ async fn cancelled_and_timed_out_waiters_leave_the_line_and_the_rest_move_up() {
 async fn the_next_in_line_wakes_on_its_clients_release() {
     let name = "passed-on";
     let (server, holder, client, held) = held_by_another_client(name).await;
-    let (first_in, first_has) = tokio::sync::oneshot::channel();
-    let (release_first, released) = tokio::sync::oneshot::channel::<()>();
-    let first = {
-        let lock = client.get_lock(name).unwrap();
-        tokio::spawn(async move {
-            let guard = lock.lock().await.unwrap();
-            first_in.send(()).unwrap();
-            released.await.unwrap();
-            guard.unlock().await.unwrap();
-        })
-    };
+    let (first, first_has, release_first) = holds_until_told(&client, name);
     until_waiting(&client, name, 1).await;
     let second = {
         let lock = client.get_lock(name).unwrap();
@@ -334,17 +346,7 @@ async fn the_line_survives_a_lost_connection() {
     // sleeps on that hold's message, which a reconnect may lose; it must find
     // out (it is woken, and retries) rather than sleep out the 30 s lease.
     let held = holder.get_lock(name).unwrap().lock().await.unwrap();
-    let (release_first, released) = tokio::sync::oneshot::channel::<()>();
-    let (first_in, first_has) = tokio::sync::oneshot::channel();
-    let first = {
-        let lock = client.get_lock(name).unwrap();
-        tokio::spawn(async move {
-            let guard = lock.lock().await.unwrap();
-            first_in.send(()).unwrap();
-            released.await.unwrap();
-            guard.unlock().await.unwrap();
-        })
-    };
+    let (first, first_has, release_first) = holds_until_told(&client, name);
     until_waiting(&client, name, 1).await;
     let rest: Vec<_> = (0..5)
         .map(|_| {
