@@ -109,12 +109,6 @@ struct Shard {
     sweep_at: std::sync::atomic::AtomicUsize,
 }
 
-impl Default for Lines {
-    fn default() -> Self {
-        Lines::new(Duration::from_secs(3))
-    }
-}
-
 impl Lines {
     /// The lines of a client whose replies time out after `timeout`.
     pub(crate) fn new(timeout: Duration) -> Lines {
@@ -259,25 +253,21 @@ impl Lines {
     fn release_stalled(&self, now: Instant) {
         for shard in self.shards.iter() {
             let mut lines = shard.map.lock().unwrap_or_else(|p| p.into_inner());
-            Self::release_stalled_in(&mut lines, now);
-        }
-    }
-
-    fn release_stalled_in(lines: &mut HashMap<Arc<str>, LineState>, now: Instant) {
-        for (lock, line) in lines.iter_mut() {
-            if line.stalled || line.head_due.is_none_or(|due| due > now) {
-                continue;
-            }
-            line.stalled = true;
-            crate::trace::warn_event!(
-                "lock {lock:?}: the first of this client's waiters in line has not moved for {:?} \
-                 past due (its future is not being polled); the others wait in Redis on their own",
-                now.saturating_duration_since(line.head_due.unwrap_or(now))
-            );
-            // Closed, the turn's queue answers every parked waiter at once;
-            // the head keeps its permit. A fresh one opens when it leaves.
-            if let Some(turn) = &line.turn {
-                turn.close();
+            for (lock, line) in lines.iter_mut() {
+                if line.stalled || line.head_due.is_none_or(|due| due > now) {
+                    continue;
+                }
+                line.stalled = true;
+                crate::trace::warn_event!(
+                    "lock {lock:?}: the first of this client's waiters in line has not moved for {:?} \
+                     past due (its future is not being polled); the others wait in Redis on their own",
+                    now.saturating_duration_since(line.head_due.unwrap_or(now))
+                );
+                // Closed, the turn's queue answers every parked waiter at once;
+                // the head keeps its permit. A fresh one opens when it leaves.
+                if let Some(turn) = &line.turn {
+                    turn.close();
+                }
             }
         }
     }
@@ -528,7 +518,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_local_line_hands_the_turn_on_in_arrival_order() {
-        let lines = Arc::new(Lines::default());
+        let lines = Arc::new(Lines::new(Duration::from_secs(3)));
         let lock: Arc<str> = "l".into();
         let Entry::Turn(head) = lines.enter(&lock) else {
             panic!("the first to come must have the turn");
@@ -601,7 +591,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_head_past_due_releases_the_parked_and_closes_the_line_until_it_leaves() {
-        let lines = Arc::new(Lines::default());
+        let lines = Arc::new(Lines::new(Duration::from_secs(3)));
         let lock: Arc<str> = "l".into();
         let Entry::Turn(head) = lines.enter(&lock) else {
             panic!("the first to come must have the turn");
@@ -643,7 +633,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_hand_off_holds_newcomers_back_until_taken_or_expired() {
-        let lines = Arc::new(Lines::default());
+        let lines = Arc::new(Lines::new(Duration::from_secs(3)));
         let lock: Arc<str> = "l".into();
         assert!(lines.hold_back_until("l").is_none());
         let waiting = lines.join(&lock);

@@ -327,7 +327,6 @@ async fn acquire_on_primary(
                     (Wait::Once, None),
                     None,
                     None,
-                    None,
                 ))
                 .await;
                 return match last {
@@ -337,14 +336,12 @@ async fn acquire_on_primary(
             }
         }
     }
-    let after_holder = turn.as_ref().and_then(Turn::held_here_until);
     let hold = Box::pin(wait_in_redis(
         client,
         acquirer,
         terms,
         (wait, deadline),
         listening,
-        after_holder,
         turn.as_ref(),
     ))
     .await;
@@ -392,19 +389,19 @@ impl Terms {
 }
 
 /// The wait in Redis: attempts, and sleeps on the unlock channel in between.
-/// `listening`: a subscription made while parked in the local line;
-/// `after_holder`: the task before in that line left it holding the lock;
-/// `head`: its turn at the head of the line (it says there by when it acts
-/// next, and counts it among the lock's waiters).
+/// `listening`: a subscription made while parked in the local line; `head`:
+/// its turn at the head of the line (it says there by when it acts next, counts
+/// it among the lock's waiters, and tells whether the task before left holding
+/// the lock).
 async fn wait_in_redis(
     client: &Arc<ClientInner>,
     acquirer: &Arc<dyn Acquirer>,
     terms: Terms,
     (wait, deadline): (Wait, Option<Instant>),
     listening: Option<Subscription>,
-    after_holder: Option<HeldHere>,
     head: Option<&Turn>,
 ) -> Result<Option<Hold>> {
+    let after_holder = head.and_then(Turn::held_here_until);
     let Terms {
         lease,
         lease_ms,
