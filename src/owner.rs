@@ -100,8 +100,9 @@ pub(crate) enum OwnerId {
 
 impl OwnerId {
     /// The id an acquisition of `lock` on `client` acts for right now, and
-    /// whether that id is new, made for this acquisition alone: then nothing else of that owner is held or
-    /// under way, so it cannot be a re-entry and waits behind nobody of its own.
+    /// whether that id is new, made for this acquisition alone: then nothing
+    /// else of that owner is held or under way, so it cannot be a re-entry and
+    /// waits behind nobody of its own.
     pub(crate) fn for_acquisition(self, client: &str, lock: &str) -> (u64, bool) {
         match self {
             OwnerId::Scoped => match scoped_owner(client, lock) {
