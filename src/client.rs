@@ -65,6 +65,9 @@ pub(crate) struct ClientInner {
     pub(crate) ledger: Ledger,
     /// This client's side of each lock's line (see `line.rs`).
     pub(crate) lines: Arc<crate::line::Lines>,
+    /// Which of this client's tasks holds what, to name a wait for one's own
+    /// hold (see `self_wait.rs`).
+    pub(crate) holdings: Arc<crate::self_wait::Holdings>,
     /// How many replicas must acknowledge each acquire (0: no replica sync).
     pub(crate) replica_sync: u32,
     warnings: Vec<String>,
@@ -95,6 +98,14 @@ impl Drop for ClientInner {
 }
 
 impl ClientInner {
+    /// What this client does with a self-wait (see `self_wait.rs`).
+    pub(crate) fn self_wait_policy(&self) -> crate::self_wait::Policy {
+        crate::self_wait::Policy {
+            on_self_wait: self.config.self_wait,
+            warn_after: self.config.self_wait_warning,
+        }
+    }
+
     /// How releases and renewals are followed by WAIT.
     pub(crate) fn quiet_sync(&self) -> crate::replication::QuietSync {
         crate::replication::QuietSync {
@@ -148,7 +159,11 @@ impl Client {
         );
         let link = match connect.await {
             Ok(link) => link?,
-            Err(_) => return Err(Error::connect_timeout(&config.address)),
+            Err(_) => {
+                return Err(Error::connect_timeout(&crate::config::redact(
+                    &config.address,
+                )))
+            }
         };
         // A replacement link (when the home runtime ends or stalls) must agree on
         // sharded pub/sub with the first one.
@@ -173,6 +188,7 @@ impl Client {
         let settling = Settling {
             retry: config.retry_interval,
             budget: config.timeout * 2,
+            caller_attempts: config.retry_attempts,
         };
         let lines = Arc::new(crate::line::Lines::new(config.timeout));
         lines.supervise(background.spawner());
@@ -184,6 +200,7 @@ impl Client {
                 pubsub,
                 watchdog,
                 ledger: Ledger::new(settling),
+                holdings: Arc::new(crate::self_wait::Holdings::new()),
                 lines,
                 replica_sync,
                 warnings,
@@ -564,8 +581,40 @@ impl Client {
     /// waiter.await.expect("the task panicked")?;
     /// # Ok(()) }
     /// ```
+    ///
+    /// Self-waits (waits behind a hold of the waiter's own task, see
+    /// [`Config::self_wait`](crate::Config::self_wait)) are counted here like
+    /// any wait, and on their own by [`self_waits_for`](Client::self_waits_for).
     pub fn waiting_for(&self, name: &str) -> usize {
         self.inner.lines.waiting(name)
+    }
+
+    /// How many of this client's waits for the lock `name` are self-waits right
+    /// now: waits that began behind a hold of the waiter's own task (or thread)
+    /// outside that hold's scope, which is still held, so that only a sibling
+    /// future's release can let them in. A nested `lock()` or a read-write
+    /// downgrade ported literally from Java shows here (and in a warning after
+    /// [`Config::self_wait_warning`](crate::Config::self_wait_warning)).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let lock = client.get_lock("orders:42")?;
+    /// let outer = lock.lock().await?;
+    /// // Java's nested lock(), outside the hold's scope: waits for itself.
+    /// let nested = lock.try_lock_wait(Duration::from_millis(200));
+    /// let (gave_up, counted) = tokio::join!(nested, async {
+    ///     tokio::time::sleep(Duration::from_millis(100)).await;
+    ///     client.self_waits_for("orders:42")
+    /// });
+    /// assert!(gave_up?.is_none());
+    /// assert_eq!(counted, 1);
+    /// outer.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn self_waits_for(&self, name: &str) -> usize {
+        self.inner.holdings.self_waits_for(name)
     }
 
     /// How many holds the watchdog is renewing right now.

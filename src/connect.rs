@@ -127,7 +127,20 @@ async fn connect_cluster(config: &Config, pushes: &PushHandler) -> Result<Link> 
     let client = builder.build().map_err(|e| Error::Config(e.to_string()))?;
     let mut conn = client.get_async_connection().await.map_err(Error::redis)?;
     let sharded = match config.sharded_pubsub {
-        Some(choice) => choice,
+        // Asked for explicitly on a server without it: every release script's
+        // SPUBLISH would fail after its writes (freed, yet reported failed), and
+        // every waiter's SSUBSCRIBE be refused. Refused here instead.
+        Some(true) => match server_major_version(&mut conn).await {
+            Some(major) if major < 7 => {
+                return Err(Error::Config(format!(
+                    "sharded_pubsub is Some(true), but the cluster runs Redis {major}.x, which \
+                     has no sharded pub/sub (SSUBSCRIBE and SPUBLISH need 7.0); leave it None \
+                     or set Some(false)"
+                )))
+            }
+            _ => true,
+        },
+        Some(false) => false,
         // As Redisson: sharded pub/sub in cluster mode on servers that have it.
         // Guessing wrong would leave Java and Rust clients deaf to each other's
         // unlocks, so an unknown version is an error, not a guess.

@@ -31,13 +31,22 @@ pub enum Error {
         /// The lock name.
         name: String,
     },
-    /// The owner asked to wait, without a time limit, for the write lock of a
-    /// read-write lock while holding its read lock. Upgrading is not supported (as
-    /// in Redisson), so that wait could only end when the owner's own read hold
-    /// expired: it is refused instead. A timed try simply times out.
+    /// Waiting could only end by the waiter's own doing, so it was refused.
+    ///
+    /// Two cases. The owner asked to wait, without a time limit, for the write
+    /// lock of a read-write lock while holding its read lock: upgrading is not
+    /// supported (as in Redisson), so that wait could only end when its own read
+    /// hold expired. Or, with [`Config::self_wait`](crate::Config::self_wait) set
+    /// to [`SelfWait::Refuse`](crate::SelfWait::Refuse), the waiter's own task (or
+    /// thread) holds the lock, outside that hold's scope, in a mode that
+    /// conflicts with the wait (a nested `lock()` or a downgrade ported literally
+    /// from Java): only a sibling future's release could let it in. `reason`
+    /// names the hold and the fix.
     WouldDeadlock {
         /// The lock name.
         name: String,
+        /// What the wait would be behind, and how to fix the code.
+        reason: String,
     },
     /// The owner asked for a non-reentrant lock it already holds
     /// ([`Client::get_non_reentrant_lock`](crate::Client::get_non_reentrant_lock)).
@@ -542,7 +551,16 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::NotHeld { name, owner } => {
-                write!(f, "lock '{name}' is not held by owner {owner}")
+                write!(f, "lock '{name}' is not held by owner {owner}")?;
+                if crate::owner::is_nobody(owner) {
+                    f.write_str(
+                        " (a default handle outside any hold's scope owns nothing: release \
+                         through the guard, `guard.unlock()`, or inside its scope; for Java's \
+                         lock() ... unlock() pairs make the task the owner, `with_task_owner()` \
+                         or `Config::owner_mode = OwnerMode::Task`)",
+                    )?;
+                }
+                Ok(())
             }
             Error::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
             Error::Config(msg) => write!(f, "invalid configuration: {msg}"),
@@ -550,11 +568,9 @@ impl fmt::Display for Error {
                 f,
                 "key '{name}' holds a value of another type than this lock kind uses"
             ),
-            Error::WouldDeadlock { name } => write!(
-                f,
-                "the write lock of '{name}' was requested without a time limit by an owner \
-                 holding its read lock; upgrading is not supported"
-            ),
+            Error::WouldDeadlock { name, reason } => {
+                write!(f, "waiting for lock '{name}' would deadlock: {reason}")
+            }
             Error::AlreadyHeld { name, owner } => write!(
                 f,
                 "lock '{name}' is not reentrant and owner {owner} already holds it"

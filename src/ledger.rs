@@ -68,6 +68,10 @@ struct Slots {
 pub(crate) struct Settling {
     pub(crate) retry: Duration,
     pub(crate) budget: Duration,
+    /// How many settle attempts a caller's release waits for before it reports
+    /// the failure (the settle goes on in the background): Redisson's
+    /// `retryAttempts`.
+    pub(crate) caller_attempts: u32,
 }
 
 /// One owner's holds of one lock, as this client knows them.
@@ -158,8 +162,16 @@ impl Ledger {
 /// Releases one hold that a guard stood for, through its owner's gate. The count
 /// drops before the release is sent; a release that failed (whether or not it
 /// ran), or whose caller went away while it was in flight, is settled from a task
-/// of its own, so the hold does not outlive its guard (the caller still gets the
-/// error).
+/// of its own, so the hold does not outlive its guard.
+///
+/// A release that failed on the way (a cut connection, a refused one, a
+/// timeout: it may or may not have run) is settled before the caller hears of
+/// it: the settle asks the server, on the connection as it is now (a reconnect
+/// included), how many holds the owner has, and releases the one this release
+/// was for if it is still there. Once that answers, the hold is surely gone,
+/// and the caller gets the release's outcome, not the failure of its first
+/// try; only when the settle cannot reach the server within Redisson's
+/// `retryAttempts` does the caller get the error (and the settle goes on).
 pub(crate) async fn release_one(
     slot: &Slot,
     acquirer: &Arc<dyn Acquirer>,
@@ -172,13 +184,42 @@ pub(crate) async fn release_one(
     *gate = gate.saturating_sub(1);
     let release = acquirer.clone().release(conn.clone(), lease_ms);
     let (outcome, gate) = Gated::new(release, gate, acquirer, conn, lease_ms, slot.settling).await;
-    if outcome.is_err() {
-        let (acquirer, conn2, settling) = (acquirer.clone(), conn.clone(), slot.settling);
+    let Err(failure) = outcome else {
+        return outcome;
+    };
+    let (acquirer, conn2, settling) = (acquirer.clone(), conn.clone(), slot.settling);
+    if !failure.is_transient() {
         conn.spawn_cleanup(async move {
             settle(acquirer, conn2, gate, lease_ms, settling).await;
         });
+        return Err(failure);
     }
-    outcome
+    // From a task of its own, so that a caller who stops waiting cannot cut the
+    // settle short; the caller hears as soon as it is done, or given up on.
+    let (settled, outcome) = tokio::sync::oneshot::channel();
+    let believed = *gate;
+    conn.spawn_cleanup(async move {
+        for attempt in 0..=settling.caller_attempts {
+            if attempt > 0 {
+                tokio::time::sleep(settling.retry).await;
+            }
+            if settle_once(&acquirer, &conn2, believed, lease_ms)
+                .await
+                .is_ok()
+            {
+                let _ = settled.send(Ok(()));
+                return;
+            }
+        }
+        let _ = settled.send(Err(()));
+        settle(acquirer, conn2, gate, lease_ms, settling).await;
+    });
+    match outcome.await {
+        // The owner's holds are what its guards stand for: this one is gone.
+        Ok(Ok(())) if believed == 0 => Ok(Released::Freed),
+        Ok(Ok(())) => Ok(Released::StillHeld),
+        _ => Err(failure),
+    }
 }
 
 /// A command of an owner on its way to the server, sent with the owner's gate

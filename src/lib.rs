@@ -71,7 +71,13 @@
 //! ([`RLock::with`], [`LockGuard::scope`]) re-enter it, while other futures, even
 //! sibling futures of the same task, are separate owners and take turns.
 //! [`RLock::with_task_owner`] gives Redisson's owner-is-the-thread rule for code
-//! ported line by line, and [`RLock::with_owner_id`] names an owner explicitly.
+//! ported line by line, and [`RLock::with_owner_id`] names an owner explicitly;
+//! [`Config::owner_mode`] = [`OwnerMode::Task`] gives Java's rule to every handle
+//! of a client. A wait for a hold of the waiter's own task outside its scope (a
+//! Java nested `lock()` or downgrade ported literally) is a *self-wait*: warned
+//! about after [`Config::self_wait_warning`], or refused at once with
+//! [`Error::WouldDeadlock`] under [`SelfWait::Refuse`]. See `PORTING.md`, "First
+//! choose who owns a hold".
 //!
 //! # Synchronizers
 //!
@@ -105,7 +111,9 @@
 //!
 //! # Requirements
 //!
-//! Redis 6.0 or newer (the client speaks RESP3). Run the server with
+//! Redis 6.2 or newer, or Valkey (the client speaks RESP3); the suite runs on
+//! Redis 7.0.15, Valkey 8.1.8 and Redis 6.2.14 (see the README, "Servers
+//! tested"). Sharded pub/sub in a cluster needs 7.0. Run the server with
 //! `maxmemory-policy noeviction`: an evicted lock key is a released lock
 //! ([`Client::warnings`] says so at connect time when it is not set).
 //!
@@ -144,6 +152,7 @@ mod owner;
 mod pubsub;
 mod replication;
 mod scripts;
+mod self_wait;
 #[cfg(feature = "sentinel")]
 mod sentinel_conn;
 mod sync;
@@ -153,7 +162,7 @@ mod wait;
 mod watchdog;
 
 pub use client::Client;
-pub use config::{Config, TlsConfig, MAX_DURATION, MAX_RETRY_ATTEMPTS};
+pub use config::{Config, OwnerMode, SelfWait, TlsConfig, MAX_DURATION, MAX_RETRY_ATTEMPTS};
 pub use error::{Error, RedisErrorKind, RedisFailure, Result};
 pub use keys::MAX_NAME_LEN;
 pub use lock::{

@@ -113,6 +113,17 @@ impl OwnerId {
         }
     }
 
+    /// The sequential context an acquisition through this handle runs in, as
+    /// self-waits are told (see `self_wait.rs`): the calling task (or thread),
+    /// or for an explicit id that id, which stands for a context of the
+    /// caller's choosing (the blocking API's thread, a Java thread).
+    pub(crate) fn context(self) -> u64 {
+        match self {
+            OwnerId::Explicit(id) => id,
+            OwnerId::Scoped | OwnerId::Task => current_id(),
+        }
+    }
+
     /// The id a query or release (hold count, held by, unlock) acts for: for a
     /// scoped handle outside any scope of `lock`, an owner that holds nothing.
     pub(crate) fn for_query(self, client: &str, lock: &str) -> u64 {
@@ -126,6 +137,17 @@ impl OwnerId {
 
 /// The owner a scoped handle queries for outside any scope: none holds as it.
 const NO_OWNER: u64 = ACQUISITION_ID_BASE - 1;
+
+/// Is `field` (`<client-uuid>:<id>`) the owner a default handle acts for
+/// outside any scope, which holds nothing? Then a release it was refused
+/// (`Error::NotHeld`) is most likely Java's `lock(); ... unlock();` ported into
+/// the default owner mode.
+pub(crate) fn is_nobody(field: &str) -> bool {
+    field
+        .split(':')
+        .nth(1)
+        .is_some_and(|id| id.parse::<u64>() == Ok(NO_OWNER))
+}
 
 /// A fresh owner id for one acquisition.
 fn new_acquisition_id() -> u64 {
@@ -215,6 +237,19 @@ mod tests {
     #[test]
     fn owner_field_is_uuid_colon_id() {
         assert_eq!(owner_field("abc", 7), "abc:7");
+    }
+
+    #[test]
+    fn nobody_is_told_from_real_owners() {
+        let nobody = OwnerId::Scoped.for_query("c", "a");
+        assert!(is_nobody(&owner_field("6c47fd2f-aa", nobody)));
+        assert!(is_nobody(&format!(
+            "{}:write",
+            owner_field("6c47fd2f-aa", nobody)
+        )));
+        assert!(!is_nobody(&owner_field("6c47fd2f-aa", nobody + 1)));
+        assert!(!is_nobody(&owner_field("6c47fd2f-aa", 7)));
+        assert!(!is_nobody("permit 1f2e"));
     }
 
     #[test]

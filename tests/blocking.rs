@@ -472,3 +472,30 @@ fn a_blocking_call_in_a_task_of_the_clients_home_runtime_does_not_deadlock() {
     });
     assert_nothing_left(&server, &[&client]);
 }
+
+#[test]
+fn a_threads_self_wait_is_refused_at_once_when_asked() {
+    // A thread is one owner, so its nested lock() re-enters and its downgrade
+    // works; what it can still wait for is itself, by asking for the write lock
+    // while reading (no upgrade, as in Redisson).
+    let server = RedisServer::start();
+    let mut config = server.config();
+    config.self_wait = redisson_locks::SelfWait::Refuse;
+    let client = blocking::Client::connect(config).expect("connect");
+    let rw = client.get_read_write_lock("upgrade").unwrap();
+    let step = {
+        let rw = rw.clone();
+        move || {
+            let writing = rw.write_lock().lock().unwrap();
+            let reading = rw.read_lock().lock().unwrap(); // the downgrade
+            writing.unlock().unwrap();
+            let upgrade = rw.write_lock().try_lock_wait(Duration::from_secs(10));
+            reading.unlock().unwrap();
+            upgrade.map(|guard| guard.is_some())
+        }
+    };
+    let err = within(Duration::from_secs(5), "the upgrade", step).unwrap_err();
+    assert!(err.is_would_deadlock(), "{err:?}");
+    assert!(err.to_string().contains("upgrade"), "{err}");
+    assert_nothing_left(&server, &[&client]);
+}

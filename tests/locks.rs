@@ -8,6 +8,7 @@ mod locks {
     mod ambiguity;
     mod cancellation;
     mod cluster;
+    mod config_database;
     mod errors;
     mod fair;
     mod faults;
@@ -21,12 +22,14 @@ mod locks {
     mod multi;
     mod non_reentrant;
     mod permit_expirable;
+    mod porting;
     mod pubsub;
     mod read_write;
     mod redlock;
     mod reentrant;
     mod replication;
     mod safety;
+    mod self_wait;
     mod semaphore;
     mod sentinel;
     mod siblings;

@@ -1,5 +1,6 @@
 //! A throwaway `redis-server` for the demo and the benchmarks: a free loopback
-//! port, a temp dir, no persistence; killed and cleaned up on drop.
+//! port, a temp dir, no persistence; killed and cleaned up on drop. The binary is
+//! `REDIS_SERVER` when set (as in the tests), else `redis-server` on `PATH`.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,7 +24,11 @@ impl ThrowawayServer {
             std::process::id()
         ));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let child = Command::new("redis-server")
+        let binary = std::env::var("REDIS_SERVER")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "redis-server".into());
+        let child = Command::new(&binary)
             .args([
                 "--port",
                 &port.to_string(),
@@ -39,12 +44,12 @@ impl ThrowawayServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("could not start redis-server ({e}); is it installed?"))?;
+            .map_err(|e| format!("could not start {binary} ({e}); is it installed?"))?;
         let server = ThrowawayServer { child, dir };
         let started = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             if started.elapsed() > Duration::from_secs(10) {
-                return Err("redis-server did not start listening within 10 s".into());
+                return Err(format!("{binary} did not start listening within 10 s"));
             }
             std::thread::sleep(Duration::from_millis(20));
         }

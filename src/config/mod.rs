@@ -7,7 +7,6 @@ use crate::error::{Error, Result};
 use redisson_file::Syntax;
 
 mod env;
-#[cfg(feature = "serde")]
 mod human;
 mod redisson_file;
 
@@ -51,9 +50,22 @@ pub const MAX_RETRY_ATTEMPTS: u32 = 1_000;
 /// unknown fields are refused, since the file is the service's own and a typo
 /// should not pass silently. A duration is an integer of milliseconds (`1500`) or a
 /// string of a number and a unit, `ms`, `s`, `m` or `h` (`"1500ms"`, `"30s"`,
-/// `"1.5s"`, `"5m"`). Deserializing does not validate: call
-/// [`validate`](Config::validate) to report a bad value early, as
-/// [`Client::connect`](crate::Client::connect) does in any case.
+/// `"1.5s"`, `"5m"`). Without a `database` field, the address's `/N` (if any) is the
+/// database; with both, they must agree (see [`database`](Config::database)).
+/// Otherwise deserializing does not validate: call [`validate`](Config::validate)
+/// to report a bad value early, as [`Client::connect`](crate::Client::connect)
+/// does in any case.
+///
+/// # Secrets
+///
+/// No error about a configuration repeats a password: addresses appear with the
+/// password of their user info masked (`redis://app:***@host:6379`), a value of
+/// the wrong type is named by its kind (`invalid type: an integer, expected a
+/// string`), and in Redisson's files a value substituted from the environment
+/// (`${REDIS_PASSWORD}`) shows as `***` wherever an error would have quoted it.
+/// `Debug` prints `password: Some("***")` and masks the addresses the same way.
+/// (A format that quotes the offending line of its own, such as TOML's, is
+/// outside this crate's reach.)
 #[cfg_attr(
     feature = "serde",
     doc = r##"
@@ -83,12 +95,9 @@ assert_eq!(service.redis.retry_attempts, 3); // the default
 ```
 "##
 )]
-#[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Deserialize),
-    serde(default, deny_unknown_fields)
-)]
+// `Debug` is written out below: it must not print the password. `Deserialize`
+// (feature `serde`) is in `human.rs`: it must know whether `database` was given.
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Config {
     /// Server address, `redis://host:port`, or `rediss://host:port` for TLS (with
@@ -99,15 +108,38 @@ pub struct Config {
     pub username: Option<String>,
     /// Password. Default none.
     pub password: Option<String>,
-    /// Database number. Default 0.
+    /// Database number. Default 0, or the address's: [`Config::new`] and
+    /// [`Config::from_url`] read it from the address's path (`redis://host:6379/3`
+    /// is database 3).
+    ///
+    /// The address and this field must agree: an address whose `/N` differs
+    /// from `database` is refused with [`Error::Config`] naming both numbers,
+    /// however the `Config` was built ([`validate`](Config::validate) checks, and
+    /// [`Client::connect`](crate::Client::connect) calls it). Where a source can
+    /// leave `database` out (serde, feature `serde`), the address's number stands
+    /// in for it.
+    ///
+    /// **Java Redisson ignores an address's path:** its `RedisURI` reads the
+    /// scheme, user info, host and port only, and the database is
+    /// `setDatabase(n)` (the file's `database` key), 0 when not set. So in
+    /// Redisson's own files ([`Config::from_json`], `Config::from_yaml`) the
+    /// database is the `database` key, as in Java, and an address naming another
+    /// number (`redis://host:6379/3` without `database: 3`) is refused instead of
+    /// read differently from the Java services sharing the file. A Java twin of a
+    /// service configured with `redis://host:6379/3` here needs `setDatabase(3)`.
+    ///
+    /// Sentinel addresses name the sentinels, which have no databases: a `/N` on
+    /// one must equal this field. A Redis Cluster has only database 0 (`SELECT`
+    /// of any other is refused in cluster mode, and Redisson's cluster settings
+    /// have no database), so with [`cluster_nodes`](Config::cluster_nodes) this
+    /// field must be 0 and a node's `/N` other than `/0` is refused: a lock can
+    /// then never land in a database other than the one the configuration names.
     pub database: i64,
     /// How long one connection attempt may take (Redisson `connectTimeout`).
     /// Default 10 s. [`Client::connect`](crate::Client::connect) fails after this long
     /// when the server cannot be reached.
-    #[cfg_attr(feature = "serde", serde(deserialize_with = "human::duration"))]
     pub connect_timeout: Duration,
     /// How long a command may wait for its reply (Redisson `timeout`). Default 3 s.
-    #[cfg_attr(feature = "serde", serde(deserialize_with = "human::duration"))]
     pub timeout: Duration,
     /// How many times a broken connection is re-dialled before a command fails, and
     /// how many transient failures in a row a waiting lock call rides out
@@ -115,25 +147,25 @@ pub struct Config {
     pub retry_attempts: u32,
     /// The longest pause between two re-dials or retries (Redisson `retryInterval`).
     /// Default 1.5 s.
-    #[cfg_attr(feature = "serde", serde(deserialize_with = "human::duration"))]
     pub retry_interval: Duration,
     /// The lease of a lock taken without an explicit lease; the watchdog renews it
     /// every third of this while it is held (Redisson `lockWatchdogTimeout`).
     /// Default 30 s.
-    #[cfg_attr(feature = "serde", serde(deserialize_with = "human::duration"))]
     pub lock_watchdog_timeout: Duration,
     /// How long a fair-lock waiter may stay silent before the queue skips it
     /// (Redisson `fairLockWaitTimeout`). Default 300 s.
-    #[cfg_attr(feature = "serde", serde(deserialize_with = "human::duration"))]
     pub fair_lock_wait_timeout: Duration,
     /// Redis Cluster seed nodes, `redis://host:port` each (Redisson
     /// `clusterServersConfig.nodeAddresses`). Empty (the default): a single server
     /// at [`address`](Config::address). Set: cluster mode, `address` is ignored.
     pub cluster_nodes: Vec<String>,
-    /// Whether unlock messages use sharded pub/sub (SPUBLISH/SSUBSCRIBE). `None`
-    /// (the default) decides as Redisson does: in cluster mode on Redis 7 or newer.
-    /// Sharded and plain messages do not reach each other, so every client of a
-    /// lock, Java ones included, must agree.
+    /// Whether unlock messages use sharded pub/sub (SPUBLISH/SSUBSCRIBE), in
+    /// cluster mode; read only there (a single server and Sentinel always use
+    /// plain pub/sub, as Redisson does). `None` (the default) decides as Redisson
+    /// does: sharded on Redis 7 or newer. Sharded and plain messages do not reach
+    /// each other, so every client of a lock, Java ones included, must agree.
+    /// `Some(true)` on a cluster older than 7.0 (no sharded pub/sub) is refused
+    /// at connect with [`Error::Config`].
     pub sharded_pubsub: Option<bool>,
     /// Sentinel addresses, `redis://host:port` each (Redisson
     /// `sentinelServersConfig.sentinelAddresses`). Empty (the default): no
@@ -161,7 +193,6 @@ pub struct Config {
     /// answer before the client gives up on it). While waiting, this client's
     /// connection is blocked, and an acquire with a wait limit may overrun it by
     /// this much.
-    #[cfg_attr(feature = "serde", serde(deserialize_with = "human::duration"))]
     pub replica_sync_timeout: Duration,
     /// How much of every lease a holder keeps in reserve for the difference
     /// between its clock rate and the server's: a hold counts as surely valid for
@@ -177,6 +208,66 @@ pub struct Config {
     /// cluster node and Sentinel's servers. Default: the system's trust store,
     /// no client certificate.
     pub tls: TlsConfig,
+    /// Who owns what a lock handle of this client takes. [`OwnerMode::Scoped`]
+    /// (the default): each acquisition is its own owner outside a hold's scope, so
+    /// sibling futures of one task take turns. [`OwnerMode::Task`]: Java's rule,
+    /// one owner per task (per thread for the blocking API), for every lock,
+    /// read-write lock and synchronizer handle of the client, as
+    /// [`RLock::with_task_owner`](crate::RLock::with_task_owner) does for one
+    /// handle: code ported line by line from Java nests and downgrades as it does
+    /// there. Its hazard: sibling futures of one task (`join!`, `select!`,
+    /// `buffer_unordered`) share every hold, so two of them are inside one
+    /// critical section at once. See `PORTING.md`.
+    pub owner_mode: OwnerMode,
+    /// What a *self-wait* does: a wait for a lock that the waiter's own task (or
+    /// thread) holds, outside that hold's scope, in a mode that conflicts with
+    /// the wait, so that only a sibling future's release can let it in (Java's
+    /// nested `lock()`, or a downgrade, ported literally). [`SelfWait::Warn`]
+    /// (the default): a warning once the self-wait has lasted
+    /// [`self_wait_warning`](Config::self_wait_warning), naming the lock, the hold
+    /// and the fix. [`SelfWait::Refuse`]: an immediate [`Error::WouldDeadlock`]
+    /// instead of waiting, for ported code and for tests.
+    pub self_wait: SelfWait,
+    /// How long a self-wait lasts before its warning (see
+    /// [`self_wait`](Config::self_wait)). Default 1 s: sibling futures that take
+    /// turns rarely hold that long, a forgotten nested hold always does.
+    pub self_wait_warning: Duration,
+}
+
+/// Who owns an acquisition: see [`Config::owner_mode`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
+#[non_exhaustive]
+pub enum OwnerMode {
+    /// Each acquisition is its own owner; code run inside a hold's scope
+    /// ([`LockGuard::scope`](crate::LockGuard::scope),
+    /// [`RLock::with`](crate::RLock::with)) re-enters as that hold's owner.
+    #[default]
+    Scoped,
+    /// Java's rule: the task (or thread) that calls is the owner, so a nested
+    /// `lock()` in the same task re-enters and sibling futures share holds.
+    Task,
+}
+
+/// What a self-wait does: see [`Config::self_wait`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
+#[non_exhaustive]
+pub enum SelfWait {
+    /// Wait as asked, with one warning after
+    /// [`Config::self_wait_warning`].
+    #[default]
+    Warn,
+    /// Refuse at once with [`Error::WouldDeadlock`].
+    Refuse,
 }
 
 /// Certificates for TLS connections (`rediss://`), as PEM files: the Rust
@@ -222,27 +313,42 @@ impl Default for Config {
             replica_sync: None,
             replica_sync_timeout: Duration::from_millis(1_000),
             clock_drift_factor: 0.01,
+            owner_mode: OwnerMode::Scoped,
+            self_wait: SelfWait::Warn,
+            self_wait_warning: Duration::from_millis(1_000),
         }
     }
 }
 
 impl Config {
-    /// A configuration for the server at `address`, every other field at its default.
-    /// The address is checked when the client connects.
+    /// A configuration for the server at `address`, every other field at its
+    /// default except [`database`](Config::database), which is the address's
+    /// `/N` when it names one. The address is checked when the client connects
+    /// (or by [`validate`](Config::validate)); one that does not parse leaves
+    /// the database at 0.
     ///
     /// ```
     /// use std::time::Duration;
     /// use redisson_locks::Config;
     ///
-    /// let mut config = Config::new("redis://10.0.0.5:6379");
+    /// let mut config = Config::new("redis://10.0.0.5:6379/3");
+    /// assert_eq!(config.database, 3);
     /// config.lock_watchdog_timeout = Duration::from_secs(10);
     /// assert_eq!(config.timeout, Duration::from_secs(3)); // Redisson's default
     /// config.validate()?;
+    ///
+    /// // The address and the field must agree.
+    /// config.database = 5;
+    /// let err = config.validate().unwrap_err();
+    /// assert!(err.to_string().contains("names database 3 but database is 5"));
     /// # Ok::<(), redisson_locks::Error>(())
     /// ```
     pub fn new(address: impl Into<String>) -> Self {
+        let address = address.into();
+        let database = address_database(&address).unwrap_or(0);
         Config {
-            address: address.into(),
+            address,
+            database,
             ..Config::default()
         }
     }
@@ -265,9 +371,10 @@ impl Config {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Config`] when the URL is malformed.
+    /// [`Error::Config`] when the URL is malformed (the message shows it with
+    /// its password masked).
     pub fn from_url(url: &str) -> Result<Self> {
-        let info = parse_address(url)?;
+        let info = parse_address("address", url)?;
         let settings = info.redis_settings();
         Ok(Config {
             address: url.to_owned(),
@@ -306,8 +413,10 @@ impl Config {
     /// # Errors
     /// [`Error::Config`] when the text is not JSON, a referenced environment variable
     /// is unset without a default, a key has a bad value (the message names the
-    /// key), two topology sections are present, or [`validate`](Config::validate)
-    /// refuses the result.
+    /// key), two topology sections are present, an address names a database
+    /// other than the section's `database` (see [`database`](Config::database)),
+    /// or [`validate`](Config::validate) refuses the result. No message repeats a
+    /// value taken from the environment or a password.
     pub fn from_json(json: &str) -> Result<Self> {
         redisson_file::read(json, Syntax::Json)
     }
@@ -331,7 +440,7 @@ impl Config {
     /// | `singleServerConfig.address` | [`address`](Config::address) |
     /// | `clusterServersConfig.nodeAddresses` (required) | [`cluster_nodes`](Config::cluster_nodes) |
     /// | `sentinelServersConfig.sentinelAddresses`, `masterName` (both required) | [`sentinel_addresses`](Config::sentinel_addresses), [`sentinel_master_name`](Config::sentinel_master_name) |
-    /// | `database` (single, sentinel) | [`database`](Config::database) |
+    /// | `database` (single, sentinel; an address's `/N` is not read, as in Redisson, and must not differ) | [`database`](Config::database) |
     /// | `username`, `password` (top level in Redisson 4, where they win over the section's) | [`username`](Config::username), [`password`](Config::password) |
     /// | `connectTimeout`, `timeout` (ms) | [`connect_timeout`](Config::connect_timeout), [`timeout`](Config::timeout) |
     /// | `retryAttempts` | [`retry_attempts`](Config::retry_attempts) |
@@ -373,7 +482,9 @@ impl Config {
     /// [`Error::Config`] when the text is not YAML, a referenced environment variable
     /// is unset without a default, a known key has a bad value (wrong type,
     /// negative, unparsable; the message names the key), two topology sections are
-    /// present, `retryDelay` names a strategy that cannot be mapped, a store has a
+    /// present, an address names a database other than the section's `database`
+    /// (see [`database`](Config::database)), `retryDelay` names a strategy that
+    /// cannot be mapped, a store has a
     /// password (`sslTruststorePassword`, `sslKeystorePassword`: only PEM files
     /// without a password are read, not JKS or PKCS12 stores), or
     /// [`validate`](Config::validate) refuses the result.
@@ -419,11 +530,13 @@ impl Config {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Config`] naming the first bad field.
+    /// [`Error::Config`] naming the first bad field; an address and
+    /// [`database`](Config::database) that disagree name both numbers.
     pub fn validate(&self) -> Result<()> {
-        parse_address(&self.address)?;
+        parse_address("address", &self.address)?;
         self.cluster_node_infos()?;
         self.sentinel_infos()?;
+        self.check_databases()?;
         if !self.sentinel_addresses.is_empty() && self.sentinel_master_name.is_none() {
             return Err(Error::Config(
                 "sentinel_master_name is required with sentinel_addresses".into(),
@@ -450,6 +563,7 @@ impl Config {
             ("lock_watchdog_timeout", self.lock_watchdog_timeout),
             ("fair_lock_wait_timeout", self.fair_lock_wait_timeout),
             ("replica_sync_timeout", self.replica_sync_timeout),
+            ("self_wait_warning", self.self_wait_warning),
         ] {
             if value.is_zero() || value > MAX_DURATION {
                 return Err(Error::Config(format!(
@@ -473,6 +587,53 @@ impl Config {
         Ok(())
     }
 
+    /// Checks that every address naming a database names
+    /// [`database`](Config::database), and that a cluster uses database 0.
+    fn check_databases(&self) -> Result<()> {
+        let named = |address: &str| address_database(address).filter(|&n| n != self.database);
+        if let Some(named) = named(&self.address) {
+            return Err(Error::Config(database_conflict(
+                &format!("address '{}'", redact(&self.address)),
+                named,
+                "database",
+                self.database,
+            )));
+        }
+        for sentinel in &self.sentinel_addresses {
+            if let Some(named) = named(sentinel) {
+                return Err(Error::Config(format!(
+                    "{} (sentinels have no databases: the primary's is `database`)",
+                    database_conflict(
+                        &format!("sentinel address '{}'", redact(sentinel)),
+                        named,
+                        "database",
+                        self.database,
+                    )
+                )));
+            }
+        }
+        if self.cluster_nodes.is_empty() {
+            return Ok(());
+        }
+        for node in &self.cluster_nodes {
+            if let Some(named) = address_database(node).filter(|&n| n != 0) {
+                return Err(Error::Config(format!(
+                    "cluster node '{}' names database {named}, but a Redis Cluster has only \
+                     database 0; drop the /{named}",
+                    redact(node)
+                )));
+            }
+        }
+        if self.database != 0 {
+            return Err(Error::Config(format!(
+                "database is {}, but a Redis Cluster (cluster_nodes) has only database 0; \
+                 set database to 0",
+                self.database
+            )));
+        }
+        Ok(())
+    }
+
     /// The replica sync timeout in force: the configured one, capped at half of
     /// `timeout`.
     pub(crate) fn effective_replica_sync_timeout_ms(&self) -> u64 {
@@ -484,7 +645,7 @@ impl Config {
     pub(crate) fn sentinel_infos(&self) -> Result<Vec<redis::ConnectionInfo>> {
         self.sentinel_addresses
             .iter()
-            .map(|node| parse_address(node))
+            .map(|node| parse_address("sentinel address", node))
             .collect()
     }
 
@@ -492,14 +653,14 @@ impl Config {
     pub(crate) fn cluster_node_infos(&self) -> Result<Vec<redis::ConnectionInfo>> {
         self.cluster_nodes
             .iter()
-            .map(|node| parse_address(node))
+            .map(|node| parse_address("cluster node", node))
             .collect()
     }
 
     /// The `redis` crate's connection info for this configuration, speaking RESP3 so
     /// that unlock messages arrive as pushes on the command connection.
     pub(crate) fn connection_info(&self) -> Result<redis::ConnectionInfo> {
-        let info = parse_address(&self.address)?;
+        let info = parse_address("address", &self.address)?;
         let mut settings = info
             .redis_settings()
             .clone()
@@ -515,22 +676,139 @@ impl Config {
     }
 }
 
-fn parse_address(address: &str) -> Result<redis::ConnectionInfo> {
+/// Parses `address`, one of the addresses that `what` names (`"address"`,
+/// `"cluster node"`, `"sentinel address"`); errors show it [`redact`]ed.
+fn parse_address(what: &str, address: &str) -> Result<redis::ConnectionInfo> {
     use redis::IntoConnectionInfo;
+    let shown = redact(address);
     if !(address.starts_with("redis://") || address.starts_with("rediss://")) {
         return Err(Error::Config(format!(
-            "address '{address}' must start with redis:// or rediss://"
+            "{what} '{shown}' must start with redis:// or rediss://"
         )));
     }
     if address.starts_with("rediss://") && !cfg!(feature = "tls") {
         return Err(Error::Config(format!(
-            "address '{address}' needs TLS, and this build has no TLS support (cargo \
+            "{what} '{shown}' needs TLS, and this build has no TLS support (cargo \
              feature `tls`)"
         )));
     }
-    address
-        .into_connection_info()
-        .map_err(|e| Error::Config(format!("address '{address}': {e}")))
+    address.into_connection_info().map_err(|e| {
+        // The redis crate's messages do not quote the URL; should one ever do,
+        // the password still stays out.
+        let mut reason = e.to_string();
+        if let Some(secret) = userinfo_secret(address).filter(|s| !s.is_empty()) {
+            reason = reason.replace(secret, "***");
+        }
+        Error::Config(format!("{what} '{shown}': {reason}"))
+    })
+}
+
+/// The database an address's path names (`redis://host:6379/3` names 3), or
+/// `None` when it names none or does not parse (then [`parse_address`] reports it).
+pub(super) fn address_database(address: &str) -> Option<i64> {
+    use redis::IntoConnectionInfo;
+    let url = redis::parse_redis_url(address)?;
+    if url.path().trim_matches('/').is_empty() {
+        return None;
+    }
+    let info = address.into_connection_info().ok()?;
+    Some(info.redis_settings().db())
+}
+
+/// The message for an address (`shown`, e.g. `address 'redis://h:6379/3'`) that
+/// names database `named` while the field or key `field` says `database`.
+pub(super) fn database_conflict(shown: &str, named: i64, field: &str, database: i64) -> String {
+    format!(
+        "{shown} names database {named} but {field} is {database}; make them agree, or \
+         drop the /{named} from the address"
+    )
+}
+
+/// `address` with the secret part of its user info masked: the password after
+/// the user name's `:` (`redis://app:***@host`), or the whole user info when it
+/// has no `:` (Redisson and redis-cli read a lone `redis://secret@host` as the
+/// password). The user info is taken to end at the *last* `@`, so that an
+/// unescaped `@` or `/` in a password (the kind of address that fails to
+/// parse) is masked as well; an `@` in a path or query masks a little more than
+/// needed, never less.
+pub(crate) fn redact(address: &str) -> std::borrow::Cow<'_, str> {
+    let start = address.find("://").map_or(0, |i| i + 3);
+    let Some(at) = address[start..].rfind('@').map(|i| start + i) else {
+        return address.into();
+    };
+    let user = match address[start..at].find(':') {
+        Some(colon) => &address[start..=start + colon],
+        None => "",
+    };
+    format!("{}{user}***{}", &address[..start], &address[at..]).into()
+}
+
+/// The part of `address` that [`redact`] masks, if any.
+fn userinfo_secret(address: &str) -> Option<&str> {
+    let start = address.find("://").map_or(0, |i| i + 3);
+    let at = start + address[start..].rfind('@')?;
+    let userinfo = &address[start..at];
+    Some(
+        userinfo
+            .find(':')
+            .map_or(userinfo, |colon| &userinfo[colon + 1..]),
+    )
+}
+
+impl std::fmt::Debug for Config {
+    /// Every field, with the password shown as `Some("***")` and the addresses
+    /// [`redact`]ed. Destructured, so that a new field cannot be forgotten here.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Config {
+            address,
+            username,
+            password,
+            database,
+            connect_timeout,
+            timeout,
+            retry_attempts,
+            retry_interval,
+            lock_watchdog_timeout,
+            fair_lock_wait_timeout,
+            cluster_nodes,
+            sharded_pubsub,
+            sentinel_addresses,
+            sentinel_master_name,
+            replica_sync,
+            replica_sync_timeout,
+            clock_drift_factor,
+            tls,
+            owner_mode,
+            self_wait,
+            self_wait_warning,
+        } = self;
+        let redacted = |addresses: &[String]| -> Vec<String> {
+            addresses.iter().map(|a| redact(a).into_owned()).collect()
+        };
+        f.debug_struct("Config")
+            .field("address", &redact(address))
+            .field("username", username)
+            .field("password", &password.as_ref().map(|_| "***"))
+            .field("database", database)
+            .field("connect_timeout", connect_timeout)
+            .field("timeout", timeout)
+            .field("retry_attempts", retry_attempts)
+            .field("retry_interval", retry_interval)
+            .field("lock_watchdog_timeout", lock_watchdog_timeout)
+            .field("fair_lock_wait_timeout", fair_lock_wait_timeout)
+            .field("cluster_nodes", &redacted(cluster_nodes))
+            .field("sharded_pubsub", sharded_pubsub)
+            .field("sentinel_addresses", &redacted(sentinel_addresses))
+            .field("sentinel_master_name", sentinel_master_name)
+            .field("replica_sync", replica_sync)
+            .field("replica_sync_timeout", replica_sync_timeout)
+            .field("clock_drift_factor", clock_drift_factor)
+            .field("tls", tls)
+            .field("owner_mode", owner_mode)
+            .field("self_wait", self_wait)
+            .field("self_wait_warning", self_wait_warning)
+            .finish()
+    }
 }
 
 /// Converts a lease or wait to whole milliseconds, rounding up so that a positive
@@ -703,6 +981,319 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("timeout"));
+    }
+
+    #[test]
+    fn new_takes_the_database_from_the_address() {
+        assert_eq!(Config::new("redis://h:6379/3").database, 3);
+        assert_eq!(Config::new("redis://app:pw@h:6379/12").database, 12);
+        for none in ["redis://h:6379", "redis://h:6379/", "redis://h"] {
+            let config = Config::new(none);
+            assert_eq!(config.database, 0, "{none}");
+            config.validate().unwrap();
+        }
+        Config::new("redis://h:6379/3").validate().unwrap();
+        // It cannot fail: an address that does not parse leaves database 0, and
+        // validate reports the address.
+        for bad in ["h:6379/3", "redis://h:6379/x", "redis://"] {
+            let config = Config::new(bad);
+            assert_eq!(config.database, 0, "{bad}");
+            assert!(config.validate().unwrap_err().is_config(), "{bad}");
+        }
+        let err = Config::new("redis://h:6379/-1").validate().unwrap_err();
+        assert!(err.to_string().contains("negative"), "{err}");
+    }
+
+    #[test]
+    fn an_address_and_a_database_that_disagree_are_refused_naming_both() {
+        let mut config = Config::from_url("redis://h:6379/3").unwrap();
+        assert_eq!(config.database, 3);
+        config.database = 5;
+        let err = config.validate().unwrap_err();
+        assert!(err.is_config(), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "invalid configuration: address 'redis://h:6379/3' names database 3 but database \
+             is 5; make them agree, or drop the /3 from the address"
+        );
+        // A struct literal cannot slip past: `..Default::default()` is database 0.
+        let config = Config {
+            address: "redis://h:6379/3".into(),
+            ..Config::default()
+        };
+        let err = config.validate().unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("names database 3 but database is 0"),
+            "{err}"
+        );
+        let config = Config {
+            address: "redis://h:6379/0".into(),
+            database: 2,
+            ..Config::default()
+        };
+        let err = config.validate().unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("names database 0 but database is 2"),
+            "{err}"
+        );
+        // An address without a database leaves it to the field.
+        let config = Config {
+            address: "redis://h:6379".into(),
+            database: 2,
+            ..Config::default()
+        };
+        config.validate().unwrap();
+        assert_eq!(config.connection_info().unwrap().redis_settings().db(), 2);
+        let agreed = Config::new("redis://h:6379/3");
+        assert_eq!(agreed.connection_info().unwrap().redis_settings().db(), 3);
+    }
+
+    #[test]
+    fn sentinel_addresses_must_name_the_database_and_cluster_nodes_none() {
+        let sentinel = |address: &str, database: i64| Config {
+            sentinel_addresses: vec!["redis://s1:26379".into(), address.into()],
+            sentinel_master_name: Some("m".into()),
+            database,
+            ..Config::default()
+        };
+        sentinel("redis://s2:26379/2", 2).validate().unwrap();
+        sentinel("redis://s2:26379", 2).validate().unwrap();
+        let err = sentinel("redis://s2:26379/2", 0).validate().unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "sentinel address 'redis://s2:26379/2' names database 2 but database is 0"
+            ),
+            "{err}"
+        );
+        let cluster = |node: &str, database: i64| Config {
+            cluster_nodes: vec!["redis://a:7000".into(), node.into()],
+            database,
+            ..Config::default()
+        };
+        cluster("redis://b:7001", 0).validate().unwrap();
+        cluster("redis://b:7001/0", 0).validate().unwrap();
+        let err = cluster("redis://b:7001/3", 0).validate().unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "cluster node 'redis://b:7001/3' names database 3, but a Redis Cluster has only database 0"
+            ),
+            "{err}"
+        );
+        let err = cluster("redis://b:7001", 1).validate().unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("database is 1, but a Redis Cluster (cluster_nodes) has only database 0"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn json_database_is_the_key_as_in_redisson() {
+        let read = |section: &str| Config::from_json(&format!("{{{section}}}"));
+        let c = read(r#""singleServerConfig":{"address":"redis://h:1/3","database":3}"#).unwrap();
+        assert_eq!(c.database, 3);
+        let c = read(r#""singleServerConfig":{"address":"redis://h:1","database":4}"#).unwrap();
+        assert_eq!(c.database, 4);
+        let c = read(r#""singleServerConfig":{"address":"redis://h:1/0"}"#).unwrap();
+        assert_eq!(c.database, 0);
+        // Redisson would use database 0 here, whatever the address says.
+        let err = read(r#""singleServerConfig":{"address":"redis://h:1/3"}"#).unwrap_err();
+        let message = err.to_string();
+        assert!(err.is_config(), "{err}");
+        assert!(
+            message.contains("singleServerConfig.address 'redis://h:1/3' names database 3")
+                && message.contains("Redisson ignores an address's database")
+                && message.contains("`database: 3`"),
+            "{err}"
+        );
+        for (database, named) in [
+            (5, "3 but singleServerConfig.database is 5"),
+            (0, "3 but singleServerConfig.database is 0"),
+        ] {
+            let err = read(&format!(
+                r#""singleServerConfig":{{"address":"redis://h:1/3","database":{database}}}"#
+            ))
+            .unwrap_err();
+            assert!(
+                err.to_string().contains(&format!("names database {named}")),
+                "{err}"
+            );
+        }
+        let sentinel = |database: &str| {
+            read(&format!(
+                r#""sentinelServersConfig":{{"sentinelAddresses":["redis://s:26379/2"],
+                    "masterName":"m"{database}}}"#
+            ))
+        };
+        assert_eq!(sentinel(r#","database":2"#).unwrap().database, 2);
+        let err = sentinel("").unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "sentinelServersConfig.sentinelAddresses 'redis://s:26379/2' names database 2"
+            ),
+            "{err}"
+        );
+        let err =
+            read(r#""clusterServersConfig":{"nodeAddresses":["redis://a:1/1"]}"#).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("clusterServersConfig.nodeAddresses 'redis://a:1/1' names database 1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn redact_masks_the_secret_part_of_user_info() {
+        for (address, shown) in [
+            ("redis://h:6379", "redis://h:6379"),
+            ("redis://app:S3cr3t@h:6379/3", "redis://app:***@h:6379/3"),
+            ("redis://:S3cr3t@h:6379", "redis://:***@h:6379"),
+            ("redis://S3cr3t@h:6379", "redis://***@h:6379"),
+            ("redis://app:@h", "redis://app:***@h"),
+            // Unescaped `@`, `/` and `:` in a password: all of it is masked.
+            ("redis://app:S3c@r/3t:x@h:1", "redis://app:***@h:1"),
+            ("app:S3cr3t@h:6379", "app:***@h:6379"),
+            ("rediss://app:S3cr3t@h:6380", "rediss://app:***@h:6380"),
+        ] {
+            assert_eq!(redact(address), shown, "{address}");
+        }
+    }
+
+    #[test]
+    fn errors_about_addresses_mask_the_password() {
+        for (url, shown) in [
+            (
+                "redis://app:S3cr3t@h:notaport",
+                "'redis://app:***@h:notaport'",
+            ),
+            ("redis://S3cr3t@h:notaport", "'redis://***@h:notaport'"),
+            (
+                "redis://app:S3cr3t@h:6379/notadb",
+                "'redis://app:***@h:6379/notadb'",
+            ),
+            ("redis://app:S3c@r/3t@h:1:2", "'redis://app:***@h:1:2'"),
+            ("http://app:S3cr3t@h:6379", "'http://app:***@h:6379'"),
+            ("app:S3cr3t@h:6379", "'app:***@h:6379'"),
+        ] {
+            let err = Config::from_url(url).unwrap_err().to_string();
+            assert!(
+                err.contains(shown) && !err.contains("S3cr3t"),
+                "{url}: {err}"
+            );
+            let err = Config::new(url).validate().unwrap_err().to_string();
+            assert!(
+                err.contains(shown) && !err.contains("S3cr3t"),
+                "{url}: {err}"
+            );
+        }
+        let err = Config {
+            address: "redis://app:S3cr3t@h:6379/3".into(),
+            database: 4,
+            ..Config::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("'redis://app:***@h:6379/3'") && !err.contains("S3cr3t"),
+            "{err}"
+        );
+        let bad = "redis://app:S3cr3t@h:notaport".to_owned();
+        for (config, what) in [
+            (
+                Config {
+                    cluster_nodes: vec!["redis://a:7000".into(), bad.clone()],
+                    ..Config::default()
+                },
+                "cluster node",
+            ),
+            (
+                Config {
+                    sentinel_addresses: vec![bad.clone()],
+                    sentinel_master_name: Some("m".into()),
+                    ..Config::default()
+                },
+                "sentinel address",
+            ),
+        ] {
+            let err = config.validate().unwrap_err().to_string();
+            assert!(
+                err.contains(&format!(": {what} 'redis://app:***@h:notaport'")),
+                "{err}"
+            );
+            assert!(!err.contains("S3cr3t"), "{err}");
+        }
+        for json in [
+            r#"{"singleServerConfig":{"address":"redis://app:S3cr3t@h:notaport"}}"#,
+            r#"{"clusterServersConfig":{"nodeAddresses":["redis://app:S3cr3t@h:notaport"]}}"#,
+            r#"{"clusterServersConfig":{"nodeAddresses":["redis://app:S3cr3t@h:1/2"]}}"#,
+            r#"{"sentinelServersConfig":{"sentinelAddresses":["redis://app:S3cr3t@h:x"],"masterName":"m"}}"#,
+            r#"{"singleServerConfig":{"address":"redis://app:S3cr3t@h:1/2","database":3}}"#,
+            r#"{"singleServerConfig":{"sslTruststore":"file://app:S3cr3t@elsewhere/ca.pem"}}"#,
+        ] {
+            let err = Config::from_json(json).unwrap_err().to_string();
+            assert!(
+                err.contains("app:***@") && !err.contains("S3cr3t"),
+                "{json}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn json_errors_never_repeat_a_password() {
+        for json in [
+            r#"{"singleServerConfig":{"password":987654321}}"#,
+            r#"{"singleServerConfig":{"password":98765.4321}}"#,
+            r#"{"password":987654321}"#,
+            r#"{"password":{"value":987654321}}"#,
+            r#"{"singleServerConfig":{"username":987654321}}"#,
+            r#"{"singleServerConfig":{"address":987654321}}"#,
+            r#"{"singleServerConfig":"S3cr3t-7"}"#,
+            r#"{"singleServerConfig":{"timeout":"S3cr3t-7"}}"#,
+            r#"{"singleServerConfig":{"retryDelay":{"class":"org.redisson.config.ConstantDelay","delay":"S3cr3t-7"}}}"#,
+            r#"{"clusterServersConfig":{"nodeAddresses":"redis://:S3cr3t-7@a:1"}}"#,
+            r#"{"singleServerConfig":{"sslKeystorePassword":"S3cr3t-7"}}"#,
+        ] {
+            let err = Config::from_json(json).unwrap_err();
+            assert!(err.is_config(), "{err}");
+            let err = err.to_string();
+            for secret in ["987654321", "98765", "S3cr3t"] {
+                assert!(!err.contains(secret), "{json}: {err}");
+            }
+        }
+        let err = Config::from_json(r#"{"singleServerConfig":{"password":987654321}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "singleServerConfig.password: invalid type: an integer, expected a string"
+            ),
+            "the key and the kind are named: {err}"
+        );
+    }
+
+    #[test]
+    fn debug_does_not_print_the_password() {
+        let mut config = Config::from_url("redis://app:S3cr3t@h:6379/1").unwrap();
+        config.cluster_nodes = vec!["redis://:S3cr3t@a:7000".into()];
+        config.sentinel_addresses = vec!["redis://S3cr3t@s:26379".into()];
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("S3cr3t"), "{shown}");
+        for part in [
+            r#"password: Some("***")"#,
+            r#"address: "redis://app:***@h:6379/1""#,
+            r#"username: Some("app")"#,
+            r#"cluster_nodes: ["redis://:***@a:7000"]"#,
+            r#"sentinel_addresses: ["redis://***@s:26379"]"#,
+            "database: 1",
+            "self_wait_warning: 1s",
+        ] {
+            assert!(shown.contains(part), "{part} in {shown}");
+        }
+        assert!(format!("{:?}", Config::default()).contains("password: None"));
+        assert!(!format!("{config:#?}").contains("S3cr3t"));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, IgnoredAny, Unexpected, Visitor};
 use serde::Deserialize;
 
-use super::{env, Config, MAX_RETRY_ATTEMPTS};
+use super::{address_database, database_conflict, env, human, redact, Config, MAX_RETRY_ATTEMPTS};
 use crate::error::{Error, Result};
 
 /// The syntax a Redisson config file is written in.
@@ -37,6 +37,12 @@ impl fmt::Display for Syntax {
 
 /// Reads a Redisson config file: substitutes `${...}` references from the
 /// environment, parses, maps the fields onto a [`Config`] and validates it.
+///
+/// No error repeats a secret: serde's messages name a bad value's kind, not the
+/// value ([`human::without_values`]), addresses show with their passwords
+/// masked ([`redact`]), and whatever any message would quote of a value taken
+/// from the environment becomes `***` ([`env::Resolved::scrub`]), validation's
+/// messages included.
 pub(super) fn read(text: &str, syntax: Syntax) -> Result<Config> {
     read_with_env(text, syntax, |name| std::env::var(name))
 }
@@ -47,10 +53,15 @@ fn read_with_env(
     lookup: impl Fn(&str) -> std::result::Result<String, VarError>,
 ) -> Result<Config> {
     let error = |message: String| Error::Config(format!("redisson {syntax} config: {message}"));
-    let text = env::substitute(text, lookup).map_err(error)?;
-    let file = parse(&text, syntax).map_err(error)?;
-    let config = file.into_config().map_err(error)?;
-    config.validate()?;
+    // These messages name variables, never values.
+    let resolved = env::substitute(text, lookup).map_err(error)?;
+    let quiet = |message: String| error(resolved.scrub(&human::without_values(&message)));
+    let file = parse(resolved.text(), syntax).map_err(quiet)?;
+    let config = file.into_config().map_err(quiet)?;
+    config.validate().map_err(|e| match e {
+        Error::Config(message) => Error::Config(resolved.scrub(&message)),
+        other => other,
+    })?;
     Ok(config)
 }
 
@@ -230,8 +241,34 @@ impl ServerSection {
             }
         }
         // A Redis Cluster has no databases, so Redisson's cluster section has no key for one.
+        let database_given = self.database.is_some();
         if let (Some(db), Topology::Single | Topology::Sentinel) = (self.database, topology) {
             config.database = db.non_negative(&key("database"))?;
+        }
+        let in_force = Database {
+            key: key("database"),
+            number: config.database,
+            given: database_given,
+        };
+        match topology {
+            Topology::Single => in_force.check(&key("address"), &config.address)?,
+            Topology::Cluster => {
+                for node in &config.cluster_nodes {
+                    if let Some(named) = address_database(node).filter(|&n| n != 0) {
+                        return Err(format!(
+                            "{} '{}' names database {named}, but a Redis Cluster has only \
+                             database 0; drop the /{named}",
+                            key("nodeAddresses"),
+                            redact(node)
+                        ));
+                    }
+                }
+            }
+            Topology::Sentinel => {
+                for sentinel in &config.sentinel_addresses {
+                    in_force.check(&key("sentinelAddresses"), sentinel)?;
+                }
+            }
         }
         if let Some(ms) = self.connect_timeout {
             config.connect_timeout = ms.millis(&key("connectTimeout"))?;
@@ -274,6 +311,42 @@ impl ServerSection {
             ssl_keystore_password: self.ssl_keystore_password,
         }
         .apply(&format!("{section}."), config)
+    }
+}
+
+/// The database a section makes Redisson use: its `database` key, 0 without it.
+struct Database {
+    key: String,
+    number: i64,
+    given: bool,
+}
+
+impl Database {
+    /// Refuses an address (of key `address_key`) whose `/N` is not the database
+    /// in force. Redisson reads no database from an address (its `RedisURI`
+    /// keeps scheme, user info, host and port), so the file means the `database`
+    /// key to every Java client reading it: reading the `/N` here instead would
+    /// put this client's locks in another database than theirs.
+    fn check(&self, address_key: &str, address: &str) -> std::result::Result<(), String> {
+        let Some(named) = address_database(address).filter(|&n| n != self.number) else {
+            return Ok(());
+        };
+        let shown = format!("{address_key} '{}'", redact(address));
+        Err(if self.given {
+            format!(
+                "{} (Redisson uses {} and ignores the address's)",
+                database_conflict(&shown, named, &self.key, self.number),
+                self.key
+            )
+        } else {
+            format!(
+                "{shown} names database {named}, but Redisson ignores an address's database \
+                 and, without {key}, uses database 0: Java clients reading this file lock \
+                 in database 0. Add `database: {named}` to the section, or drop the \
+                 /{named}",
+                key = self.key
+            )
+        })
     }
 }
 
@@ -376,14 +449,16 @@ fn store_path(key: &str, url: &str) -> std::result::Result<PathBuf, String> {
                 let (host, path) = authority_and_path.split_at(slash);
                 if !(host.is_empty() || host.eq_ignore_ascii_case("localhost")) {
                     return Err(format!(
-                        "{key}: {url} names another host; give a local file"
+                        "{key}: {} names another host; give a local file",
+                        redact(url)
                     ));
                 }
                 path
             }
             None => rest,
         };
-        percent_decode(path).ok_or_else(|| format!("{key}: {url} is not a valid file URL"))?
+        percent_decode(path)
+            .ok_or_else(|| format!("{key}: {} is not a valid file URL", redact(url)))?
     } else {
         let scheme_len = url
             .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
@@ -475,14 +550,14 @@ impl<'de> Deserialize<'de> for Whole {
             fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Whole, E> {
                 i64::try_from(v)
                     .map(Whole)
-                    .map_err(|_| E::invalid_value(Unexpected::Unsigned(v), &self))
+                    .map_err(|_| E::invalid_value(Unexpected::Other("too large an integer"), &self))
             }
 
             fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Whole, E> {
                 v.trim()
                     .parse()
                     .map(Whole)
-                    .map_err(|_| E::invalid_value(Unexpected::Str(v), &self))
+                    .map_err(|_| E::invalid_value(Unexpected::Other("a string"), &self))
             }
         }
 
@@ -507,7 +582,7 @@ impl<'de> Deserialize<'de> for IsoDuration {
             fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<IsoDuration, E> {
                 parse_iso_duration(v)
                     .map(IsoDuration)
-                    .ok_or_else(|| E::invalid_value(Unexpected::Str(v), &self))
+                    .ok_or_else(|| E::invalid_value(Unexpected::Other("a string"), &self))
             }
         }
 
@@ -1019,5 +1094,147 @@ threads: 16
             err.to_string().contains("singleServerConfig.timeout"),
             "{err}"
         );
+    }
+
+    /// An environment with secrets, for the tests that check they stay out.
+    fn secret_env(name: &str) -> std::result::Result<String, VarError> {
+        match name {
+            "PW" => Ok("S3cr3t-env".into()),
+            "NUM" => Ok("987654321".into()),
+            "URL" => Ok("redis://app:S3cr3t-env@h:notaport".into()),
+            "HOST" => Ok("S3cr3t-host".into()),
+            "QUOTE" => Ok("S3cr3t\"env".into()),
+            _ => Err(VarError::NotPresent),
+        }
+    }
+
+    /// Asserts that reading `text` fails with an error that holds none of
+    /// [`secret_env`]'s values; returns the message.
+    fn secret_free_error(text: &str, syntax: Syntax) -> String {
+        let err = read_with_env(text, syntax, secret_env).unwrap_err();
+        assert!(err.is_config(), "{err}");
+        let message = err.to_string();
+        for secret in ["S3cr3t", "987654321", "env\\\""] {
+            assert!(!message.contains(secret), "{text}: {message}");
+        }
+        message
+    }
+
+    #[test]
+    fn json_errors_never_repeat_a_value_from_the_environment() {
+        for (json, says) in [
+            (
+                r#"{"singleServerConfig":{"timeout":"${PW}"}}"#,
+                "singleServerConfig.timeout",
+            ),
+            (r#"{"singleServerConfig":{"timeout":${PW}}}"#, "line 1"),
+            (
+                r#"{"singleServerConfig":{"timeout":"${QUOTE}"}}"#,
+                "singleServerConfig.timeout",
+            ),
+            (
+                r#"{"singleServerConfig":{"retryAttempts":"${NUM}"}}"#,
+                "at most 1000",
+            ),
+            (
+                r#"{"singleServerConfig":{"database":"-${NUM}"}}"#,
+                "must not be negative",
+            ),
+            (
+                r#"{"singleServerConfig":{"address":"${URL}"}}"#,
+                "'redis://app:***@h:notaport'",
+            ),
+            (
+                r#"{"singleServerConfig":{"address":"redis://${HOST}:notaport"}}"#,
+                "'redis://***:notaport'",
+            ),
+            (
+                r#"{"singleServerConfig":{"address":"${PW}"}}"#,
+                "must start with redis://",
+            ),
+            (
+                r#"{"singleServerConfig":{"password":${NUM}}}"#,
+                "singleServerConfig.password",
+            ),
+            (
+                r#"{"password":${NUM}}"#,
+                "password: invalid type: an integer",
+            ),
+            (
+                r#"{"singleServerConfig":{"retryDelay":{"class":"${PW}"}}}"#,
+                "retryDelay",
+            ),
+            (
+                r#"{"singleServerConfig":{"sslTruststore":"${PW}:ca.pem"}}"#,
+                "sslTruststore",
+            ),
+            (
+                r#"{"clusterServersConfig":{"nodeAddresses":"${URL}"}}"#,
+                "nodeAddresses",
+            ),
+            (r#"{"lockWatchdogTimeout":"${PW}"}"#, "lockWatchdogTimeout"),
+            (
+                r#"{"lockWatchdogTimeout":${NUM}${NUM}${NUM}}"#,
+                "lockWatchdogTimeout",
+            ),
+            (r#"{"singleServerConfig":"${PW}"}"#, "singleServerConfig"),
+        ] {
+            let message = secret_free_error(json, Syntax::Json);
+            assert!(message.contains(says), "{json}: {message}");
+        }
+    }
+
+    #[cfg(feature = "yaml")]
+    #[test]
+    fn yaml_errors_never_repeat_a_value_from_the_environment_or_a_password() {
+        for (yaml, says) in [
+            ("singleServerConfig:\n  timeout: ${PW}\n", "singleServerConfig.timeout"),
+            // The quote in the value ends the YAML string early.
+            ("singleServerConfig:\n  timeout: \"${QUOTE}\"\n", "singleServerConfig"),
+            ("singleServerConfig:\n  retryAttempts: ${NUM}\n", "at most 1000"),
+            ("singleServerConfig:\n  address: ${URL}\n", "'redis://app:***@h:notaport'"),
+            ("singleServerConfig:\n  address: redis://${HOST}:1/${PW}\n", "address"),
+            ("singleServerConfig:\n  password: [${PW}\n", "YAML"),
+            ("singleServerConfig:\n  password: \"${PW}\n", "YAML"),
+            ("singleServerConfig:\n  password: ${PW}: x\n", "YAML"),
+            ("singleServerConfig:\n  password: [${PW}]\n", "singleServerConfig.password"),
+            ("singleServerConfig:\n  password: {${PW}: 1}\n", "singleServerConfig.password"),
+            ("singleServerConfig: ${PW}\n", "singleServerConfig"),
+            ("singleServerConfig:\n  retryDelay: !<${PW}> {delay: PT1S}\n", "retryDelay"),
+            ("singleServerConfig:\n  retryDelay: !<org.redisson.config.ConstantDelay> {delay: ${PW}}\n", "retryDelay"),
+            ("clusterServersConfig:\n  nodeAddresses: ${URL}\n", "nodeAddresses"),
+            ("clusterServersConfig:\n  nodeAddresses: [${URL}]\n", "'redis://app:***@h:notaport'"),
+            ("sentinelServersConfig:\n  sentinelAddresses: [${URL}]\n  masterName: m\n", "'redis://app:***@h:notaport'"),
+            ("lockWatchdogTimeout: ${PW}\n", "lockWatchdogTimeout"),
+        ] {
+            let message = secret_free_error(yaml, Syntax::Yaml);
+            assert!(message.contains(says), "{yaml}: {message}");
+        }
+    }
+
+    #[cfg(feature = "yaml")]
+    #[test]
+    fn yaml_database_is_the_key_as_in_redisson() {
+        let c = yaml("singleServerConfig:\n  address: redis://h:1/3\n  database: 3\n").unwrap();
+        assert_eq!((c.address.as_str(), c.database), ("redis://h:1/3", 3));
+        let err = yaml_err("singleServerConfig:\n  address: redis://h:1/3\n");
+        assert!(
+            err.contains("names database 3, but Redisson ignores an address's database")
+                && err.contains("Add `database: 3`"),
+            "{err}"
+        );
+        let err = yaml_err("singleServerConfig:\n  address: redis://h:1/3\n  database: 5\n");
+        assert!(
+            err.contains("names database 3 but singleServerConfig.database is 5"),
+            "{err}"
+        );
+        let c = yaml(
+            "sentinelServersConfig:\n  sentinelAddresses: [redis://s:26379/1]\n  \
+             masterName: m\n  database: 1\n",
+        )
+        .unwrap();
+        assert_eq!(c.database, 1);
+        let err = yaml_err("clusterServersConfig:\n  nodeAddresses: [redis://a:1/2]\n");
+        assert!(err.contains("a Redis Cluster has only database 0"), "{err}");
     }
 }

@@ -15,6 +15,7 @@ use crate::client::ClientInner;
 use crate::error::Result;
 use crate::keys::lock_channel;
 use crate::scripts::{self, BusyTtl, Released};
+use crate::self_wait::Claim;
 use crate::wait::{Acquirer, BoxFuture, Target, Wait};
 use crate::watchdog::RenewKind;
 
@@ -65,6 +66,10 @@ impl LockKind for GroupMembers {
             let channel = lock_channel(&name);
             scripts::group_force_release(&mut client.conn.clone(), &name, &channel, &ids).await
         })
+    }
+
+    fn claim(&self) -> Claim {
+        Claim::Members(self.ids.clone())
     }
 
     /// Whether any of the members is held, by anyone (the group's other members

@@ -7,6 +7,7 @@ use crate::client::ClientInner;
 use crate::error::{Error, Result};
 use crate::ledger::{release_one, Slot};
 use crate::scripts::Released;
+use crate::self_wait::HeldMark;
 use crate::wait::{Acquirer, Hold};
 
 /// One hold of a lock, released by [`unlock`](LockGuard::unlock) or by dropping it.
@@ -58,6 +59,13 @@ pub struct LockGuard {
     owner_id: u64,
     lease_ms: u64,
     hold: Option<Hold>,
+    /// This hold in the client's record of who holds what, for telling
+    /// self-waits (see `self_wait.rs`); gone with the guard, or kept by the
+    /// client when the guard is detached.
+    recorded: Option<HeldMark>,
+    /// Its owner was made for this acquisition alone (a default handle outside
+    /// any scope): once detached, no handle can release it.
+    single_acquisition: bool,
 }
 
 impl LockGuard {
@@ -66,6 +74,8 @@ impl LockGuard {
         ops: Arc<dyn Acquirer>,
         owner_id: u64,
         hold: Hold,
+        recorded: HeldMark,
+        single_acquisition: bool,
     ) -> Self {
         LockGuard {
             client,
@@ -73,6 +83,8 @@ impl LockGuard {
             owner_id,
             lease_ms: hold.lease_ms,
             hold: Some(hold),
+            recorded: Some(recorded),
+            single_acquisition,
         }
     }
 
@@ -203,8 +215,23 @@ impl LockGuard {
     /// ```
     pub fn detach(mut self) {
         if let Some(hold) = self.hold.take() {
-            // Its count stays in the ledger until `RLock::unlock` ends it.
+            // Its count stays in the ledger until `RLock::unlock` ends it, and so
+            // does its record: a wait behind it is still a self-wait.
             self.client.ledger.pin(&hold.slot);
+            if let Some(recorded) = self.recorded.take() {
+                self.client.holdings.keep_detached(recorded, self.owner_id);
+            }
+            if self.single_acquisition {
+                crate::trace::warn_event!(
+                    "lock {:?}: a hold of a default handle outside any scope was detached; no \
+                     handle can release it but `force_unlock()` (its owner was this one \
+                     acquisition), so it is renewed until the client closes. Keep the guard \
+                     and call `guard.unlock()`, or, for Java's lock()/unlock() pairs, make the \
+                     task the owner: `with_task_owner()` or `Config::owner_mode = \
+                     OwnerMode::Task`",
+                    self.ops.name()
+                );
+            }
             if let Some(renewal) = hold.renewal {
                 renewal.detach((self.ops.clone(), self.lease_ms));
             }

@@ -17,6 +17,7 @@ use redis::AsyncCommands;
 
 use crate::client::ClientInner;
 use crate::error::{Error, Result};
+use crate::self_wait::Claim;
 use crate::wait::{Acquirer, BoxFuture, Wait};
 
 /// What one kind of lock is, as the shared handle sees it.
@@ -54,6 +55,12 @@ pub(crate) trait LockKind: std::fmt::Debug + Send + Sync + 'static {
     fn kind_name(&self) -> &'static str {
         let full = std::any::type_name::<Self>();
         full.rsplit("::").next().unwrap_or(full)
+    }
+
+    /// What a hold of this kind claims of the lock, to tell which holds keep
+    /// a request out (see `self_wait.rs`). By default: all of it, alone.
+    fn claim(&self) -> Claim {
+        Claim::Exclusive
     }
 
     /// Does it hand the lock out in arrival order?

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::keys::rwlock_channel;
 use crate::pubsub::Class;
 use crate::scripts::{self, BusyTtl, Released, HOLDS_READ};
+use crate::self_wait::Claim;
 use crate::wait::{Acquirer, BoxFuture, Target, Wait};
 use crate::watchdog::RenewKind;
 
@@ -135,6 +136,10 @@ impl LockKind for ReadSide {
         force_side(client, name, "read")
     }
 
+    fn claim(&self) -> Claim {
+        Claim::Read
+    }
+
     /// Held in read mode, and during a downgrade (write mode with read holds: more
     /// than the `mode` and writer fields), as Redisson answers.
     fn is_locked(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
@@ -177,6 +182,10 @@ impl LockKind for WriteSide {
 
     fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         force_side(client, name, "write")
+    }
+
+    fn claim(&self) -> Claim {
+        Claim::Write
     }
 
     /// Held in write mode.
@@ -297,6 +306,7 @@ impl Acquirer for WriteOps {
             if reply == Some(HOLDS_READ) {
                 return Err(Error::WouldDeadlock {
                     name: self.name().to_owned(),
+                    reason: crate::self_wait::UPGRADE_REFUSED.to_owned(),
                 });
             }
             Ok(reply)

@@ -10,9 +10,10 @@ use super::guard::{release, LockGuard};
 use super::kind::LockKind;
 use super::RemainingTtl;
 use crate::client::ClientInner;
-use crate::config::duration_to_millis;
+use crate::config::{duration_to_millis, OwnerMode};
 use crate::error::{Error, Result};
 use crate::owner::{owner_field, OwnerId};
+use crate::self_wait::{guard_wait, Request};
 use crate::wait::{self, Acquirer, Lease, Wait};
 
 /// A reentrant distributed lock: Redisson's `RLock`, on the same keys.
@@ -47,7 +48,12 @@ use crate::wait::{self, Acquirer, Lease, Wait};
 ///
 /// Outside a scope a second `lock()` waits for the first hold, like a second
 /// `lock()` of a `tokio::sync::Mutex`; in one sequential piece of code that is a
-/// deadlock, so nest through the scope. Two other modes exist:
+/// deadlock, so nest through the scope. Such a *self-wait* is named: a warning
+/// after [`Config::self_wait_warning`](crate::Config::self_wait_warning), or an
+/// immediate [`Error::WouldDeadlock`] with
+/// [`SelfWait::Refuse`](crate::SelfWait::Refuse). Two other modes exist
+/// ([`Config::owner_mode`](crate::Config::owner_mode) sets the second for every
+/// handle of a client):
 /// [`with_owner_id`](RLock::with_owner_id) names an explicit owner (work handed
 /// between tasks, or acting for a Java thread), and
 /// [`with_task_owner`](RLock::with_task_owner) makes the calling task the owner,
@@ -89,11 +95,15 @@ pub struct RLock {
 
 impl RLock {
     pub(crate) fn new(client: Arc<ClientInner>, name: String, kind: Arc<dyn LockKind>) -> Self {
+        let owner = match client.config.owner_mode {
+            OwnerMode::Scoped => OwnerId::Scoped,
+            OwnerMode::Task => OwnerId::Task,
+        };
         RLock {
             client,
             name: name.into(),
             kind,
-            owner: OwnerId::Scoped,
+            owner,
         }
     }
 
@@ -405,6 +415,9 @@ impl RLock {
         let slot = self.client.ledger.slot(&self.name, field);
         let released = release(&self.client, &slot, &ops, self.watchdog_lease_ms()?).await;
         self.client.ledger.unpin(&self.name, field);
+        self.client
+            .holdings
+            .forget_detached(&self.name, self.query_owner());
         released
     }
 
@@ -439,6 +452,7 @@ impl RLock {
         // the read side of a lock in write mode deletes nothing).
         if freed {
             self.client.watchdog.forget_lock(&self.name);
+            self.client.holdings.forget_detached_of(&self.name);
         }
         Ok(freed)
     }
@@ -580,12 +594,24 @@ impl RLock {
         }
         let (owner_id, new_owner) = self.owner.for_acquisition(&self.client.id, &self.name);
         let ops = self.ops(owner_id, wait);
+        let request = Request {
+            context: self.owner.context(),
+            owner: owner_id,
+            claim: self.kind.claim(),
+        };
         let started = tokio::time::Instant::now();
-        let hold = crate::trace::in_acquire_span(
-            &self.name,
-            self.kind.kind_name(),
-            wait::acquire(&self.client, &ops, lease, wait, new_owner),
-        )
+        let acquiring = wait::acquire(&self.client, &ops, lease, wait, new_owner);
+        let hold = crate::trace::in_acquire_span(&self.name, self.kind.kind_name(), async {
+            match wait {
+                // One try never waits, so it never waits for itself.
+                Wait::Once => acquiring.await,
+                _ => {
+                    let policy = self.client.self_wait_policy();
+                    let holdings = &self.client.holdings;
+                    guard_wait(holdings, policy, &self.name, request.clone(), acquiring).await
+                }
+            }
+        })
         .await;
         crate::trace::debug_event!(
             "lock {:?} ({}): acquire {} after {:?}",
@@ -598,7 +624,11 @@ impl RLock {
             },
             started.elapsed()
         );
-        Ok(hold?.map(|hold| LockGuard::new(self.client.clone(), ops, owner_id, hold)))
+        Ok(hold?.map(|hold| {
+            let validity = hold.validity.clone();
+            let mark = self.client.holdings.record(&self.name, request, validity);
+            LockGuard::new(self.client.clone(), ops, owner_id, hold, mark, new_owner)
+        }))
     }
 
     /// The owner that queries and [`unlock`](RLock::unlock) act for.

@@ -171,3 +171,24 @@ async fn the_library_recovers_when_a_primary_dies_under_a_held_lock() {
     .unwrap();
     g.unlock().await.unwrap();
 }
+
+/// Sharded pub/sub asked for explicitly: used on Redis 7+, refused at connect
+/// (a typed `Config` error naming the version) where the cluster has none, since
+/// every release's SPUBLISH would fail there after its writes. `scripts/test`
+/// runs this test on Redis 6.2 as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_pubsub_asked_for_is_refused_where_the_cluster_lacks_it() {
+    let cluster = RedisCluster::start();
+    let mut config = cluster.config();
+    config.sharded_pubsub = Some(true);
+    let connected = redisson_locks::Client::connect(config).await;
+    if crate::support::server_version().at_least(7, 0) {
+        let client = connected.expect("sharded pub/sub on Redis 7+");
+        let lock = client.get_lock("sharded").unwrap();
+        lock.lock().await.unwrap().unlock().await.unwrap();
+    } else {
+        let err = connected.expect_err("no sharded pub/sub before 7.0");
+        assert!(err.is_config(), "{err:?}");
+        assert!(err.to_string().contains("7.0"), "{err}");
+    }
+}

@@ -881,3 +881,43 @@ async fn a_fair_waiter_whose_process_dies_at_the_head_is_skipped_in_order() {
     assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
     assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
 }
+
+/// A release sent on a connection that the server has just cut (CLIENT KILL) may
+/// or may not have run: the client settles it on the new connection before
+/// `unlock()` answers, so the caller is told the truth (released), not the
+/// first try's "broken pipe", and the lock is free at once. Every kind of
+/// release goes through that one path: `unlock()`, a dropped guard, a read
+/// hold, a fair hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_cut_by_a_killed_connection_is_settled_before_it_answers() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let reentrant = client.get_lock("cut-release").unwrap();
+    let fair = client.get_fair_lock("cut-release-fair").unwrap();
+    let rw = client.get_read_write_lock("cut-release-rw").unwrap();
+    for round in 0..10 {
+        for lock in [&reentrant, &fair, &rw.read_lock(), &rw.write_lock()] {
+            let guard = lock.lock().await.unwrap();
+            server.kill_clients().await;
+            within(Duration::from_secs(20), "the release", guard.unlock())
+                .await
+                .unwrap_or_else(|e| panic!("round {round}, {}: unlock failed: {e:?}", lock.name()));
+            let keys = server.keys().await;
+            assert!(
+                !keys.contains(&lock.name().to_owned()),
+                "round {round}: {} still held",
+                lock.name()
+            );
+        }
+        // A dropped guard's release takes the same path: free within a moment.
+        drop(reentrant.lock().await.unwrap());
+        server.kill_clients().await;
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                !server.keys().await.contains(&"cut-release".to_owned())
+            })
+            .await
+        );
+    }
+    assert_nothing_left(&server, &[&client]).await;
+}

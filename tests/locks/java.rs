@@ -1432,3 +1432,52 @@ async fn java_and_rust_count_down_and_wake_each_other_on_one_latch() {
     java.expect("latch_opened", Some("k"), SOON).await;
     assert!(server.keys().await.is_empty());
 }
+
+// ---- the address's database ------------------------------------------------
+
+/// Real Redisson on database 3 and this crate configured from the same address
+/// `redis://…/3` exclude each other, both ways. Redisson reads no database from
+/// the address (only `setDatabase`), so its side is given both; this crate's
+/// `Config::new` takes database 3 from the address alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redisson_on_database_3_and_this_crate_on_the_same_address_exclude_each_other() {
+    let server = RedisServer::start();
+    let address = format!("{}/3", server.url());
+    let mut java = JavaDriver::start_on_database(&address, 3, WATCHDOG_30S).await;
+    let client = redisson_locks::Client::connect(redisson_locks::Config::new(&address))
+        .await
+        .unwrap();
+    let lock = client.get_lock("db3").unwrap();
+
+    // Java holds it, in database 3: Rust is shut out.
+    java.lock("j1", "reentrant", "db3", 0, -1);
+    let acquired = java.expect("acquired", Some("j1"), SOON).await;
+    let mut db3 = redis::Client::open(address.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let fields: HashMap<String, i64> = db3.hgetall("db3").await.unwrap();
+    assert_eq!(fields, HashMap::from([(java_field(&java, &acquired), 1)]));
+    assert!(lock.try_lock().await.unwrap().is_none());
+
+    // A waiting Rust task gets it once Java lets go; then Java is shut out.
+    let waiter = client.get_lock("db3").unwrap();
+    let waiting = tokio::spawn(async move { waiter.lock().await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    java.unlock("j1", "reentrant", "db3");
+    java.expect("unlocked", Some("j1"), SOON).await;
+    let guard = within(SOON, "the Rust waiter", waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    java.lock("j2", "reentrant", "db3", 0, 0);
+    java.expect("not_acquired", Some("j2"), SOON).await;
+    guard.unlock().await.unwrap();
+    java.lock("j2", "reentrant", "db3", 0, 0);
+    java.expect("acquired", Some("j2"), SOON).await;
+    java.unlock("j2", "reentrant", "db3");
+    java.expect("unlocked", Some("j2"), SOON).await;
+    assert!(!db3.exists::<_, bool>("db3").await.unwrap());
+    assert!(server.keys().await.is_empty(), "nothing in database 0");
+}

@@ -4,11 +4,25 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{free_port, RedisServer};
+use super::{free_port, server_version, RedisServer};
 use redisson_locks::{Client, Config};
 
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
+}
+
+/// A free port whose cluster bus port (port + 10000, before Redis 7.0) is free too.
+fn port_with_free_bus() -> u16 {
+    for _ in 0..1000 {
+        let port = free_port();
+        let Some(bus) = port.checked_add(10000) else {
+            continue;
+        };
+        if std::net::TcpListener::bind(("127.0.0.1", bus)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port with a free bus port (port + 10000)");
 }
 
 impl RedisCluster {
@@ -26,7 +40,7 @@ impl RedisCluster {
         let mut nodes = Vec::new();
         for _ in 0..6 {
             let bus = free_port().to_string();
-            nodes.push(RedisServer::start_with(&[
+            let mut args = vec![
                 "--cluster-enabled",
                 "yes",
                 "--cluster-config-file",
@@ -37,9 +51,15 @@ impl RedisCluster {
                 // primaries soon after the cluster forms).
                 "--cluster-replica-validity-factor",
                 "0",
-                "--cluster-port",
-                &bus,
-            ]));
+            ];
+            // The bus port is an option from 7.0 on; before, it is port + 10000.
+            let node = if server_version().at_least(7, 0) {
+                args.extend(["--cluster-port", &bus]);
+                RedisServer::start_with(&args)
+            } else {
+                RedisServer::start_on(&args, port_with_free_bus)
+            };
+            nodes.push(node);
         }
         let mut create = Command::new("redis-cli");
         create.arg("--cluster").arg("create");

@@ -141,6 +141,21 @@ impl JavaDriver {
     /// `lockWatchdogTimeout` = `watchdog` (and `fairLockWaitTimeout` = `fair_wait`
     /// when given), and waits for its `ready` event.
     pub async fn start(url: &str, watchdog: Duration, fair_wait: Option<Duration>) -> JavaDriver {
+        Self::launch(url, watchdog, fair_wait, None).await
+    }
+
+    /// As [`start`](JavaDriver::start), with Redisson's `setDatabase(database)`
+    /// (Redisson reads no database from the address).
+    pub async fn start_on_database(url: &str, database: i64, watchdog: Duration) -> JavaDriver {
+        Self::launch(url, watchdog, None, Some(database)).await
+    }
+
+    async fn launch(
+        url: &str,
+        watchdog: Duration,
+        fair_wait: Option<Duration>,
+        database: Option<i64>,
+    ) -> JavaDriver {
         let url = url.to_owned();
         let mut driver = tokio::task::spawn_blocking(move || {
             let cp = classpath();
@@ -156,6 +171,9 @@ impl JavaDriver {
                 .arg(watchdog.as_millis().to_string());
             if let Some(wait) = fair_wait {
                 cmd.arg("--fair-wait-ms").arg(wait.as_millis().to_string());
+            }
+            if let Some(database) = database {
+                cmd.arg("--database").arg(database.to_string());
             }
             cmd.stdin(Stdio::piped())
                 .stdout(Stdio::piped())

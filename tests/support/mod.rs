@@ -1,6 +1,25 @@
 //! Test support: real `redis-server` processes, one per test, on free loopback ports
 //! in temp dirs, killed and reaped on drop; plus helpers that read the server's
 //! state (keys, command counts, subscriptions) to assert on.
+//!
+//! # Which server
+//!
+//! - `REDIS_SERVER`: the server binary every test starts (default `redis-server`,
+//!   found on `PATH`). Any Redis 6.2 or newer, or Valkey, will do:
+//!   `REDIS_SERVER=/path/to/valkey-server cargo test --all-features --test locks`.
+//! - `REDIS_SENTINEL`: the binary the Sentinel tests start as
+//!   `$REDIS_SENTINEL sentinel.conf --sentinel` (default: the server binary above,
+//!   so `redis-server --sentinel`; `redis-sentinel` works as well).
+//!
+//! `scripts/servers` installs Valkey 8.1 and Redis 6.2 into `target/servers/` and
+//! prints their paths; `scripts/test` runs the lock tests on each.
+//!
+//! The server's version is read once from `$REDIS_SERVER --version`
+//! ([`server_version`]). Test support passes only the options that version knows,
+//! and a test that needs a newer server asks [`server_has`] first: on an older one
+//! it prints `skipped: needs Redis 7.0 or newer (...)` to stderr (past the test
+//! harness's capture, so it shows in every run) and returns without checking
+//! anything.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -13,13 +32,132 @@ pub mod java;
 pub mod proxy;
 pub mod sentinel;
 
+use std::io::Write as _;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub use redisson_locks::{Client, Config};
+
+/// The server binary tests start: `REDIS_SERVER`, or `redis-server` on `PATH`.
+pub fn server_binary() -> String {
+    std::env::var("REDIS_SERVER")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "redis-server".into())
+}
+
+/// The binary the Sentinel tests start with `--sentinel`: `REDIS_SENTINEL`, or
+/// the server binary (a Redis or Valkey server is a sentinel given `--sentinel`).
+pub fn sentinel_binary() -> String {
+    std::env::var("REDIS_SENTINEL")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(server_binary)
+}
+
+/// What the server binary says it is (`--version`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerVersion {
+    /// `Redis` or `Valkey` (the first word of the `--version` line).
+    pub name: String,
+    /// `(major, minor, patch)` in the product's own numbering.
+    pub version: (u32, u32, u32),
+}
+
+impl ServerVersion {
+    /// Parses a `--version` line: `Redis server v=7.0.15 sha=...` or
+    /// `Valkey server v=8.1.8 sha=...`.
+    pub fn parse(line: &str) -> Option<ServerVersion> {
+        let name = line.split_whitespace().next()?.to_owned();
+        let number = line
+            .split_whitespace()
+            .find_map(|word| word.strip_prefix("v="))?;
+        let mut parts = number.split('.').map(|p| p.parse::<u32>());
+        let major = parts.next()?.ok()?;
+        let minor = parts.next().unwrap_or(Ok(0)).ok()?;
+        let patch = parts.next().unwrap_or(Ok(0)).ok()?;
+        Some(ServerVersion {
+            name,
+            version: (major, minor, patch),
+        })
+    }
+
+    /// Whether this server has what Redis `major.minor` has. Valkey forked from
+    /// Redis 7.2.4 and every Valkey release (7.2 on) has all of Redis 7.2, so its
+    /// own numbers compare correctly against any Redis version up to 7.2, the
+    /// newest any test asks for.
+    pub fn at_least(&self, major: u32, minor: u32) -> bool {
+        (self.version.0, self.version.1) >= (major, minor)
+    }
+}
+
+impl std::fmt::Display for ServerVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (major, minor, patch) = self.version;
+        write!(f, "{} {major}.{minor}.{patch}", self.name)
+    }
+}
+
+/// The version of [`server_binary`], read once per test process.
+///
+/// # Panics
+///
+/// When the binary does not run or its `--version` line has no `v=X.Y.Z`: no
+/// test could start a server then, and guessing a version would choose options
+/// and skips wrongly.
+pub fn server_version() -> &'static ServerVersion {
+    static VERSION: OnceLock<ServerVersion> = OnceLock::new();
+    VERSION.get_or_init(|| {
+        let binary = server_binary();
+        let out = Command::new(&binary)
+            .arg("--version")
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "could not run `{binary} --version` ({e}); is it installed? \
+                     (REDIS_SERVER names another binary)"
+                )
+            });
+        let text = String::from_utf8_lossy(&out.stdout);
+        ServerVersion::parse(&text).unwrap_or_else(|| {
+            panic!("`{binary} --version` printed no version (v=X.Y.Z): {text:?}")
+        })
+    })
+}
+
+/// Whether the server under test has what Redis `major.minor` has. When it does
+/// not, prints why the calling test skips (`skipped: needs Redis 7.0 or newer
+/// (sharded pub/sub); redis-server is Redis 6.2.14`) and returns false; the test
+/// then returns at once, checking nothing:
+///
+/// ```ignore
+/// if !support::server_has(7, 0, "sharded pub/sub") {
+///     return;
+/// }
+/// ```
+pub fn server_has(major: u32, minor: u32, what: &str) -> bool {
+    let server = server_version();
+    if server.at_least(major, minor) {
+        return true;
+    }
+    let test = std::thread::current()
+        .name()
+        .map(|name| format!("{name}: "))
+        .unwrap_or_default();
+    // Straight to the stderr stream, past libtest's capture of `eprintln!`, so a
+    // skip shows in every run and not only in a failing one. A failed write to
+    // stderr leaves nowhere to report it.
+    let _ = writeln!(
+        std::io::stderr(),
+        "{test}skipped: needs Redis {major}.{minor} or newer ({what}); {} is {server}",
+        server_binary()
+    );
+    false
+}
 
 /// A `redis-server` owned by one test.
 pub struct RedisServer {
@@ -46,6 +184,12 @@ impl RedisServer {
 
     /// Starts a server with extra `redis-server` arguments (`["--requirepass", "x"]`).
     pub fn start_with(extra: &[&str]) -> Self {
+        Self::start_on(extra, free_port)
+    }
+
+    /// [`start_with`](Self::start_with) on a port that `pick` finds free (a
+    /// cluster node before 7.0 needs its bus port, port + 10000, free as well).
+    pub fn start_on(extra: &[&str], pick: fn() -> u16) -> Self {
         let dir = std::env::temp_dir().join(format!(
             "redisson-locks-test-{}-{}",
             std::process::id(),
@@ -61,22 +205,32 @@ impl RedisServer {
         // A port found free can be taken by another process before the server binds
         // it: try a few.
         for _ in 0..10 {
-            server.port = free_port();
+            server.port = pick();
             if server.spawn() {
                 return server;
             }
         }
-        panic!("could not start redis-server (is it installed?)");
+        panic!(
+            "could not start {} ({}) with {:?}",
+            server_binary(),
+            server_version(),
+            server.extra_args
+        );
     }
 
     fn spawn(&mut self) -> bool {
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = Command::new(server_binary());
         cmd.current_dir(&self.dir)
             .arg("--port")
             .arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(["--enable-debug-command", "local"])
-            .arg("--dir")
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+        // No test sends DEBUG; it is on for poking at a test's server by hand. 7.0
+        // turned it off unless this option says otherwise; 6.2 has it on and
+        // refuses the option.
+        if server_version().at_least(7, 0) {
+            cmd.args(["--enable-debug-command", "local"]);
+        }
+        cmd.arg("--dir")
             .arg(&self.dir)
             .args(&self.extra_args)
             .stdin(Stdio::null())
@@ -327,7 +481,11 @@ impl RedisServer {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("could not restart redis-server on port {}", self.port);
+        panic!(
+            "could not restart {} on port {}",
+            server_binary(),
+            self.port
+        );
     }
 }
 
@@ -458,4 +616,27 @@ pub async fn all_acquired(waiters: Vec<tokio::task::JoinHandle<bool>>) -> bool {
         },
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ServerVersion;
+
+    /// The `--version` lines of the three servers the suite runs on.
+    #[test]
+    fn version_lines_of_redis_and_valkey_parse() {
+        let parse = |line| ServerVersion::parse(line).expect(line);
+        let debian = parse("Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64");
+        let valkey = parse("Valkey server v=8.1.8 sha=00000000:1 malloc=libc bits=64");
+        let old = parse("Redis server v=6.2.14 sha=40305114:0 malloc=libc bits=64");
+        assert_eq!(debian.to_string(), "Redis 7.0.15");
+        assert_eq!(valkey.to_string(), "Valkey 8.1.8");
+        assert_eq!(old.version, (6, 2, 14));
+        assert!(debian.at_least(7, 0) && valkey.at_least(7, 0) && valkey.at_least(7, 2));
+        assert!(old.at_least(6, 2) && !old.at_least(7, 0));
+        assert_eq!(
+            ServerVersion::parse("redis-server: command not found"),
+            None
+        );
+    }
 }

@@ -1,10 +1,10 @@
-//! Sentinel on loopback: a primary, a replica and three sentinels (redis-server in
-//! sentinel mode), each killed on drop.
+//! Sentinel on loopback: a primary, a replica and three sentinels (the server
+//! binary, or `REDIS_SENTINEL`, in sentinel mode), each killed on drop.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{free_port, RedisServer};
+use super::{free_port, sentinel_binary, RedisServer};
 use redisson_locks::Config;
 
 pub const MASTER: &str = "mymaster";
@@ -55,13 +55,13 @@ impl SentinelSetup {
                 ),
             )
             .expect("sentinel.conf");
-            let child = Command::new("redis-server")
+            let child = Command::new(sentinel_binary())
                 .arg(&conf)
                 .arg("--sentinel")
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
-                .expect("redis-server --sentinel");
+                .unwrap_or_else(|e| panic!("{} --sentinel: {e}", sentinel_binary()));
             sentinels.push(SentinelProcess { child, port, dir });
         }
         let setup = SentinelSetup {

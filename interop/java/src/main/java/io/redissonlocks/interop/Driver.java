@@ -28,7 +28,9 @@ import org.redisson.config.Config;
  * JSON event per line on stdout. Each named actor is a thread of its own (Redisson's
  * lock owner is the thread), running its commands in order.
  *
- * <p>Usage: {@code Driver --redis redis://127.0.0.1:PORT --watchdog-ms N [--fair-wait-ms N]}
+ * <p>Usage: {@code Driver --redis redis://127.0.0.1:PORT --watchdog-ms N [--fair-wait-ms N]
+ * [--database N]}. Redisson reads no database from the address: {@code --database} is
+ * {@code setDatabase}.
  */
 public final class Driver {
     private static final PrintWriter OUT =
@@ -41,22 +43,27 @@ public final class Driver {
         String url = null;
         long watchdogMs = 30_000;
         long fairWaitMs = -1;
+        int database = -1;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--redis": url = args[++i]; break;
                 case "--watchdog-ms": watchdogMs = Long.parseLong(args[++i]); break;
                 case "--fair-wait-ms": fairWaitMs = Long.parseLong(args[++i]); break;
+                case "--database": database = Integer.parseInt(args[++i]); break;
                 default:
                     System.err.println("unknown argument " + args[i]);
                     System.exit(2);
             }
         }
         if (url == null) {
-            System.err.println("usage: Driver --redis redis://HOST:PORT --watchdog-ms N [--fair-wait-ms N]");
+            System.err.println("usage: Driver --redis redis://HOST:PORT --watchdog-ms N [--fair-wait-ms N] [--database N]");
             System.exit(2);
         }
         Config config = new Config();
         config.useSingleServer().setAddress(url);
+        if (database >= 0) {
+            config.useSingleServer().setDatabase(database);
+        }
         config.setLockWatchdogTimeout(watchdogMs);
         // Values of getMultiLock(group, values) are hashed in their encoded form:
         // with StringCodec that is a string's UTF-8 bytes, which is what the Rust
