@@ -205,8 +205,10 @@ fn fenced_tokens_grow_across_threads() {
     assert_nothing_left(&server, &[&client]);
 }
 
+/// Released soon: well before the 30 s lease (the default watchdog's) with which
+/// a hold whose release was never sent would end.
 #[test]
-fn guards_dropped_on_other_threads_release_within_a_second() {
+fn guards_dropped_on_other_threads_are_released() {
     let server = RedisServer::start();
     let client = connect(&server);
     let lock = client.get_lock("handed-over").unwrap();
@@ -215,7 +217,7 @@ fn guards_dropped_on_other_threads_release_within_a_second() {
     let guard = lock.lock().unwrap();
     std::thread::spawn(move || drop(guard)).join().unwrap();
     assert!(
-        eventually(Duration::from_secs(1), || !lock.is_locked().unwrap()),
+        eventually(Duration::from_secs(10), || !lock.is_locked().unwrap()),
         "a guard dropped on another thread was not released"
     );
 
@@ -235,7 +237,7 @@ fn guards_dropped_on_other_threads_release_within_a_second() {
     .join();
     assert!(panicked.is_err());
     assert!(
-        eventually(Duration::from_secs(1), || !lock.is_locked().unwrap()),
+        eventually(Duration::from_secs(10), || !lock.is_locked().unwrap()),
         "a guard dropped by a panic was not released"
     );
     assert_nothing_left(&server, &[&client]);
@@ -255,10 +257,7 @@ fn try_lock_wait_gives_up_after_about_its_wait() {
         (got, started.elapsed())
     });
     assert!(!got, "acquired a lock held by another thread");
-    assert!(
-        took < wait + Duration::from_secs(2),
-        "gave up after {took:?}"
-    );
+    assert!(took < wait + support::LATE, "gave up after {took:?}");
 
     let other = lock.clone();
     let (got, took) = within(
@@ -274,10 +273,7 @@ fn try_lock_wait_gives_up_after_about_its_wait() {
         },
     );
     assert!(!got);
-    assert!(
-        took < wait + Duration::from_secs(2),
-        "gave up after {took:?}"
-    );
+    assert!(took < wait + support::LATE, "gave up after {took:?}");
 
     // Released, the next waiter gets it with the lease it asked for.
     drop(held);

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::cluster::RedisCluster;
-use crate::support::{all_acquired, eventually, spawn_failover_waiters, within};
+use crate::support::{all_acquired, eventually, spawn_failover_waiters, within, PROMPT};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -24,13 +24,16 @@ async fn every_lock_kind_works_on_a_cluster() {
         assert_eq!(outer.scope(lock.hold_count()).await.unwrap(), 2);
         let theirs = b.get_lock(name).unwrap();
         let waiting = tokio::spawn(async move { theirs.lock().await.unwrap() });
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            eventually(T, || async { b.waiting_for(name) == 1 }).await,
+            "{name}: the waiter is not waiting"
+        );
         inner.unlock().await.unwrap();
         let released = tokio::time::Instant::now();
         outer.unlock().await.unwrap();
         let guard = within(T, "cluster waiter", waiting).await.unwrap();
         assert!(
-            released.elapsed() < Duration::from_secs(3),
+            released.elapsed() < PROMPT,
             "woken after {:?}",
             released.elapsed()
         );
@@ -51,7 +54,14 @@ async fn every_lock_kind_works_on_a_cluster() {
             order.lock().unwrap().push(i);
             g.unlock().await.unwrap();
         }));
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The next joins once this one has its place in line.
+        assert!(
+            eventually(T, || async {
+                cluster.fair_queue_len("fair-c").await == i + 1
+            })
+            .await,
+            "fair waiter {i} did not join the line"
+        );
     }
     held.unlock().await.unwrap();
     within(T, "fair waiters", async {
@@ -149,7 +159,10 @@ async fn the_library_recovers_when_a_primary_dies_under_a_held_lock() {
     let lock = holder.get_lock("failover").unwrap();
     let guard = lock.lock().await.unwrap();
     let tasks = spawn_failover_waiters(&waiters.get_lock("failover").unwrap(), 3);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        eventually(T, || async { waiters.waiting_for("failover") == 3 }).await,
+        "the waiters are not waiting"
+    );
     let primary = cluster.primary_for("failover");
     cluster.nodes[primary].kill();
     // Wait for the failure to be noticed (state goes bad) and a replica to take over.

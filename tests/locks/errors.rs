@@ -5,7 +5,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redisson_locks::{Client, Config, Error, MAX_DURATION, MAX_NAME_LEN};
 
-use crate::support::{within, RedisServer};
+use crate::support::{eventually, within, RedisServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_names_are_refused_before_any_io() {
@@ -180,7 +180,13 @@ async fn a_server_that_dies_under_a_waiter_yields_an_error_not_a_hang() {
     let _held = other.get_lock("doomed").unwrap().lock().await.unwrap();
     let lock = client.get_lock("doomed").unwrap();
     let waiting = tokio::spawn(async move { lock.lock().await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            client.waiting_for("doomed") == 1
+        })
+        .await,
+        "the waiter is not waiting"
+    );
     server.kill();
     let result = within(Duration::from_secs(60), "waiter on a dead server", waiting)
         .await

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
-use crate::support::{assert_nothing_left, within, RedisServer};
+use crate::support::{assert_nothing_left, eventually, within, RedisServer, PROMPT};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -108,9 +108,7 @@ async fn reentry_release_and_wake_up() {
     assert!(!waiter.is_finished(), "one hold is still left");
     outer.unlock().await.unwrap();
     // The default watchdog lease is 30 s: only the unlock message wakes it soon.
-    within(Duration::from_secs(5), "woken waiter", waiter)
-        .await
-        .unwrap();
+    within(PROMPT, "woken waiter", waiter).await.unwrap();
     assert_nothing_left(&server, &[&holder, &other]).await;
 }
 
@@ -201,14 +199,21 @@ async fn force_unlock_frees_only_its_members() {
         let theirs = theirs.clone();
         tokio::spawn(async move { theirs.lock().await.unwrap().unlock().await.unwrap() })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            server.subscribers("redisson_lock__channel:{f}").await == 1
+        })
+        .await,
+        "the waiter did not subscribe"
+    );
     assert!(other
         .get_multi_lock("f", ["b", "a"])
         .unwrap()
         .force_unlock()
         .await
         .unwrap());
-    within(Duration::from_secs(5), "woken by force_unlock", waiter)
+    // Woken by the force release's message, long before the 30 s lease's end.
+    within(PROMPT, "woken by force_unlock", waiter)
         .await
         .unwrap();
     assert!(holder

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 
-use crate::support::{eventually, gives_up_on_time, within, RedisServer};
+use crate::support::{eventually, gives_up_on_time, within, RedisServer, SYNC_RECHECK};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_waiters_across_clients_wake_at_the_last_count_down() {
@@ -52,7 +52,8 @@ async fn twenty_waiters_across_clients_wake_at_the_last_count_down() {
     })
     .await;
     eprintln!("20 waiters over 4 clients: the last woke {slowest:?} after the last count-down");
-    assert!(slowest < Duration::from_secs(1), "{slowest:?}");
+    // Woken by the message, not by a recheck.
+    assert!(slowest < SYNC_RECHECK / 2, "{slowest:?}");
     assert!(server.keys().await.is_empty(), "an open latch has no key");
     assert!(
         eventually(Duration::from_secs(5), || async {
@@ -71,10 +72,8 @@ async fn a_timed_wait_returns_false_on_time() {
     let wait = Duration::from_millis(300);
     gives_up_on_time(wait, async { latch.wait_timeout(wait).await.unwrap() }).await;
     latch.count_down().await.unwrap();
-    assert!(latch
-        .wait_timeout(Duration::from_millis(300))
-        .await
-        .unwrap());
+    // Open: the first check lets it in (the wait is only a bound).
+    assert!(latch.wait_timeout(Duration::from_secs(5)).await.unwrap());
     assert_eq!(client.subscribed_channels(), 0);
 }
 

@@ -10,6 +10,16 @@ use crate::support::{assert_nothing_left, eventually, gives_up_on_time, within, 
 
 const T: Duration = Duration::from_secs(20);
 
+/// Waits until `client`'s subscription to lock `name`'s channel is on the
+/// server: its waiters listen.
+async fn until_subscribed(server: &RedisServer, name: &str) {
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    assert!(
+        eventually(T, || async { server.subscribers(&channel).await == 1 }).await,
+        "nobody subscribed to {channel}"
+    );
+}
+
 /// Waits until `count` of `client`'s tasks wait for `name`.
 async fn until_waiting(client: &redisson_locks::Client, name: &str, count: usize) {
     assert!(
@@ -211,10 +221,11 @@ async fn a_head_that_is_not_polled_does_not_hold_the_line() {
     let (server, holder, client, held) = held_with(name, short_leases).await;
     let lock = client.get_lock(name).unwrap();
     let mut head = Box::pin(lock.lock());
-    // Polled for a while (it enters the line, tries, listens), then no more.
-    assert!(tokio::time::timeout(Duration::from_millis(300), &mut head)
-        .await
-        .is_err());
+    // Polled until it listens (it entered the line and tried), then no more.
+    tokio::select! {
+        got = &mut head => panic!("the head got a held lock (ok: {})", got.is_ok()),
+        () = until_subscribed(&server, name) => {}
+    }
     let other = {
         let lock = client.get_lock(name).unwrap();
         tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
@@ -333,6 +344,9 @@ async fn the_line_survives_a_lost_connection() {
         })
         .collect();
     until_waiting(&client, name, 10).await;
+    // Counted as waiting, the parked ones may not listen yet: the cut must hit a
+    // subscription.
+    until_subscribed(&server, name).await;
     assert!(server.kill_subscribers().await >= 1);
     held.unlock().await.unwrap();
     within(T, "the line after the reconnect", async {
@@ -358,6 +372,7 @@ async fn the_line_survives_a_lost_connection() {
     held.unlock().await.unwrap();
     within(T, "the first", first_has).await.unwrap();
     until_waiting(&client, name, 5).await;
+    until_subscribed(&server, name).await;
     assert!(server.kill_subscribers().await >= 1);
     release_first.send(()).unwrap();
     within(

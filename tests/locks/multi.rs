@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redisson_locks::MultiLock;
 
-use crate::support::{assert_nothing_left, eventually, within, RedisServer};
+use crate::support::{assert_nothing_left, eventually, within, RedisServer, LATE};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -19,17 +19,14 @@ async fn all_or_nothing_across_two_servers() {
     let held = blocker.get_lock("m-2").unwrap().lock().await.unwrap();
     let multi =
         MultiLock::new(vec![a.get_lock("m-1").unwrap(), b.get_lock("m-2").unwrap()]).unwrap();
+    let wait = Duration::from_millis(400);
     let started = tokio::time::Instant::now();
-    assert!(multi
-        .try_lock_wait(Duration::from_millis(400))
-        .await
-        .unwrap()
-        .is_none());
-    assert!(started.elapsed() >= Duration::from_millis(400));
-    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(multi.try_lock_wait(wait).await.unwrap().is_none());
+    assert!(started.elapsed() >= wait);
+    assert!(started.elapsed() < wait + LATE, "{:?}", started.elapsed());
     assert!(multi.try_lock().await.unwrap().is_none());
     assert!(
-        eventually(Duration::from_secs(2), || async {
+        eventually(Duration::from_secs(5), || async {
             one.keys().await.is_empty()
         })
         .await,

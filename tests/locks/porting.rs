@@ -43,8 +43,12 @@ use crate::support::{
 /// The bound of a whole scenario.
 const T: Duration = Duration::from_secs(20);
 /// What "at once" means here: a refusal, or a wake-up that the scenario itself
-/// causes, comes well within it.
-const AT_ONCE: Duration = Duration::from_secs(2);
+/// causes, comes well within it, however loaded the machine. What it tells apart
+/// is a wait sat out: it is well under the shortest wait a scenario asks for and
+/// must not sit out (10 s; the others are 15 s, 100 s or for ever), and under the
+/// synchronizers' 5 s recheck, so that a semaphore's wake-up within it came from
+/// the release, not from a recheck.
+const AT_ONCE: Duration = Duration::from_secs(4);
 
 // ---------------------------------------------------------------------------
 // Clients, as a port configures them.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
-use crate::support::{eventually, within, RedisServer};
+use crate::support::{eventually, within, RedisServer, LATE, PROMPT};
 
 const T: Duration = Duration::from_secs(20);
 
@@ -155,18 +155,14 @@ async fn twenty_readers_behind_a_writer_all_get_in_together() {
     );
     let released = tokio::time::Instant::now();
     write.unlock().await.unwrap();
-    within(Duration::from_secs(10), "20 readers", async {
+    within(Duration::from_secs(20), "20 readers", async {
         for r in readers {
             r.await.unwrap();
         }
     })
     .await;
     // The write release woke them all at once (the lease was 30 s).
-    assert!(
-        released.elapsed() < Duration::from_secs(3),
-        "took {:?}",
-        released.elapsed()
-    );
+    assert!(released.elapsed() < PROMPT, "took {:?}", released.elapsed());
     assert!(server.keys().await.is_empty());
 }
 
@@ -190,7 +186,7 @@ async fn a_writer_downgrades_to_a_reader() {
         .await
     );
     w.unlock().await.unwrap();
-    let their_read = within(Duration::from_secs(3), "reader after downgrade", waiting)
+    let their_read = within(PROMPT, "reader after downgrade", waiting)
         .await
         .unwrap();
     assert!(rw.read_lock().is_locked().await.unwrap());
@@ -245,6 +241,10 @@ async fn a_writer_waits_for_the_longest_read_lease() {
     let readers = server.client().await;
     let writer = server.client().await;
     let rw = readers.get_read_write_lock("leases").unwrap();
+    let long_lease = Duration::from_secs(3);
+    // Timed from before the reads are taken: the longest ends no sooner than its
+    // lease after this, however slowly they are taken.
+    let started = tokio::time::Instant::now();
     let short = tokio::spawn({
         let read = rw.read_lock();
         async move {
@@ -256,17 +256,11 @@ async fn a_writer_waits_for_the_longest_read_lease() {
     });
     let long = tokio::spawn({
         let read = rw.read_lock();
-        async move {
-            read.lock_with_lease(Duration::from_secs(3))
-                .await
-                .unwrap()
-                .detach()
-        }
+        async move { read.lock_with_lease(long_lease).await.unwrap().detach() }
     });
     short.await.unwrap();
     long.await.unwrap();
     let write = writer.get_read_write_lock("leases").unwrap().write_lock();
-    let started = tokio::time::Instant::now();
     let w = within(T, "writer", write.try_lock_wait(Duration::from_secs(10)))
         .await
         .unwrap()
@@ -276,7 +270,9 @@ async fn a_writer_waits_for_the_longest_read_lease() {
         waited >= Duration::from_millis(2500),
         "writer got in after {waited:?}"
     );
-    assert!(waited < Duration::from_secs(6), "writer took {waited:?}");
+    // Woken when the longest lease ends (a loaded machine may be late), not
+    // after its 10 s wait.
+    assert!(waited < long_lease + LATE, "writer took {waited:?}");
     w.unlock().await.unwrap();
     assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
 }
@@ -361,7 +357,7 @@ async fn a_vanished_reader_expires_while_live_readers_stay_renewed() {
     .await
     .unwrap();
     assert!(
-        started.elapsed() < watchdog * 3,
+        started.elapsed() < watchdog + LATE,
         "took {:?}",
         started.elapsed()
     );
@@ -444,7 +440,7 @@ async fn redisson_style_readers_and_writers_respect_the_same_exclusion() {
         .invoke_async(&mut admin)
         .await
         .unwrap();
-    let w = within(Duration::from_secs(5), "writer after Java reader", waiting)
+    let w = within(PROMPT, "writer after Java reader", waiting)
         .await
         .unwrap();
 
@@ -561,7 +557,8 @@ async fn a_long_read_lease_survives_write_renewals_and_the_downgrade() {
         .scope(rw.read_lock().lock_with_lease(Duration::from_secs(8)))
         .await
         .unwrap();
-    // Several write renewals (every 333 ms) must not cut the 8 s read lease.
+    // Several write renewals (every 333 ms) must not cut the 8 s read lease (to
+    // the write's 1 s): about 6.5 s are left, less on a loaded machine.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     w.unlock().await.unwrap();
     let ttl = rw
@@ -572,7 +569,7 @@ async fn a_long_read_lease_survives_write_renewals_and_the_downgrade() {
         .as_duration()
         .unwrap();
     assert!(
-        ttl > Duration::from_secs(5),
+        ttl > Duration::from_secs(3),
         "the downgraded read hold was cut to {ttl:?}"
     );
     let theirs = b.get_read_write_lock("long-read").unwrap().write_lock();

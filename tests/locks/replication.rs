@@ -37,7 +37,7 @@ async fn an_acquire_no_replica_acknowledged_is_released_and_reported() {
     // Acknowledged: a normal hold, on both.
     let guard = lock.lock().await.unwrap();
     assert!(
-        eventually(Duration::from_secs(2), || async {
+        eventually(Duration::from_secs(10), || async {
             replica.keys().await == vec!["synced".to_owned()]
         })
         .await

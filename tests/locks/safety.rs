@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::support::fair::{queue, queue_len};
 use crate::support::proxy::{Mode, Proxy};
-use crate::support::{eventually, within, RedisServer};
+use crate::support::{eventually, within, RedisServer, LATE};
 
 /// The default drift margin: 1 % of the lease plus 2 ms.
 fn margin(lease: Duration) -> Duration {
@@ -66,10 +66,12 @@ async fn a_partitioned_holder_learns_of_its_loss_from_its_own_clock() {
     let check = cut + lease + margin(lease) + Duration::from_millis(100);
     tokio::time::sleep_until(check).await;
     assert!(guard.is_lease_lost());
-    let lost_at = within(Duration::from_millis(50), "lease_lost()", lost_at)
+    // lease_lost() resolves on the holder's own clock: while still cut off (the
+    // partition heals only below; a loaded machine may run the task late), and
+    // before the contender got in.
+    let lost_at = within(LATE, "lease_lost() while cut off", lost_at)
         .await
         .unwrap();
-    assert!(lost_at <= check, "lease_lost resolved late");
     assert!(
         lost_at <= theirs_at,
         "the contender got in before the loss was reported"
@@ -103,7 +105,7 @@ async fn an_explicit_lease_is_valid_until_its_end_less_the_margin() {
         .unwrap();
     let left = guard.valid_for().unwrap();
     assert!(left <= lease - margin(lease), "{left:?}");
-    within(Duration::from_secs(2), "lease end", guard.lease_lost()).await;
+    within(lease + LATE, "lease end", guard.lease_lost()).await;
     assert!(sent.elapsed() >= lease - margin(lease));
     assert!(guard.is_lease_lost());
     assert_eq!(guard.valid_for(), None);
@@ -161,14 +163,23 @@ async fn outlive_the_connecting_runtime(multi_thread: bool) {
         let lock = client.get_lock("survivor").unwrap();
         async move { lock.lock().await.map(|g| g.owner_id()) }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            server
+                .subscribers("redisson_lock__channel:{survivor}")
+                .await
+                == 1
+        })
+        .await,
+        "the waiter did not subscribe"
+    );
     guard.unlock().await.unwrap();
-    within(Duration::from_secs(2), "waiter", waiter)
+    within(Duration::from_secs(10), "waiter", waiter)
         .await
         .unwrap()
         .unwrap();
     assert!(
-        eventually(Duration::from_secs(1), || async {
+        eventually(Duration::from_secs(10), || async {
             server.keys().await.is_empty()
         })
         .await
@@ -193,10 +204,10 @@ async fn an_idle_connect_runtime_does_not_matter() {
     .join()
     .unwrap();
     let lock = client.get_lock("idle").unwrap();
-    let guard = within(Duration::from_secs(2), "lock", lock.lock())
+    let guard = within(Duration::from_secs(10), "lock", lock.lock())
         .await
         .unwrap();
-    within(Duration::from_secs(2), "unlock", guard.unlock())
+    within(Duration::from_secs(10), "unlock", guard.unlock())
         .await
         .unwrap();
     // Kept alive (never driven) until here; dropped off the async context.
@@ -230,7 +241,7 @@ async fn a_stalled_home_runtime_is_left_behind() {
     tokio::time::sleep(Duration::from_millis(1300)).await;
 
     let lock = client.get_lock("stalled-home").unwrap();
-    let guard = within(Duration::from_secs(2), "lock", lock.lock())
+    let guard = within(Duration::from_secs(10), "lock", lock.lock())
         .await
         .unwrap();
     tokio::time::sleep(lease * 2).await;
@@ -238,16 +249,17 @@ async fn a_stalled_home_runtime_is_left_behind() {
         !guard.is_lease_lost(),
         "renewals stopped with the stalled home"
     );
-    within(Duration::from_secs(2), "unlock", guard.unlock())
+    within(Duration::from_secs(10), "unlock", guard.unlock())
         .await
         .unwrap();
     std::thread::spawn(move || drop(home)).join().unwrap();
 }
 
-/// Whether `name` is gone from the server within a second.
-async fn gone_within_a_second(server: &RedisServer, name: &str) -> bool {
+/// Whether `name` is gone from the server soon: well before the 30 s lease (the
+/// default watchdog's) with which a hold whose release was never sent would end.
+async fn gone_soon(server: &RedisServer, name: &str) -> bool {
     let mut admin = server.admin().await;
-    eventually(Duration::from_secs(1), || {
+    eventually(Duration::from_secs(10), || {
         let mut admin = admin.clone();
         async move { !admin.exists::<_, bool>(name).await.unwrap() }
     })
@@ -266,7 +278,7 @@ fn runtime(multi_thread: bool) -> tokio::runtime::Runtime {
 
 /// `#[tokio::main]` with a guard in scope, or `block_on` returning with one: the
 /// guard is dropped as (or after) its runtime ends, and the hold is released
-/// within a second, every time, on both runtime flavors.
+/// soon (not at the end of its lease), every time, on both runtime flavors.
 #[test]
 fn a_guard_in_scope_when_block_on_returns_is_released() {
     let server = RedisServer::start();
@@ -282,7 +294,7 @@ fn a_guard_in_scope_when_block_on_returns_is_released() {
             });
             drop(rt);
             assert!(
-                observer.block_on(gone_within_a_second(&server, &name)),
+                observer.block_on(gone_soon(&server, &name)),
                 "{name}: held after block_on returned"
             );
             // Carried out of block_on, dropped after its runtime is gone.
@@ -291,7 +303,7 @@ fn a_guard_in_scope_when_block_on_returns_is_released() {
             drop(rt);
             drop(guard);
             assert!(
-                observer.block_on(gone_within_a_second(&server, &name)),
+                observer.block_on(gone_soon(&server, &name)),
                 "{name}: held after its runtime was dropped"
             );
         }
@@ -300,13 +312,13 @@ fn a_guard_in_scope_when_block_on_returns_is_released() {
 
 /// A runtime shut down with tasks holding guards and tasks queued on a fair lock:
 /// every hold and every queue place goes, and the next live fair waiter gets the
-/// lock within a second, not after a fair wait.
+/// lock soon, not after a fair wait.
 #[test]
 fn runtime_shutdown_releases_holds_and_queue_places() {
     let server = RedisServer::start();
     let observer = runtime(true);
+    let fair_wait = Duration::from_secs(20);
     let (client, live) = observer.block_on(async {
-        let fair_wait = Duration::from_secs(20);
         let client = server
             .client_with(|c| c.fair_lock_wait_timeout = fair_wait)
             .await;
@@ -342,7 +354,7 @@ fn runtime_shutdown_releases_holds_and_queue_places() {
             // Driven here (a current_thread runtime runs its tasks only inside
             // block_on) until all three are in line.
             assert!(
-                eventually(Duration::from_secs(2), || async {
+                eventually(Duration::from_secs(10), || async {
                     queue_len(&server, "shut-fair").await == 3
                 })
                 .await
@@ -361,7 +373,7 @@ fn runtime_shutdown_releases_holds_and_queue_places() {
         });
         observer.block_on(async {
             assert!(
-                eventually(Duration::from_secs(2), || async {
+                eventually(Duration::from_secs(10), || async {
                     queue_len(&server, "shut-fair").await == 4
                 })
                 .await
@@ -371,22 +383,21 @@ fn runtime_shutdown_releases_holds_and_queue_places() {
         drop(held);
         drop(rt);
         observer.block_on(async {
-            let granted = within(Duration::from_secs(5), "live fair waiter", waiter)
+            let granted = within(fair_wait / 2, "live fair waiter", waiter)
                 .await
                 .unwrap();
+            // Queue places left behind would each keep the line for up to the
+            // fair wait (refreshed every half of it, so never less than 10 s).
             assert!(
-                granted.duration_since(shut) < Duration::from_secs(1),
+                granted.duration_since(shut) < fair_wait / 4,
                 "the live waiter waited {:?}",
                 granted.duration_since(shut)
             );
             for name in ["plain-a", "plain-b"] {
-                assert!(
-                    gone_within_a_second(&server, name).await,
-                    "{name} still held"
-                );
+                assert!(gone_soon(&server, name).await, "{name} still held");
             }
             assert!(
-                eventually(Duration::from_secs(1), || async {
+                eventually(Duration::from_secs(10), || async {
                     server.keys().await.is_empty()
                 })
                 .await,
@@ -405,7 +416,7 @@ async fn a_guard_dropped_on_a_plain_thread_is_released() {
     let client = server.client().await;
     let guard = client.get_lock("threaded").unwrap().lock().await.unwrap();
     std::thread::spawn(move || drop(guard)).join().unwrap();
-    assert!(gone_within_a_second(&server, "threaded").await);
+    assert!(gone_soon(&server, "threaded").await);
 }
 
 /// A guard dropped inside a user's `Drop` (no await possible there) is released.
@@ -425,7 +436,7 @@ async fn a_guard_dropped_inside_a_user_drop_is_released() {
         _guard: client.get_lock("in-drop").unwrap().lock().await.unwrap(),
     };
     drop(session);
-    assert!(gone_within_a_second(&server, "in-drop").await);
+    assert!(gone_soon(&server, "in-drop").await);
 }
 
 /// The last handle of a client going away: a release just queued by a guard's
@@ -454,8 +465,10 @@ async fn dropping_the_client_sends_every_outstanding_release() {
     drop(guard);
     let dropped = Instant::now();
     drop(client);
+    // The drop waits for queued releases at most the reply timeout (2 s here)
+    // "plus a little", which a loaded machine makes longer.
     assert!(
-        dropped.elapsed() < Duration::from_secs(3),
+        dropped.elapsed() < Duration::from_secs(2) + LATE,
         "the drop took {:?}",
         dropped.elapsed()
     );

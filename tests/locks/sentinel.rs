@@ -25,7 +25,13 @@ async fn the_client_follows_a_sentinel_failover_with_a_lock_held_and_three_waite
         "not on the primary"
     );
     let tasks = spawn_failover_waiters(&waiters.get_lock("sentinel").unwrap(), 3);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            waiters.waiting_for("sentinel") == 3
+        })
+        .await,
+        "the waiters are not waiting"
+    );
     let old = setup.primary.port();
     setup.primary.kill();
     assert!(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redisson_locks::{BackOff, Client, Config};
 
-use crate::support::{eventually, within, RedisServer};
+use crate::support::{eventually, within, RedisServer, LATE};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -116,7 +116,11 @@ async fn spin_lock_waits_leases_and_cancellation() {
     let started = tokio::time::Instant::now();
     assert!(lock.try_lock_wait(watchdog * 3).await.unwrap().is_none());
     assert!(started.elapsed() >= watchdog * 3);
-    assert!(started.elapsed() < watchdog * 3 + Duration::from_secs(1));
+    assert!(
+        started.elapsed() < watchdog * 3 + LATE,
+        "{:?}",
+        started.elapsed()
+    );
     assert!(!held.is_lease_lost());
     // Cancelled waits leave nothing.
     for i in 0..100u64 {
@@ -135,7 +139,7 @@ async fn spin_lock_waits_leases_and_cancellation() {
         .await
         .unwrap();
     let guard = within(
-        Duration::from_secs(3),
+        Duration::from_secs(10),
         "spinner after the lease",
         lock.lock(),
     )

@@ -223,6 +223,20 @@ impl RedisCluster {
         panic!("no primary serves slot {slot}");
     }
 
+    /// How many wait in fair lock `name`'s line: LLEN of its queue on the node
+    /// that serves it (the others answer MOVED, or a replica's copy, never more).
+    pub async fn fair_queue_len(&self, name: &str) -> usize {
+        let queue = format!("redisson_lock_queue:{{{name}}}");
+        let mut longest = 0;
+        for node in self.nodes.iter().filter(|n| n.is_running()) {
+            let mut admin = node.admin().await;
+            let len: redis::RedisResult<usize> =
+                redis::cmd("LLEN").arg(&queue).query_async(&mut admin).await;
+            longest = longest.max(len.unwrap_or(0));
+        }
+        longest
+    }
+
     /// Every key on every live primary and replica (deduplicated).
     pub async fn keys(&self) -> Vec<String> {
         let mut all = Vec::new();
