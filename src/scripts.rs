@@ -188,13 +188,38 @@ pub(crate) async fn fenced_acquire(
 ) -> Result<std::result::Result<u64, BusyTtl>> {
     let mut invocation = FENCED_ACQUIRE.key(name);
     invocation.key(counter).arg(lease_ms).arg(owner);
-    match call(conn, name, &invocation).await? {
+    let reply = match call(conn, name, &invocation).await {
+        // Two keys could be of the wrong type: name the one that is.
+        Err(e) if e.is_wrong_type() => return Err(wrong_type_of(conn, name, counter).await),
+        other => other?,
+    };
+    match reply {
         Value::Array(items) => match items.as_slice() {
-            [Value::Int(token)] if *token > 0 => Ok(Ok(token.unsigned_abs())),
+            [Value::BulkString(token)] => std::str::from_utf8(token)
+                .ok()
+                .and_then(|token| token.parse::<u64>().ok())
+                .filter(|token| *token > 0)
+                .map(Ok)
+                .ok_or_else(|| Error::unexpected("fenced lock acquire", items)),
             other => Err(Error::unexpected("fenced lock acquire", other)),
         },
         Value::Int(ttl) => Ok(Err(ttl)),
         other => Err(Error::unexpected("fenced lock acquire", other)),
+    }
+}
+
+/// The `WrongType` error for a script on `lock` and `counter` that Redis
+/// refused with WRONGTYPE: naming the counter when it is the one of another
+/// type (a lock hash of another type is the lock's own error).
+async fn wrong_type_of(conn: &mut Conn, lock: &str, counter: &str) -> Error {
+    let counter_type: redis::RedisResult<String> =
+        redis::cmd("TYPE").arg(counter).query_async(conn).await;
+    let name = match counter_type.as_deref() {
+        Ok("none" | "string") | Err(_) => lock,
+        Ok(_) => counter,
+    };
+    Error::WrongType {
+        name: name.to_owned(),
     }
 }
 

@@ -61,7 +61,7 @@ pub(crate) enum Claim {
 impl Claim {
     /// Does a hold of `self` by owner `holder` keep a request of `wanted` by
     /// owner `asker` out?
-    fn excludes(&self, holder: u64, wanted: &Claim, asker: u64) -> bool {
+    pub(crate) fn excludes(&self, holder: u64, wanted: &Claim, asker: u64) -> bool {
         let same_owner = holder == asker;
         match (self, wanted) {
             (Claim::Read, Claim::Read) => false,

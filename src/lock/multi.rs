@@ -70,13 +70,47 @@ impl MultiLock {
     /// # Ok(()) }
     /// ```
     ///
+    /// The same lock given twice (the same client, name and kind) is taken
+    /// once. Two handles of one lock whose holds exclude each other (the
+    /// reentrant and the fair handle of one name, a read-write lock's write side
+    /// beside its read side, overlapping members of one group) could never both
+    /// be held by one multi-lock, so they are refused.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::MultiLock;
+    ///
+    /// let lock = client.get_lock("account:1")?;
+    /// let once = MultiLock::new(vec![lock.clone(), lock.clone()])?;
+    /// assert_eq!(once.locks().len(), 1);
+    /// let rw = client.get_read_write_lock("catalog")?;
+    /// let refused = MultiLock::new(vec![rw.read_lock(), rw.write_lock()]);
+    /// assert!(refused.unwrap_err().is_invalid_argument());
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for no locks at all.
+    /// [`Error::InvalidArgument`] for no locks at all, or for two handles of one
+    /// lock that exclude each other.
     pub fn new(locks: Vec<RLock>) -> Result<MultiLock> {
         if locks.is_empty() {
             return Err(Error::invalid("a multi-lock needs at least one lock"));
         }
-        Ok(MultiLock { locks })
+        let mut distinct: Vec<RLock> = Vec::with_capacity(locks.len());
+        for lock in locks {
+            match distinct.iter().find_map(|taken| taken.overlap(&lock)) {
+                Some(true) => {} // the same lock again: taken once
+                Some(false) => {
+                    return Err(Error::invalid(format!(
+                        "a multi-lock names lock '{}' twice in ways that exclude each other \
+                         (it would wait for itself for ever)",
+                        lock.name()
+                    )))
+                }
+                None => distinct.push(lock),
+            }
+        }
+        Ok(MultiLock { locks: distinct })
     }
 
     /// The locks, in the order they are taken.

@@ -114,8 +114,9 @@ impl RedLock {
     /// ```
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a bad wait or lease. A server that fails
-    /// counts as a missing vote, not an error.
+    /// [`Error::InvalidArgument`] for a bad wait or lease, a lease that the
+    /// clock-drift margin eats whole included (it could never be surely valid).
+    /// A server that fails counts as a missing vote, not an error.
     ///
     /// # Cancel safety
     /// Cancel safe: every attempt in flight is settled and every hold taken is
@@ -127,6 +128,7 @@ impl RedLock {
     ) -> Result<Option<RedGuard>> {
         crate::wait::validate_wait(wait)?;
         crate::config::duration_to_millis("lease", lease)?;
+        self.check_lease_leaves_validity(lease)?;
         let deadline = Instant::now() + wait;
         // Each server's answer is awaited for a slice of the wait, and never more
         // than a tenth of the lease: a slow or frozen server must not eat the
@@ -171,6 +173,26 @@ impl RedLock {
                 return Ok(guard);
             }
         }
+    }
+
+    /// A lease no longer than the clock-drift margin can never be surely valid:
+    /// every round would miss, for ever. Refused instead, naming the least lease.
+    fn check_lease_leaves_validity(&self, lease: Duration) -> Result<()> {
+        let factor = self
+            .locks
+            .iter()
+            .map(|lock| lock.client().config.clock_drift_factor)
+            .fold(0.0, f64::max);
+        let drift = crate::validity::Drift { factor };
+        if drift.trusted(lease).is_zero() {
+            return Err(Error::invalid(format!(
+                "a RedLock lease of {lease:?} is all clock-drift margin (lease × {factor} + \
+                 {:?}): no hold could ever be surely valid; give a lease of well over {:?}",
+                crate::validity::DRIFT_FLOOR,
+                crate::validity::DRIFT_FLOOR.mul_f64(1.0 / (1.0 - factor.min(0.5)))
+            )));
+        }
+        Ok(())
     }
 
     /// One round: every server at once, each tried once, its answer awaited for

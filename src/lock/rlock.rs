@@ -631,6 +631,26 @@ impl RLock {
         }))
     }
 
+    /// How this handle and `other` share a lock in one multi-lock: `Some(true)`
+    /// when they are the same lock (same client, name, kind and owner rule: one
+    /// of them is enough), `Some(false)` when they are two handles of one lock
+    /// whose holds would exclude each other (the multi-lock's second would wait
+    /// for its first for ever), `None` when they are independent.
+    pub(crate) fn overlap(&self, other: &RLock) -> Option<bool> {
+        if !Arc::ptr_eq(&self.client, &other.client) || self.name != other.name {
+            return None;
+        }
+        let (mine, theirs) = (self.kind.claim(), other.kind.claim());
+        if self.kind.kind_name() == other.kind.kind_name()
+            && mine == theirs
+            && self.owner == other.owner
+        {
+            return Some(true);
+        }
+        // Two acquisitions of one multi-lock are two owners (outside a scope).
+        mine.excludes(1, &theirs, 2).then_some(false)
+    }
+
     /// The owner that queries and [`unlock`](RLock::unlock) act for.
     fn query_owner(&self) -> u64 {
         self.owner.for_query(&self.client.id, &self.name)

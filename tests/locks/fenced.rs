@@ -145,3 +145,74 @@ async fn cancelled_fenced_acquisitions_leave_only_the_counter() {
     assert_nothing_left_but(&server, &[&client], |key| key == counter).await;
     assert_eq!(server.keys().await, vec![counter.to_owned()]);
 }
+
+/// Tokens are exact over the counter's whole range: past 2^53, where a Lua
+/// number (a double) can no longer tell neighbours apart, each acquisition still
+/// draws the next integer (before: …996, …996, …996).
+#[tokio::test]
+async fn tokens_stay_exact_past_two_to_the_fifty_three() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let mut admin = server.admin().await;
+    let start: u64 = (1 << 53) + 1;
+    let _: () = admin
+        .set("redisson_lock_token:{exact}", start)
+        .await
+        .unwrap();
+    let lock = client.get_fenced_lock("exact").unwrap();
+    for step in 1..=4 {
+        let (guard, token) = lock.lock_and_get_token().await.unwrap();
+        assert_eq!(token, start + step, "token {step}");
+        assert_eq!(lock.get_token().await.unwrap(), Some(token));
+        guard.unlock().await.unwrap();
+    }
+    // Near the top of Redis' integer range too.
+    let top = i64::MAX as u64 - 2;
+    let _: () = admin.set("redisson_lock_token:{exact}", top).await.unwrap();
+    let (guard, token) = lock.lock_and_get_token().await.unwrap();
+    assert_eq!(token, top + 1);
+    guard.unlock().await.unwrap();
+}
+
+/// A token counter of another type is a `WrongType` naming the counter's key,
+/// not the lock's, and takes nothing.
+#[tokio::test]
+async fn a_counter_of_another_type_is_named_in_the_error() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let mut admin = server.admin().await;
+    let _: () = admin
+        .rpush("redisson_lock_token:{typed}", "x")
+        .await
+        .unwrap();
+    let lock = client.get_fenced_lock("typed").unwrap();
+    let err = within(T, "acquire", lock.lock()).await.unwrap_err();
+    assert!(err.is_wrong_type(), "{err:?}");
+    assert!(
+        err.to_string().contains("redisson_lock_token:{typed}"),
+        "{err}"
+    );
+    let held: bool = admin.exists("typed").await.unwrap();
+    assert!(!held, "a refused acquire takes nothing");
+}
+
+/// A token counter holding a string that is not a number is refused before
+/// anything is written, naming the counter.
+#[tokio::test]
+async fn a_counter_that_is_no_number_is_refused_and_takes_nothing() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let mut admin = server.admin().await;
+    let _: () = admin
+        .set("redisson_lock_token:{texty}", "abc")
+        .await
+        .unwrap();
+    let lock = client.get_fenced_lock("texty").unwrap();
+    let err = within(T, "acquire", lock.lock()).await.unwrap_err();
+    assert!(
+        err.to_string().contains("redisson_lock_token:{texty}"),
+        "{err}"
+    );
+    let held: bool = admin.exists("texty").await.unwrap();
+    assert!(!held, "a refused acquire takes nothing");
+}

@@ -140,3 +140,51 @@ async fn leases_cancellation_and_bad_input() {
     got.unlock().await.unwrap();
     assert_nothing_left(&server, &[&client]).await;
 }
+
+/// The same lock given twice is taken once (before: `try_lock()` answered no on
+/// a free lock and `lock()` went round for ever); two handles of one lock that
+/// exclude each other are refused at once.
+#[tokio::test]
+async fn a_lock_given_twice_is_taken_once_and_exclusive_twins_are_refused() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let lock = client.get_lock("twice").unwrap();
+    let other = client.get_lock("other").unwrap();
+    let multi = MultiLock::new(vec![lock.clone(), other.clone(), lock.clone()]).unwrap();
+    assert_eq!(multi.locks().len(), 2);
+    let guard = multi.try_lock().await.unwrap().expect("both free");
+    guard.unlock().await.unwrap();
+    let guard = within(Duration::from_secs(20), "lock()", multi.lock())
+        .await
+        .unwrap();
+    assert_eq!(guard.guards().len(), 2);
+    guard.unlock().await.unwrap();
+    for twins in [
+        vec![lock.clone(), client.get_fair_lock("twice").unwrap()],
+        {
+            let rw = client.get_read_write_lock("rw").unwrap();
+            vec![rw.read_lock(), rw.write_lock()]
+        },
+        vec![
+            client.get_multi_lock("group", ["a", "b"]).unwrap(),
+            client.get_multi_lock("group", ["b", "c"]).unwrap(),
+        ],
+    ] {
+        let err = MultiLock::new(twins).unwrap_err();
+        assert!(err.is_invalid_argument(), "{err:?}");
+    }
+    // Independent handles of one name stay: two readers, disjoint members.
+    let rw = client.get_read_write_lock("rw").unwrap();
+    let readers = MultiLock::new(vec![rw.read_lock(), rw.read_lock().with_task_owner()]).unwrap();
+    assert_eq!(readers.locks().len(), 2);
+    let members = MultiLock::new(vec![
+        client.get_multi_lock("group", ["a"]).unwrap(),
+        client.get_multi_lock("group", ["c"]).unwrap(),
+    ])
+    .unwrap();
+    let held = within(Duration::from_secs(20), "disjoint members", members.lock())
+        .await
+        .unwrap();
+    held.unlock().await.unwrap();
+    assert_nothing_left(&server, &[&client]).await;
+}

@@ -132,3 +132,33 @@ async fn validity_is_never_above_the_lease_and_runs_out() {
     assert_eq!(guard.valid_for(), None);
     assert!(RedLock::new(Vec::new()).unwrap_err().is_invalid_argument());
 }
+
+/// A lease at or below the clock-drift margin can never be surely valid: it is
+/// refused at once (before: `lock_with_lease(2 ms)` went round for ever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_that_is_all_drift_margin_is_refused_at_once() {
+    let (_servers, clients) = five().await;
+    let lock = red(&clients, "too-short");
+    for lease in [Duration::from_millis(1), Duration::from_millis(2)] {
+        let err = within(
+            Duration::from_secs(20),
+            "lock_with_lease",
+            lock.lock_with_lease(lease),
+        )
+        .await
+        .unwrap_err();
+        assert!(err.is_invalid_argument(), "{err:?}");
+        let err = lock
+            .try_lock_with_lease(Duration::from_secs(1), lease)
+            .await
+            .unwrap_err();
+        assert!(err.is_invalid_argument(), "{err:?}");
+    }
+    // A short lease with validity left still works.
+    let guard = lock
+        .try_lock_with_lease(Duration::from_secs(5), Duration::from_millis(500))
+        .await
+        .unwrap()
+        .expect("free");
+    guard.unlock().await.unwrap();
+}
