@@ -14,6 +14,10 @@
 
 local semaphore, timeouts, channel = KEYS[1], KEYS[2], KEYS[3]
 local now, expiry, publish = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local refused = foreign(semaphore, timeouts)
+if refused then
+    return redis.error_reply(refused)
+end
 local wanted = #ARGV - 3
 
 reclaim_expired(semaphore, timeouts, channel, now, publish)

@@ -11,6 +11,10 @@
 
 local semaphore, timeouts, channel = KEYS[1], KEYS[2], KEYS[3]
 local now, publish = tonumber(ARGV[1]), ARGV[2]
+local refused = foreign(semaphore, timeouts)
+if refused then
+    return redis.error_reply(refused)
+end
 
 reclaim_expired(semaphore, timeouts, channel, now, publish)
 return tonumber(redis.call('get', semaphore)) or 0

@@ -8,6 +8,23 @@
 
 local NEVER = 922337203685477
 
+-- Why the semaphore's keys cannot be used, or nil: a count someone else wrote
+-- that is not an integer, or a leases key of another type. Checked before
+-- anything is written (a script's writes are not undone by a later error), and
+-- never read as "no permits" (a waiter would wait for ever).
+local function foreign(semaphore, timeouts)
+    local leases = redis.call('type', timeouts).ok
+    if leases ~= 'none' and leases ~= 'zset' then
+        return 'WRONGTYPE the permit leases key ' .. timeouts .. ' holds a ' .. leases
+    end
+    local value = redis.call('get', semaphore)
+    if value ~= false and not string.match(value, '^%-?%d+$') then
+        return 'ERR the semaphore ' .. semaphore .. ' holds a value that is not a permit count '
+            .. '(it was not written by a semaphore)'
+    end
+    return nil
+end
+
 -- Returns every permit whose lease ended at or before `now` to the pool, and
 -- tells the waiters when any came back.
 local function reclaim_expired(semaphore, timeouts, channel, now, publish)

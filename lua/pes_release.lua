@@ -13,6 +13,10 @@
 
 local semaphore, timeouts, channel = KEYS[1], KEYS[2], KEYS[3]
 local id, now, publish = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local refused = foreign(semaphore, timeouts)
+if refused then
+    return redis.error_reply(refused)
+end
 
 local expiry = tonumber(redis.call('zscore', timeouts, id))
 if expiry == nil then

@@ -8,7 +8,10 @@
 local semaphore = KEYS[1]
 local wanted = tonumber(ARGV[1])
 
-local available = tonumber(redis.call('get', semaphore))
+local available, foreign = permit_count(semaphore)
+if available == false then
+    return redis.error_reply(foreign)
+end
 if available == nil or available < wanted then
     return 0
 end

@@ -8,9 +8,12 @@
 
 local semaphore = KEYS[1]
 
-local available = redis.call('get', semaphore)
+local available, foreign = permit_count(semaphore)
 if available == false then
+    return redis.error_reply(foreign)
+end
+if available == nil then
     return 0
 end
 redis.call('set', semaphore, 0)
-return tonumber(available)
+return available

@@ -544,7 +544,27 @@ fn is_not_now(err: &redis::RedisError) -> bool {
                 | redis::ServerErrorKind::ReadOnly
                 | redis::ServerErrorKind::NoScript
         )
-    )
+    ) || is_not_now_inside_a_script(err)
+}
+
+/// Redis before 7.0 reports a refusal met by a command inside a script as a
+/// plain `ERR Error running script ...: -READONLY You can't write ...`: the
+/// same "not now" (a replica, or a primary demoted by a failover), wrapped.
+fn is_not_now_inside_a_script(err: &redis::RedisError) -> bool {
+    if err.code() != Some("ERR") {
+        return false;
+    }
+    let text = err.to_string();
+    text.contains("Error running script")
+        && [
+            "-READONLY ",
+            "-LOADING ",
+            "-MASTERDOWN ",
+            "-TRYAGAIN ",
+            "-CLUSTERDOWN ",
+        ]
+        .iter()
+        .any(|code| text.contains(code))
 }
 
 impl fmt::Display for Error {

@@ -201,7 +201,7 @@ pub(crate) async fn release_one(
     conn.spawn_cleanup(async move {
         for attempt in 0..=settling.caller_attempts {
             if attempt > 0 {
-                tokio::time::sleep(settling.retry).await;
+                tokio::time::sleep(crate::lock::jitter(settling.retry)).await;
             }
             if settle_once(&acquirer, &conn2, believed, lease_ms)
                 .await
@@ -303,7 +303,7 @@ pub(crate) async fn settle(
         match settle_once(&acquirer, &conn, *gate, lease_ms).await {
             Ok(()) => return,
             Err(e) if e.is_transient() && Instant::now() < deadline => {
-                tokio::time::sleep(settling.retry).await;
+                tokio::time::sleep(crate::lock::jitter(settling.retry)).await;
             }
             // Out of budget (or refused for good): a hold that did land was
             // never renewed and ends with its lease.

@@ -128,10 +128,23 @@ pub(crate) enum Released {
 /// Sends one script call about lock `name`; a refusal (WRONGTYPE, NOPERM, ...)
 /// becomes this crate's error.
 async fn call(conn: &mut Conn, name: &str, invocation: &ScriptCall<'_>) -> Result<Value> {
-    invocation
-        .invoke(conn)
-        .await
-        .map_err(|e| Error::from_redis(name, e))
+    call_naming(conn, name, None, invocation).await
+}
+
+/// [`call`] for a script on two keys that can each be of the wrong type: its
+/// WRONGTYPE refusal names `other` when the script's message does (the script
+/// checks that key itself, before any write), and `name` otherwise.
+async fn call_naming(
+    conn: &mut Conn,
+    name: &str,
+    other: Option<&str>,
+    invocation: &ScriptCall<'_>,
+) -> Result<Value> {
+    invocation.invoke(conn).await.map_err(|e| {
+        let text = e.to_string();
+        let named = other.filter(|other| text.contains("WRONGTYPE") && text.contains(*other));
+        Error::from_redis(named.unwrap_or(name), e)
+    })
 }
 
 /// nil: acquired; an integer: busy, with how long to sleep.
@@ -188,12 +201,7 @@ pub(crate) async fn fenced_acquire(
 ) -> Result<std::result::Result<u64, BusyTtl>> {
     let mut invocation = FENCED_ACQUIRE.key(name);
     invocation.key(counter).arg(lease_ms).arg(owner);
-    let reply = match call(conn, name, &invocation).await {
-        // Two keys could be of the wrong type: name the one that is.
-        Err(e) if e.is_wrong_type() => return Err(wrong_type_of(conn, name, counter).await),
-        other => other?,
-    };
-    match reply {
+    match call_naming(conn, name, Some(counter), &invocation).await? {
         Value::Array(items) => match items.as_slice() {
             [Value::BulkString(token)] => std::str::from_utf8(token)
                 .ok()
@@ -205,21 +213,6 @@ pub(crate) async fn fenced_acquire(
         },
         Value::Int(ttl) => Ok(Err(ttl)),
         other => Err(Error::unexpected("fenced lock acquire", other)),
-    }
-}
-
-/// The `WrongType` error for a script on `lock` and `counter` that Redis
-/// refused with WRONGTYPE: naming the counter when it is the one of another
-/// type (a lock hash of another type is the lock's own error).
-async fn wrong_type_of(conn: &mut Conn, lock: &str, counter: &str) -> Error {
-    let counter_type: redis::RedisResult<String> =
-        redis::cmd("TYPE").arg(counter).query_async(conn).await;
-    let name = match counter_type.as_deref() {
-        Ok("none" | "string") | Err(_) => lock,
-        Ok(_) => counter,
-    };
-    Error::WrongType {
-        name: name.to_owned(),
     }
 }
 
@@ -648,11 +641,17 @@ pub(crate) async fn rw_force_release(
 // latch's is `0` (open: the count reached zero, or the latch was deleted) or `1`
 // (a new count was set).
 
-lua_script!(SEMAPHORE_ACQUIRE, "semaphore_acquire.lua");
+lua_script!(
+    SEMAPHORE_ACQUIRE,
+    "semaphore_count.lua" + "semaphore_acquire.lua"
+);
 lua_script!(SEMAPHORE_RELEASE, "semaphore_release.lua");
 lua_script!(SEMAPHORE_TRY_SET, "semaphore_try_set.lua");
 lua_script!(SEMAPHORE_ADD, "semaphore_add.lua");
-lua_script!(SEMAPHORE_DRAIN, "semaphore_drain.lua");
+lua_script!(
+    SEMAPHORE_DRAIN,
+    "semaphore_count.lua" + "semaphore_drain.lua"
+);
 // The permit-expirable semaphore's scripts share the expiry rule of `pes_common.lua`.
 lua_script!(PES_ACQUIRE, "pes_common.lua" + "pes_acquire.lua");
 lua_script!(PES_RELEASE, "pes_common.lua" + "pes_release.lua");
@@ -784,7 +783,7 @@ pub(crate) async fn pes_acquire(
     }
     match decode_int(
         "permit-expirable acquire",
-        call(conn, &keys.semaphore, &invocation).await?,
+        call_naming(conn, &keys.semaphore, Some(&keys.timeouts), &invocation).await?,
     )? {
         0 => Ok(PermitsTaken::Taken),
         ms if ms > 0 => Ok(PermitsTaken::Busy(Some(std::time::Duration::from_millis(
@@ -803,7 +802,7 @@ pub(crate) async fn pes_release(conn: &mut Conn, keys: &PermitKeys, id: &[u8; 16
         .arg(conn.publish_command());
     decode_flag(
         "permit-expirable release",
-        call(conn, &keys.semaphore, &invocation).await?,
+        call_naming(conn, &keys.semaphore, Some(&keys.timeouts), &invocation).await?,
     )
 }
 
@@ -822,7 +821,7 @@ pub(crate) async fn pes_update_lease(
         .arg(conn.publish_command());
     decode_flag(
         "permit-expirable lease update",
-        call(conn, &keys.semaphore, &invocation).await?,
+        call_naming(conn, &keys.semaphore, Some(&keys.timeouts), &invocation).await?,
     )
 }
 
@@ -832,7 +831,7 @@ pub(crate) async fn pes_available(conn: &mut Conn, keys: &PermitKeys) -> Result<
     invocation.arg(epoch_millis()).arg(conn.publish_command());
     decode_int(
         "permit-expirable available",
-        call(conn, &keys.semaphore, &invocation).await?,
+        call_naming(conn, &keys.semaphore, Some(&keys.timeouts), &invocation).await?,
     )
 }
 

@@ -635,7 +635,8 @@ async fn wait_in_redis(
                     return Err(e);
                 }
                 failures += 1;
-                Pause::For(client.config.retry_interval)
+                // Full jitter: waiters that failed together retry apart.
+                Pause::For(crate::lock::jitter(client.config.retry_interval))
             }
             Some(Err(failure)) => {
                 place.run_now().await;

@@ -146,7 +146,9 @@ pub struct Config {
     /// (Redisson `retryAttempts`). Default 3; at most [`MAX_RETRY_ATTEMPTS`].
     pub retry_attempts: u32,
     /// The longest pause between two re-dials or retries (Redisson `retryInterval`).
-    /// Default 1.5 s.
+    /// Default 1.5 s. Each retry of a waiting call or a settle pauses for a time
+    /// drawn at random up to this (full jitter), so waiters that failed together
+    /// do not retry together.
     pub retry_interval: Duration,
     /// The lease of a lock taken without an explicit lease; the watchdog renews it
     /// every third of this while it is held (Redisson `lockWatchdogTimeout`).

@@ -106,7 +106,8 @@ where
                 if retryable(&e, subscribing) && failures < config.retry_attempts =>
             {
                 failures += 1;
-                config.retry_interval
+                // Full jitter: waiters that failed together retry apart.
+                crate::lock::jitter(config.retry_interval)
             }
             Some(Err((e, _))) => return Err(e),
         };

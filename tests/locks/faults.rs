@@ -966,3 +966,60 @@ async fn a_release_cut_by_a_killed_connection_is_settled_before_it_answers() {
     }
     assert_nothing_left(&server, &[&client]).await;
 }
+
+/// Retries after a transient failure are jittered in full, as `retry_interval`
+/// documents: waiters of separate clients that fail together (a replica answers
+/// every lock script with READONLY, a "not now" refusal) retry at instants drawn
+/// at random up to the interval, so they give up spread over most of it rather
+/// than all at once. Judged by the spread of the outcomes, not by speed: with a
+/// fixed pause every waiter gives up within a few ms of the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_after_a_shared_failure_are_spread_by_full_jitter() {
+    let primary = RedisServer::start();
+    let replica = RedisServer::start_replica_of(&primary).await;
+    let interval = Duration::from_millis(1000);
+    let mut clients = Vec::new();
+    for _ in 0..12 {
+        clients.push(
+            replica
+                .client_with(|c| {
+                    c.retry_attempts = 3;
+                    c.retry_interval = interval;
+                    c.replica_sync = Some(0);
+                })
+                .await,
+        );
+    }
+    let start = Arc::new(tokio::sync::Barrier::new(clients.len()));
+    let waiters: Vec<_> = clients
+        .iter()
+        .map(|client| {
+            let lock = client.get_lock("on-a-replica").unwrap();
+            let start = start.clone();
+            tokio::spawn(async move {
+                start.wait().await;
+                let outcome = lock.lock().await.map(|_| ());
+                (outcome, tokio::time::Instant::now())
+            })
+        })
+        .collect();
+    let mut ended = Vec::new();
+    for waiter in waiters {
+        let (outcome, at) = within(Duration::from_secs(60), "a waiter gives up", waiter)
+            .await
+            .unwrap();
+        let err = outcome.expect_err("a replica takes no lock");
+        assert!(err.is_transient(), "{err:?}");
+        ended.push(at);
+    }
+    let (first, last) = (
+        ended.iter().min().copied().unwrap(),
+        ended.iter().max().copied().unwrap(),
+    );
+    let spread = last - first;
+    assert!(
+        spread >= interval * 3 / 10,
+        "12 waiters that failed together gave up within {spread:?} of each other: \
+         their retries were not jittered"
+    );
+}

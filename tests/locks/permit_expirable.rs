@@ -179,3 +179,39 @@ async fn cancelled_acquires_never_keep_a_permit() {
     let out: i64 = admin.zcard("{cut}:timeout").await.unwrap();
     assert_eq!(out, 0, "a cancelled acquire left its permit out");
 }
+
+/// Foreign values in the permit-expirable semaphore's keys are refused at once,
+/// naming the key that is wrong, and nothing is written (before: `acquire`
+/// waited for ever, `available_permits` answered `Ok(0)`, and a leases key of
+/// another type was blamed on the semaphore's key).
+#[tokio::test]
+async fn foreign_values_are_refused_at_once_naming_the_wrong_key() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let mut admin = server.admin().await;
+    let limit = Duration::from_secs(20);
+    let lease = Duration::from_secs(10);
+
+    let _: () = admin.set("pes-text", "not a number").await.unwrap();
+    let texty = client.get_permit_expirable_semaphore("pes-text").unwrap();
+    let acquired = within(limit, "acquire", texty.acquire(lease)).await;
+    let available = within(limit, "available", texty.available_permits()).await;
+    for err in [acquired.unwrap_err(), available.unwrap_err()] {
+        assert!(err.to_string().contains("pes-text"), "{err}");
+        assert!(!err.is_transient(), "{err:?}");
+    }
+    let value: String = admin.get("pes-text").await.unwrap();
+    assert_eq!(value, "not a number", "never written over");
+
+    let _: () = admin.set("pes-typed", 3).await.unwrap();
+    let leases = "{pes-typed}:timeout";
+    let typed = client.get_permit_expirable_semaphore("pes-typed").unwrap();
+    let _: () = admin.rpush(leases, "x").await.unwrap();
+    let err = within(limit, "acquire", typed.acquire(lease))
+        .await
+        .unwrap_err();
+    assert!(err.is_wrong_type(), "{err:?}");
+    assert!(err.to_string().contains(leases), "{err}");
+    let permits: i64 = admin.get("pes-typed").await.unwrap();
+    assert_eq!(permits, 3, "no permit taken");
+}

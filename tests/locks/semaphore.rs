@@ -289,3 +289,48 @@ async fn a_thousand_cancelled_acquires_leave_the_count_exact() {
     );
     assert_unsubscribed(&server, &[&client, &holder]).await;
 }
+
+/// A semaphore key that someone else set to a non-number is answered with an
+/// error naming the key, at once, by every call that reads it, and is never
+/// written over (before: `acquire()` waited for ever, re-checking every 5 s, and
+/// `drain_permits()` overwrote the value with 0).
+#[tokio::test]
+async fn a_foreign_value_is_refused_at_once_and_left_as_it_is() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let mut admin = server.admin().await;
+    let _: () = admin.set("foreign-sem", "not a number").await.unwrap();
+    let semaphore = client.get_semaphore("foreign-sem").unwrap();
+    let limit = Duration::from_secs(20);
+    let errors = [
+        within(limit, "acquire", semaphore.acquire())
+            .await
+            .unwrap_err(),
+        within(limit, "try_acquire", semaphore.try_acquire())
+            .await
+            .unwrap_err(),
+        within(
+            limit,
+            "try_acquire_wait",
+            semaphore.try_acquire_wait(Duration::from_secs(30)),
+        )
+        .await
+        .unwrap_err(),
+        within(limit, "drain_permits", semaphore.drain_permits())
+            .await
+            .unwrap_err(),
+    ];
+    for err in errors {
+        assert!(err.to_string().contains("foreign-sem"), "{err}");
+        assert!(!err.is_transient(), "{err:?}");
+    }
+    let value: String = admin.get("foreign-sem").await.unwrap();
+    assert_eq!(value, "not a number", "never written over");
+    // Another type: WRONGTYPE, naming the key.
+    let _: () = admin.del("foreign-sem").await.unwrap();
+    let _: () = admin.rpush("foreign-sem", "x").await.unwrap();
+    let err = within(limit, "acquire", semaphore.acquire())
+        .await
+        .unwrap_err();
+    assert!(err.is_wrong_type(), "{err:?}");
+}
