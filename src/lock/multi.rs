@@ -1,7 +1,10 @@
 //! The multi-lock (Redisson `getMultiLock(locks...)`): all of N locks or none,
 //! whatever clients and servers they live on.
 //!
-//! A round tries the locks in the order given, each for at most what is left of
+//! The locks are taken in one canonical order (by name, then server), whatever
+//! order they were given in, so callers whose sets overlap queue on their first
+//! common lock rather than each holding one the other needs. A round tries the
+//! locks in that order, each for at most what is left of
 //! the round's budget. When one cannot be had, the locks taken in this round are
 //! released and, after a short random pause (so two callers taking the same locks
 //! in opposite orders stop meeting head on), a new round starts from the first:
@@ -70,6 +73,11 @@ impl MultiLock {
     /// # Ok(()) }
     /// ```
     ///
+    /// The locks are taken in one canonical order, by name and then by server,
+    /// whatever order they are given in: callers whose sets overlap then meet
+    /// on their first common lock and queue there, instead of each holding a
+    /// lock the other needs until its round runs out.
+    ///
     /// The same lock given twice (the same client, name and kind) is taken
     /// once. Two handles of one lock whose holds exclude each other (the
     /// reentrant and the fair handle of one name, a read-write lock's write side
@@ -110,10 +118,13 @@ impl MultiLock {
                 None => distinct.push(lock),
             }
         }
+        // One order for every caller: overlapping sets never meet head on.
+        distinct.sort_by(|a, b| a.canonical_key().cmp(&b.canonical_key()));
         Ok(MultiLock { locks: distinct })
     }
 
-    /// The locks, in the order they are taken.
+    /// The locks, in the order they are taken: by name, then server (see
+    /// [`new`](MultiLock::new)), not the order given.
     ///
     /// ```no_run
     /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {

@@ -651,6 +651,20 @@ impl RLock {
         mine.excludes(1, &theirs, 2).then_some(false)
     }
 
+    /// Where this lock sorts in a multi-lock: by name, then by the server (as its
+    /// client's config names it) and database. Every caller that takes the same
+    /// locks then takes them in the same order, so two callers never hold one
+    /// each of a pair while waiting for the other.
+    pub(crate) fn canonical_key(&self) -> (&str, &str, i64) {
+        let config = &self.client.config;
+        let server = config
+            .cluster_nodes
+            .first()
+            .or(config.sentinel_master_name.as_ref())
+            .unwrap_or(&config.address);
+        (&self.name, server, config.database)
+    }
+
     /// The owner that queries and [`unlock`](RLock::unlock) act for.
     fn query_owner(&self) -> u64 {
         self.owner.for_query(&self.client.id, &self.name)
