@@ -1,5 +1,6 @@
 -- Permit-expirable semaphore: helpers prepended to every pes_*.lua script before
--- it is loaded (scripts.rs concatenates them), so the expiry rule is written once.
+-- it is loaded (scripts.rs concatenates semaphore_count.lua, this file and the
+-- script), so the expiry rule and the count check are written once.
 --
 -- The semaphore is a STRING (permits available) and a ZSET of the permits taken:
 -- member = the permit id (16 raw bytes), score = the epoch-ms instant its lease
@@ -9,7 +10,8 @@
 local NEVER = 922337203685477
 
 -- Why the semaphore's keys cannot be used, or nil: a count someone else wrote
--- that is not an integer, or a leases key of another type. Checked before
+-- that is not an integer (`permit_count`, from semaphore_count.lua, prepended
+-- before this file), or a leases key of another type. Checked before
 -- anything is written (a script's writes are not undone by a later error), and
 -- never read as "no permits" (a waiter would wait for ever).
 local function foreign(semaphore, timeouts)
@@ -17,10 +19,9 @@ local function foreign(semaphore, timeouts)
     if leases ~= 'none' and leases ~= 'zset' then
         return 'WRONGTYPE the permit leases key ' .. timeouts .. ' holds a ' .. leases
     end
-    local value = redis.call('get', semaphore)
-    if value ~= false and not string.match(value, '^%-?%d+$') then
-        return 'ERR the semaphore ' .. semaphore .. ' holds a value that is not a permit count '
-            .. '(it was not written by a semaphore)'
+    local count, refused = permit_count(semaphore)
+    if count == false then
+        return refused
     end
     return nil
 end

@@ -1,4 +1,5 @@
--- Shared by the semaphore scripts that read the count (prepended to them).
+-- Shared by the scripts that read a semaphore's count, the plain semaphore's
+-- and the permit-expirable one's (prepended to them).
 --
 -- A semaphore key is a STRING holding an integer, as Redisson writes it. A
 -- value someone else wrote there is refused, never read as "no permits" (a

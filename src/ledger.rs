@@ -199,25 +199,12 @@ pub(crate) async fn release_one(
     let (settled, outcome) = tokio::sync::oneshot::channel();
     let believed = *gate;
     conn.spawn_cleanup(async move {
-        for attempt in 0..=settling.caller_attempts {
-            if attempt > 0 {
-                tokio::time::sleep(crate::lock::jitter(settling.retry)).await;
-            }
-            if settle_once(&acquirer, &conn2, believed, lease_ms)
-                .await
-                .is_ok()
-            {
-                let _ = settled.send(Ok(()));
-                return;
-            }
-        }
-        let _ = settled.send(Err(()));
-        settle(acquirer, conn2, gate, lease_ms, settling).await;
+        settle_telling(acquirer, conn2, gate, lease_ms, settling, Some(settled)).await;
     });
     match outcome.await {
         // The owner's holds are what its guards stand for: this one is gone.
-        Ok(Ok(())) if believed == 0 => Ok(Released::Freed),
-        Ok(Ok(())) => Ok(Released::StillHeld),
+        Ok(true) if believed == 0 => Ok(Released::Freed),
+        Ok(true) => Ok(Released::StillHeld),
         _ => Err(failure),
     }
 }
@@ -298,16 +285,45 @@ pub(crate) async fn settle(
     lease_ms: u64,
     settling: Settling,
 ) {
+    settle_telling(acquirer, conn, gate, lease_ms, settling, None).await;
+}
+
+/// [`settle`], telling `caller` (a release waiting to answer its own caller)
+/// `true` as soon as the server agrees, or `false` once
+/// `settling.caller_attempts` tries in a row have failed or the settle gave up;
+/// the settle itself goes on for its whole budget either way.
+async fn settle_telling(
+    acquirer: Arc<dyn Acquirer>,
+    conn: Conn,
+    gate: Gate,
+    lease_ms: u64,
+    settling: Settling,
+    mut caller: Option<tokio::sync::oneshot::Sender<bool>>,
+) {
+    let mut tell = |settled: bool| {
+        if let Some(caller) = caller.take() {
+            let _ = caller.send(settled);
+        }
+    };
     let deadline = Instant::now() + Duration::from_millis(lease_ms) + settling.budget;
+    let mut failed = 0u32;
     loop {
         match settle_once(&acquirer, &conn, *gate, lease_ms).await {
-            Ok(()) => return,
+            Ok(()) => {
+                tell(true);
+                return;
+            }
             Err(e) if e.is_transient() && Instant::now() < deadline => {
+                failed = failed.saturating_add(1);
+                if failed > settling.caller_attempts {
+                    tell(false);
+                }
                 tokio::time::sleep(crate::lock::jitter(settling.retry)).await;
             }
             // Out of budget (or refused for good): a hold that did land was
             // never renewed and ends with its lease.
             Err(e) => {
+                tell(false);
                 crate::trace::warn_event!(
                     "lock {:?}: settling an operation of unknown outcome gave up (a hold it \
                      took ends with its lease): {e}",

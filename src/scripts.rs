@@ -15,18 +15,14 @@ use crate::lua::{LuaScript, ScriptCall};
 use crate::error::{Error, Result};
 use crate::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 
-/// `lua_script!(NAME, "file.lua")`, or with shared helpers prepended:
+/// `lua_script!(NAME, "file.lua")`, or with shared helpers prepended, in order:
 /// `lua_script!(NAME, "common.lua" + "file.lua")`.
 macro_rules! lua_script {
-    ($name:ident, $file:literal) => {
-        static $name: LazyLock<LuaScript> =
-            LazyLock::new(|| LuaScript::new(include_str!(concat!("../lua/", $file))));
-    };
-    ($name:ident, $common:literal + $file:literal) => {
+    ($name:ident, $first:literal $(+ $file:literal)*) => {
         static $name: LazyLock<LuaScript> = LazyLock::new(|| {
             LuaScript::new(concat!(
-                include_str!(concat!("../lua/", $common)),
-                include_str!(concat!("../lua/", $file))
+                include_str!(concat!("../lua/", $first)),
+                $(include_str!(concat!("../lua/", $file))),*
             ))
         });
     };
@@ -653,10 +649,22 @@ lua_script!(
     "semaphore_count.lua" + "semaphore_drain.lua"
 );
 // The permit-expirable semaphore's scripts share the expiry rule of `pes_common.lua`.
-lua_script!(PES_ACQUIRE, "pes_common.lua" + "pes_acquire.lua");
-lua_script!(PES_RELEASE, "pes_common.lua" + "pes_release.lua");
-lua_script!(PES_UPDATE_LEASE, "pes_common.lua" + "pes_update_lease.lua");
-lua_script!(PES_AVAILABLE, "pes_common.lua" + "pes_available.lua");
+lua_script!(
+    PES_ACQUIRE,
+    "semaphore_count.lua" + "pes_common.lua" + "pes_acquire.lua"
+);
+lua_script!(
+    PES_RELEASE,
+    "semaphore_count.lua" + "pes_common.lua" + "pes_release.lua"
+);
+lua_script!(
+    PES_UPDATE_LEASE,
+    "semaphore_count.lua" + "pes_common.lua" + "pes_update_lease.lua"
+);
+lua_script!(
+    PES_AVAILABLE,
+    "semaphore_count.lua" + "pes_common.lua" + "pes_available.lua"
+);
 lua_script!(LATCH_TRY_SET, "latch_try_set.lua");
 lua_script!(LATCH_COUNT_DOWN, "latch_count_down.lua");
 lua_script!(LATCH_DELETE, "latch_delete.lua");

@@ -734,27 +734,28 @@ pub(super) fn database_conflict(shown: &str, named: i64, field: &str, database: 
 /// parse) is masked as well; an `@` in a path or query masks a little more than
 /// needed, never less.
 pub(crate) fn redact(address: &str) -> std::borrow::Cow<'_, str> {
-    let start = address.find("://").map_or(0, |i| i + 3);
-    let Some(at) = address[start..].rfind('@').map(|i| start + i) else {
-        return address.into();
-    };
-    let user = match address[start..at].find(':') {
-        Some(colon) => &address[start..=start + colon],
-        None => "",
-    };
-    format!("{}{user}***{}", &address[..start], &address[at..]).into()
+    match secret_range(address) {
+        Some(secret) => format!("{}***{}", &address[..secret.start], &address[secret.end..]).into(),
+        None => address.into(),
+    }
 }
 
 /// The part of `address` that [`redact`] masks, if any.
 fn userinfo_secret(address: &str) -> Option<&str> {
+    secret_range(address).map(|secret| &address[secret])
+}
+
+/// Where the secret of `address`'s user info lies: the password after
+/// `user:`, or the whole user info when it has no `:` (a bare password, or a
+/// name that may be one). Up to the last `@`, so a password holding `@` is
+/// masked whole.
+fn secret_range(address: &str) -> Option<std::ops::Range<usize>> {
     let start = address.find("://").map_or(0, |i| i + 3);
     let at = start + address[start..].rfind('@')?;
-    let userinfo = &address[start..at];
-    Some(
-        userinfo
-            .find(':')
-            .map_or(userinfo, |colon| &userinfo[colon + 1..]),
-    )
+    let secret = address[start..at]
+        .find(':')
+        .map_or(start, |colon| start + colon + 1);
+    Some(secret..at)
 }
 
 impl std::fmt::Debug for Config {

@@ -407,7 +407,8 @@ impl RLock {
     /// released the hold; once polled, the hold is renewed no more either way, so
     /// it ends with its lease at the latest.
     pub async fn unlock(&self) -> Result<()> {
-        let ops = self.ops(self.query_owner(), Wait::Forever);
+        let owner = self.query_owner();
+        let ops = self.ops(owner, Wait::Forever);
         let (field, kind) = ops.renewal();
         self.client
             .watchdog
@@ -415,9 +416,7 @@ impl RLock {
         let slot = self.client.ledger.slot(&self.name, field);
         let released = release(&self.client, &slot, &ops, self.watchdog_lease_ms()?).await;
         self.client.ledger.unpin(&self.name, field);
-        self.client
-            .holdings
-            .forget_detached(&self.name, self.query_owner());
+        self.client.holdings.forget_detached(&self.name, owner);
         released
     }
 
