@@ -13,10 +13,13 @@
 //! while that runtime is healthy, for speed; `home.rs` decides, and moves it here
 //! when that runtime ends or stalls.
 //!
-//! When the client is dropped (its last handle, lock and guard gone), the thread
-//! finishes the cleanup work already queued, for at most the drain limit, and ends;
-//! the drop waits for it, so a process that drops its client before exiting has
-//! sent every release.
+//! When the client ends (its last handle, lock and guard gone), the thread
+//! finishes the cleanup work already queued, for at most the drain limit, and
+//! ends. [`Background::close`] awaits that. A drop never blocks where blocking is
+//! forbidden or harmful: inside a runtime (a `LocalSet`, a current-thread runtime,
+//! a worker) it hands the wait to that runtime's blocking pool, which a shutting
+//! down runtime waits for, so the end of `#[tokio::main]` still lets the queued
+//! releases go out; on a plain thread it waits there.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,7 +28,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::runtime::{Handle, RuntimeFlavor};
+use tokio::runtime::Handle;
 use tokio::sync::{oneshot, Notify};
 
 use crate::error::{Error, Result};
@@ -47,6 +50,8 @@ pub(crate) struct Background {
     /// Dropping it (or sending) tells the thread to drain and end.
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Sent as the thread's very last act: its runtime (and all left on it) gone.
+    ended: Option<oneshot::Receiver<()>>,
 }
 
 /// A cheap handle for putting work on the background runtime.
@@ -70,6 +75,7 @@ impl Background {
         let cleanup = Arc::new(Outstanding::default());
         let (stop, stopped) = oneshot::channel::<()>();
         let (started, handle) = std::sync::mpsc::channel();
+        let (end, ended) = oneshot::channel::<()>();
         let drained = cleanup.clone();
         // The runtime is built, run and dropped on its own thread: never inside
         // the caller's async context, where dropping a runtime panics.
@@ -96,6 +102,7 @@ impl Background {
                 // Dropping the runtime cancels what is left: the watchdog, the
                 // subscriber, the connection's driver.
                 drop(runtime);
+                let _ = end.send(());
             })
             .map_err(|e| Error::unexpected("start the client's thread", e))?;
         let handle = match handle.recv() {
@@ -107,7 +114,26 @@ impl Background {
             spawner: Spawner { handle, cleanup },
             stop: Some(stop),
             thread: Some(thread),
+            ended: Some(ended),
         })
+    }
+
+    /// Tells the thread to finish its queued cleanup (at most the drain limit)
+    /// and end, and waits for that without blocking the caller's thread.
+    pub(crate) async fn close(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(ended) = self.ended.take() {
+            // An error means the thread ended without sending: it panicked, and
+            // `thread` reports it below.
+            let _ = ended.await;
+        }
+        if let Some(thread) = self.thread.take() {
+            if thread.is_finished() {
+                join_reporting(thread);
+            }
+        }
     }
 
     pub(crate) fn spawner(&self) -> &Spawner {
@@ -120,18 +146,32 @@ impl Drop for Background {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(thread) = self.thread.take() {
-            // Waiting on itself would never end; the thread then finishes alone.
-            if thread.thread().id() == std::thread::current().id() {
-                return;
-            }
-            if wait_blocking(|| thread.join()).is_err() {
-                crate::trace::warn_event!(
-                    "the client's background thread panicked; queued releases may not have been sent \
-                     (those holds end with their leases)"
-                );
-            }
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        // Waiting on itself would never end; the thread then finishes alone.
+        if thread.thread().id() == std::thread::current().id() {
+            return;
         }
+        match Handle::try_current() {
+            // Blocking here may be forbidden (a `LocalSet`) or would stall the
+            // runtime; its blocking pool waits instead, and a runtime that shuts
+            // down waits for its blocking pool.
+            Ok(runtime) => {
+                let _ = runtime.spawn_blocking(move || join_reporting(thread));
+            }
+            Err(_) => join_reporting(thread),
+        }
+    }
+}
+
+/// Waits for the client's thread to end, and says so if it panicked.
+fn join_reporting(thread: std::thread::JoinHandle<()>) {
+    if thread.join().is_err() {
+        crate::trace::warn_event!(
+            "the client's background thread panicked; queued releases may not have been sent \
+             (those holds end with their leases)"
+        );
     }
 }
 
@@ -171,6 +211,12 @@ impl Spawner {
     /// it ends: the way in of the blocking API (`blocking/`). `None` when it never
     /// ended: the runtime shut down under it, or it panicked.
     ///
+    /// It blocks plainly, never through `block_in_place` (which tokio forbids in
+    /// a `LocalSet` and on a current-thread runtime, and which cannot be asked
+    /// whether it is allowed): the caller first moves the connection off a home
+    /// runtime it may be blocking (`Conn::leave_home_if_blocking_it`), so
+    /// nothing `work` needs runs on the blocked thread.
+    ///
     /// Not for a client's own thread, which would wait on itself for ever: the
     /// caller checks [`on_client_thread`] first. Not counted as cleanup: the
     /// caller keeps the client alive while it waits, and `work` (with every
@@ -191,7 +237,12 @@ impl Spawner {
             // is what dropping it anywhere does.
             let _ = done.send(output);
         });
-        wait_blocking(|| result.recv().ok())
+        result.recv().ok()
+    }
+
+    /// Waits until no cleanup work is queued or running.
+    pub(crate) async fn until_idle(&self) {
+        self.cleanup.until_idle().await;
     }
 
     /// Is cleanup work queued or running?
@@ -202,22 +253,6 @@ impl Spawner {
     /// The background runtime.
     pub(crate) fn handle(&self) -> &Handle {
         &self.handle
-    }
-}
-
-/// Runs `wait`, which blocks the calling thread until another thread's work is
-/// done. On a worker of a multi-thread runtime (perhaps the one the connection's
-/// driver lives on) it runs in `block_in_place`, which hands the worker's other
-/// tasks to another thread meanwhile, so the work waited for can still be
-/// answered; elsewhere (a plain thread, `spawn_blocking`, a current-thread
-/// runtime, which can hand nothing over) it simply blocks.
-pub(crate) fn wait_blocking<R>(wait: impl FnOnce() -> R) -> R {
-    let on_worker =
-        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
-    if on_worker {
-        tokio::task::block_in_place(wait)
-    } else {
-        wait()
     }
 }
 

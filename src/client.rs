@@ -32,10 +32,12 @@ use crate::watchdog::Watchdog;
 /// the runtime that connected it is gone or idle, and is usable from any runtime.
 ///
 /// The client lives as long as any handle, lock or guard of it. When the last
-/// goes, holds still registered (detached guards) are released, and the drop waits
-/// for queued releases to be sent, at most [`Config::timeout`] (plus a little), so
-/// dropping the client before a process exits leaves no hold behind. A process
-/// that is killed leaves its holds to their leases.
+/// goes, holds still registered (detached guards) are released, and queued
+/// releases are sent from the client's thread, for at most [`Config::timeout`]
+/// (plus a little). [`close`](Client::close) waits for that; a drop never blocks
+/// inside a runtime (the runtime's shutdown waits for it instead) and waits on a
+/// plain thread, so a client closed or dropped before a process exits leaves no
+/// hold behind. A process that is killed leaves its holds to their leases.
 ///
 /// ```no_run
 /// use redisson_locks::{Client, Config};
@@ -72,8 +74,8 @@ pub(crate) struct ClientInner {
     pub(crate) replica_sync: u32,
     warnings: Vec<String>,
     /// The client's thread; dropped last, after the releases it must still send
-    /// have been queued.
-    _background: Background,
+    /// have been queued. Taken out by [`Client::close`], which awaits its end.
+    background: Option<Background>,
 }
 
 impl Drop for ClientInner {
@@ -116,6 +118,50 @@ impl ClientInner {
 }
 
 impl Client {
+    /// Ends this handle and waits, without blocking the thread, for what the
+    /// client still has to send. When this is the client's last handle (no clone,
+    /// lock, guard or synchronizer of it left), that is the whole client: its
+    /// detached holds are released, the releases queued by dropped guards go out
+    /// (for at most [`Config::timeout`] plus a little), its renewals, subscriber
+    /// and connection stop, and its thread ends before this returns. Otherwise
+    /// the client lives on with the other handles, and this waits only for the
+    /// releases queued so far.
+    ///
+    /// Dropping the last handle does the same without waiting: the client's own
+    /// thread finishes the work, and a runtime that shuts down (the end of
+    /// `#[tokio::main]`) waits for it; on a plain thread the drop waits. So call
+    /// `close` where the process must know that every release has been sent
+    /// before it goes on, for example before it exits from a `LocalSet`.
+    ///
+    /// ```no_run
+    /// use redisson_locks::{Client, Config};
+    ///
+    /// # async fn demo() -> Result<(), redisson_locks::Error> {
+    /// let client = Client::connect(Config::from_url("redis://127.0.0.1:6379")?).await?;
+    /// let lock = client.get_lock("orders:42")?;
+    /// let guard = lock.lock().await?;
+    /// drop(guard); // its release is queued on the client's thread
+    /// drop(lock);
+    /// client.close().await; // sent, and the client is gone
+    /// # Ok(()) }
+    /// ```
+    pub async fn close(self) {
+        match Arc::try_unwrap(self.inner) {
+            Ok(mut inner) => {
+                let background = inner.background.take();
+                // Queues the releases of detached holds on the client's thread.
+                drop(inner);
+                if let Some(background) = background {
+                    background.close().await;
+                }
+            }
+            Err(shared) => {
+                let limit = shared.config.timeout + DRAIN_SLACK;
+                let _ = tokio::time::timeout(limit, shared.conn.spawner().until_idle()).await;
+            }
+        }
+    }
+
     /// Validates `config`, starts the client's background thread, connects, and
     /// starts its renewal and subscriber tasks there. Must be called inside a tokio
     /// runtime (with its time driver); the client can then be used from any.
@@ -204,7 +250,7 @@ impl Client {
                 lines,
                 replica_sync,
                 warnings,
-                _background: background,
+                background: Some(background),
             }),
         })
     }

@@ -146,6 +146,20 @@ impl Conn {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// The calling thread is about to block until the client's own thread has
+    /// answered (the blocking API): when it runs inside the home runtime, it may
+    /// be the worker the connection's driver needs, so commands move to the
+    /// client's own thread first, as for a client being dropped.
+    pub(crate) fn leave_home_if_blocking_it(&self) {
+        let Ok(current) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let placed = self.shared.placed();
+        if placed.home.is_caller() && placed.home.handle().id() == current.id() {
+            self.leave_home();
+        }
+    }
+
     /// The client's background runtime.
     pub(crate) fn spawner(&self) -> &Spawner {
         &self.shared.spawner

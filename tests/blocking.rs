@@ -470,6 +470,41 @@ fn a_blocking_call_in_a_task_of_the_clients_home_runtime_does_not_deadlock() {
 }
 
 #[test]
+fn a_blocking_call_inside_a_local_set_answers_instead_of_panicking() {
+    let server = RedisServer::start();
+    // tokio forbids block_in_place here (a LocalSet on a multi-thread runtime,
+    // on the runtime the connection lives on): the call must block plainly.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = server.config();
+    let client = within(Duration::from_secs(30), "the LocalSet", move || {
+        let local = tokio::task::LocalSet::new();
+        let client = runtime.block_on(local.run_until(async move {
+            let client = blocking::Client::from_async(
+                redisson_locks::Client::connect(config).await.unwrap(),
+            );
+            let in_set = client.clone();
+            tokio::task::spawn_local(async move {
+                let lock = in_set.get_lock("in-a-local-set").unwrap();
+                let guard = lock.lock().unwrap();
+                assert!(lock.is_locked().unwrap());
+                guard.unlock().unwrap();
+            })
+            .await
+            .unwrap();
+            client
+        }));
+        drop(local);
+        drop(runtime);
+        client
+    });
+    assert_nothing_left(&server, &[&client]);
+}
+
+#[test]
 fn a_threads_self_wait_is_refused_at_once_when_asked() {
     // A thread is one owner, so its nested lock() re-enters and its downgrade
     // works; what it can still wait for is itself, by asking for the write lock

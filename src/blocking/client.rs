@@ -1,7 +1,6 @@
 //! The blocking client handle.
 
 use super::lock::{RFencedLock, RLock, RReadWriteLock};
-use crate::background::wait_blocking;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::lock::BackOff;
@@ -77,7 +76,10 @@ impl Client {
                 client
             })
             .map_err(|e| Error::unexpected("start a thread to connect", e))?;
-        let client = wait_blocking(|| connecting.join())
+        // The connecting thread depends on no runtime: a plain wait is safe
+        // anywhere.
+        let client = connecting
+            .join()
             .map_err(|_| Error::unexpected("connect", "the connecting thread panicked"))??;
         Ok(Client { client })
     }

@@ -36,8 +36,8 @@ use crate::error::Result;
 #[derive(Debug)]
 pub struct LockGuard {
     // Dropped in this order: the guard queues its release on the client's thread
-    // first, then this handle, perhaps the client's last, whose drop waits for
-    // that release to be sent.
+    // first, then this handle, perhaps the client's last, whose drop sees that
+    // release sent (waiting for it on a plain thread).
     guard: crate::LockGuard,
     client: Arc<ClientInner>,
 }

@@ -39,10 +39,12 @@
 //!
 //! # From async code
 //! A blocking call blocks its thread until it returns, as tokio's own blocking
-//! APIs do. Made inside an async task it blocks that task's worker: on a
-//! multi-thread runtime the call hands the worker's other tasks to another thread
-//! while it waits (`block_in_place`), on a current-thread runtime the whole
-//! runtime waits. Owners by thread also mean little to tasks, which share worker
+//! APIs do. Made inside an async task it blocks that task's worker (on a
+//! current-thread runtime, the whole runtime) while it waits. It never panics
+//! for it, in a `LocalSet` neither: it does not use `block_in_place`, and when
+//! the thread it blocks belongs to the runtime the client's connection lives
+//! on, the connection moves to the client's own thread first, so the call is
+//! still answered. Owners by thread also mean little to tasks, which share worker
 //! threads and move between them. So from async code use the async API, or run
 //! the blocking code in `tokio::task::spawn_blocking`. A call made on a client's
 //! own thread (which could only wait on itself) is refused with
@@ -112,6 +114,7 @@ where
     T: Send + 'static,
     F: Future<Output = Result<T>> + Send + 'static,
 {
+    client.conn.leave_home_if_blocking_it();
     run_on(client.conn.spawner(), name, work)
 }
 

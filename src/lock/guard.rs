@@ -33,8 +33,9 @@ use crate::wait::{Acquirer, Hold};
 /// wherever the guard is dropped: in a task, while its runtime shuts down, at the
 /// end of `block_on`, or on a plain thread. That release's errors cannot be
 /// reported: call [`unlock`](LockGuard::unlock) to see them. A process that exits
-/// before the release is sent (drop the [`Client`](crate::Client) first: its drop
-/// waits for queued releases) or is killed leaves the hold to its lease.
+/// before the release is sent (close the client first:
+/// [`Client::close`](crate::Client::close) waits for queued releases) or is
+/// killed leaves the hold to its lease.
 ///
 /// So a guard must be bound for as long as the hold is wanted:
 /// `let _ = lock.lock().await?;` drops it in the same statement (`_` binds

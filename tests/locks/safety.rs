@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::support::fair::{queue, queue_len};
 use crate::support::proxy::{Mode, Proxy};
-use crate::support::{eventually, within, RedisServer, LATE};
+use crate::support::{eventually, within, RedisServer, LATE, PROMPT};
 
 /// The default drift margin: 1 % of the lease plus 2 ms.
 fn margin(lease: Duration) -> Duration {
@@ -439,49 +439,88 @@ async fn a_guard_dropped_inside_a_user_drop_is_released() {
     assert!(gone_soon(&server, "in-drop").await);
 }
 
-/// The last handle of a client going away: a release just queued by a guard's
-/// drop has been sent by the time the drop returns, and detached holds (which
-/// nobody can unlock any more) are released.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dropping_the_client_sends_every_outstanding_release() {
-    let server = RedisServer::start();
-    let client = server.client().await;
+/// Holds of every sort for `client` to leave behind: a guard about to be
+/// dropped (its release queued), a detached hold and a detached fair hold (which
+/// nobody can unlock once the client is gone).
+async fn leave_holds(client: &Client, prefix: &str) -> redisson_locks::LockGuard {
     let guard = client
-        .get_lock("queued-release")
+        .get_lock(format!("{prefix}queued-release"))
         .unwrap()
         .lock()
         .await
         .unwrap();
     client
-        .get_lock("detached")
+        .get_lock(format!("{prefix}detached"))
         .unwrap()
         .lock()
         .await
         .unwrap()
         .detach();
-    let lock = client.get_fair_lock("detached-fair").unwrap();
+    let lock = client
+        .get_fair_lock(format!("{prefix}detached-fair"))
+        .unwrap();
     lock.lock().await.unwrap().detach();
-    drop(lock);
-    drop(guard);
-    let dropped = Instant::now();
-    drop(client);
-    // The drop waits for queued releases at most the reply timeout (2 s here)
-    // "plus a little", which a loaded machine makes longer.
+    guard
+}
+
+/// `close()` on the last handle: a release just queued by a guard's drop has
+/// been sent by the time it returns, and detached holds (which nobody can
+/// unlock any more) are released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_client_sends_every_outstanding_release() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    drop(leave_holds(&client, "").await);
+    let closed = Instant::now();
+    client.close().await;
+    // At most the reply timeout (2 s here) "plus a little", which a loaded
+    // machine makes longer.
     assert!(
-        dropped.elapsed() < Duration::from_secs(2) + LATE,
-        "the drop took {:?}",
-        dropped.elapsed()
+        closed.elapsed() < Duration::from_secs(2) + LATE,
+        "the close took {:?}",
+        closed.elapsed()
     );
     let keys = server.keys().await;
+    assert!(keys.is_empty(), "left behind after close(): {keys:?}");
+}
+
+/// `close()` on a handle that is not the last: the client lives on with the
+/// others, and the releases queued so far have gone out.
+#[tokio::test]
+async fn closing_one_handle_of_many_waits_for_queued_releases_only() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let other = client.clone();
+    let guard = client.get_lock("queued").unwrap().lock().await.unwrap();
+    drop(guard);
+    client.close().await;
     assert!(
-        keys.is_empty(),
-        "left behind after the client's drop: {keys:?}"
+        server.keys().await.is_empty(),
+        "the queued release was not sent"
+    );
+    let guard = other.get_lock("queued").unwrap().lock().await.unwrap();
+    guard.unlock().await.unwrap();
+}
+
+/// The last handle dropped inside a task: the drop returns without waiting
+/// (blocking a worker is what tokio forbids in places), and the releases still
+/// go out from the client's own thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_client_sends_every_outstanding_release() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    drop(leave_holds(&client, "").await);
+    drop(client);
+    assert!(
+        eventually(PROMPT, || async { server.keys().await.is_empty() }).await,
+        "left behind after the client's drop: {:?}",
+        server.keys().await
     );
 }
 
 /// The client dropped on the only worker of the runtime its connection lives on:
-/// the drop blocks that worker while it waits for queued releases, so those must
-/// not need the worker. They go out from the client's own thread.
+/// the releases it queued must not need that worker, and the runtime's shutdown
+/// waits until they are sent.
 #[test]
 fn dropping_the_client_on_its_home_runtimes_only_worker_still_releases() {
     let server = RedisServer::start();
@@ -491,32 +530,51 @@ fn dropping_the_client_on_its_home_runtimes_only_worker_still_releases() {
         .enable_all()
         .build()
         .unwrap();
-    let took = home
-        .block_on(home.spawn(async move {
-            let client = Client::connect(config).await.unwrap();
-            let guard = client
-                .get_lock("on-the-worker")
-                .unwrap()
-                .lock()
-                .await
-                .unwrap();
-            client
-                .get_lock("detached-on-the-worker")
-                .unwrap()
-                .lock()
-                .await
-                .unwrap()
-                .detach();
-            drop(guard);
-            let dropped = std::time::Instant::now();
-            drop(client);
-            dropped.elapsed()
-        }))
-        .unwrap();
-    let keys = runtime(false).block_on(server.keys());
-    assert!(
-        keys.is_empty(),
-        "left behind: {keys:?} (the drop took {took:?})"
-    );
+    home.block_on(home.spawn(async move {
+        let client = Client::connect(config).await.unwrap();
+        let guard = client
+            .get_lock("on-the-worker")
+            .unwrap()
+            .lock()
+            .await
+            .unwrap();
+        client
+            .get_lock("detached-on-the-worker")
+            .unwrap()
+            .lock()
+            .await
+            .unwrap()
+            .detach();
+        drop(guard);
+        drop(client);
+    }))
+    .unwrap();
     std::thread::spawn(move || drop(home)).join().unwrap();
+    let keys = runtime(false).block_on(server.keys());
+    assert!(keys.is_empty(), "left behind: {keys:?}");
+}
+
+/// A client dropped, and one closed, inside a `LocalSet` on a multi-thread
+/// runtime, where tokio forbids `block_in_place`: neither panics, and once the
+/// runtime has shut down nothing is left on the server.
+#[test]
+fn a_client_ends_inside_a_local_set_without_panicking() {
+    let server = RedisServer::start();
+    let config = server.config();
+    let multi = runtime(true);
+    let local = tokio::task::LocalSet::new();
+    multi.block_on(local.run_until(async move {
+        let dropped = Client::connect(config.clone()).await.unwrap();
+        drop(leave_holds(&dropped, "dropped-").await);
+        drop(dropped);
+        let closed = Client::connect(config).await.unwrap();
+        drop(leave_holds(&closed, "closed-").await);
+        tokio::task::spawn_local(async move { closed.close().await })
+            .await
+            .unwrap();
+    }));
+    drop(local);
+    std::thread::spawn(move || drop(multi)).join().unwrap();
+    let keys = runtime(false).block_on(server.keys());
+    assert!(keys.is_empty(), "left behind: {keys:?}");
 }
