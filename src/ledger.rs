@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::scripts::Released;
-use crate::wait::{Acquirer, BoxFuture};
+use crate::contract::{Acquirer, BoxFuture};
 
 /// An owner's gate, held: exclusive use of its server-side count, and the number
 /// of holds its guards stand for.

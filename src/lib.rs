@@ -141,6 +141,7 @@ mod client;
 mod config;
 mod conn;
 mod connect;
+mod contract;
 mod error;
 mod home;
 mod keys;

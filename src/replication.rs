@@ -1,7 +1,6 @@
 //! Replica sync: making sure a replica has a write before relying on it (Redis
 //! `WAIT`), as Redisson's `syncSlaves` does.
 
-use crate::client::ClientInner;
 use crate::conn::Conn;
 use crate::error::{Error, Result};
 
@@ -12,9 +11,8 @@ use crate::error::{Error, Result};
 /// WAIT applies to the connection's own writes. The client has one connection, so
 /// this covers the write just made (and any other of this client's, which only
 /// makes it stricter).
-pub(crate) async fn wait_for_replicas(client: &ClientInner, replicas: u32) -> Result<u32> {
-    let timeout_ms = client.config.effective_replica_sync_timeout_ms();
-    let mut conn = client.conn.clone();
+pub(crate) async fn wait_for_replicas(conn: &Conn, replicas: u32, timeout_ms: u64) -> Result<u32> {
+    let mut conn = conn.clone();
     let acked: i64 = redis::cmd("WAIT")
         .arg(replicas)
         .arg(timeout_ms)

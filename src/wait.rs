@@ -14,142 +14,22 @@
 //! anything behind, even when its script runs on the server after the caller left.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::conn::Conn;
 use tokio::time::Instant;
 
 use crate::cleanup::OnDrop;
+use crate::contract::{Acquirer, Lease, Wait};
 use crate::client::ClientInner;
 use crate::config::{duration_to_millis, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::ledger::{release_one, settle, Gate, Gated, Slot};
 use crate::line::{Entry, HeldHere, Turn};
 use crate::pubsub::{Class, PollTurn, Subscription};
-use crate::scripts::{BusyTtl, Released};
+use crate::scripts::BusyTtl;
 use crate::validity::{Drift, Validity};
-use crate::watchdog::{Registration, RenewKind, Renewal};
-
-/// A boxed future, as the lock kinds return from [`Acquirer`].
-pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
-
-/// What one acquisition is about: which lock, for which owner, and the channel
-/// whose messages announce that trying again may succeed.
-#[derive(Debug)]
-pub(crate) struct Target {
-    pub(crate) name: Arc<str>,
-    /// The owner field, `<client-uuid>:<id>`.
-    pub(crate) owner: String,
-    pub(crate) channel: String,
-}
-
-/// The lock-kind specific half of acquiring: the scripts, the channel to wait on.
-pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
-    /// The lock, owner and channel.
-    fn target(&self) -> &Target;
-    /// The lock's name, for watchdog registration.
-    fn name(&self) -> &str {
-        &self.target().name
-    }
-    /// The owner field acquiring.
-    fn owner(&self) -> &str {
-        &self.target().owner
-    }
-    /// The hash field that counts this owner's holds, and how the watchdog renews
-    /// them.
-    fn renewal(&self) -> (&str, RenewKind) {
-        (self.owner(), RenewKind::HashField)
-    }
-    /// The hash field whose integer is this owner's hold count (what a settle
-    /// compares with its belief).
-    fn count_field(&self) -> &str {
-        self.renewal().0
-    }
-    /// The channel whose messages announce that trying again may succeed.
-    fn channel(&self) -> &str {
-        &self.target().channel
-    }
-    /// Whether this waiter wants a shared hold (a read) or an exclusive one.
-    fn class(&self) -> Class {
-        Class::Exclusive
-    }
-    /// One atomic attempt: `Ok(None)` acquired, `Ok(Some(ttl))` busy. With
-    /// `queue`, a fair lock keeps (or takes) the caller's place in line.
-    fn attempt(
-        self: Arc<Self>,
-        conn: Conn,
-        lease_ms: u64,
-        queue: bool,
-    ) -> BoxFuture<Result<Option<BusyTtl>>>;
-    /// Releases one hold of this owner, restarting the lease of any that remain
-    /// with `lease_ms` (never shortening it).
-    fn release(self: Arc<Self>, conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>>;
-    /// Does a busy attempt leave state behind (a queue place) that a waiter
-    /// giving up must remove with [`abandon`](Acquirer::abandon)?
-    fn queues(&self) -> bool {
-        false
-    }
-    /// Leaves the queue. Only called when [`queues`](Acquirer::queues) is true.
-    fn abandon(self: Arc<Self>, _conn: Conn) -> BoxFuture<Result<()>> {
-        Box::pin(async { Ok(()) })
-    }
-    /// The longest a waiter may sleep between attempts, whatever the TTL says.
-    fn max_sleep(&self) -> Option<Duration> {
-        None
-    }
-    /// For a spin lock: how to pause between attempts. Such a waiter neither
-    /// subscribes nor listens; it backs off and retries.
-    fn backoff(&self) -> Option<crate::lock::BackOff> {
-        None
-    }
-    /// Do this client's waiters of this kind wait in a local line, one at a
-    /// time in Redis (see `Lines::enter`)? For the non-fair exclusive kinds
-    /// that sleep on unlock messages.
-    fn local_line(&self) -> bool {
-        false
-    }
-    /// The fencing token the successful attempt drew (the fenced lock only).
-    fn token(&self) -> Option<u64> {
-        None
-    }
-}
-
-/// How long a hold lasts.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Lease {
-    /// The watchdog timeout, renewed while held.
-    Watchdog,
-    /// Exactly this long; never renewed.
-    Fixed(Duration),
-}
-
-/// How long to keep trying.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Wait {
-    /// One attempt; never queues.
-    Once,
-    /// Until this much time has passed.
-    For(Duration),
-    /// Until acquired.
-    Forever,
-}
-
-impl Wait {
-    /// The wait as the loops run it, and its deadline: a zero wait is one try
-    /// (Java's `tryLock(0, ...)`) and never queues; an absurd one is refused.
-    pub(crate) fn start(self) -> Result<(Wait, Option<Instant>)> {
-        match self {
-            Wait::For(limit) if limit.is_zero() => Ok((Wait::Once, None)),
-            Wait::For(limit) => {
-                validate_wait(limit)?;
-                Ok((self, Some(Instant::now() + limit)))
-            }
-            Wait::Once | Wait::Forever => Ok((self, None)),
-        }
-    }
-}
+use crate::watchdog::{Registration, Renewal};
 
 /// A hold just acquired: how it is kept alive and how its loss is noticed.
 #[derive(Debug)]
@@ -167,17 +47,6 @@ pub(crate) struct Hold {
     /// The connection epoch when the acquire that took it was sent: replica sync
     /// must WAIT on that same connection.
     pub(crate) epoch: u64,
-}
-
-/// Checks a wait time before any I/O.
-pub(crate) fn validate_wait(wait: Duration) -> Result<()> {
-    if wait > MAX_DURATION {
-        return Err(Error::invalid(format!(
-            "wait time of {wait:?} exceeds the maximum of {} s",
-            MAX_DURATION.as_secs()
-        )));
-    }
-    Ok(())
 }
 
 /// Acquires with `acquirer`, waiting as `wait` says, then (with replica sync on)
@@ -232,7 +101,12 @@ async fn confirm_on_replicas(
             }
         })
     };
-    let acked = crate::replication::wait_for_replicas(client, replicas).await;
+    let acked = crate::replication::wait_for_replicas(
+        &client.conn,
+        replicas,
+        client.config.effective_replica_sync_timeout_ms(),
+    )
+    .await;
     // WAIT counts the writes of the connection it runs on: if the connection was
     // replaced since the acquire (a reconnect, a Sentinel switch), its answer says
     // nothing about the acquire.

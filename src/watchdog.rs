@@ -21,23 +21,10 @@ use tokio::time::Instant;
 use crate::replication::QuietSync;
 use crate::scripts;
 use crate::validity::Validity;
-use crate::wait::Acquirer;
+use crate::contract::{Acquirer, RenewKind};
 
 /// Holds renewed per script call, as Redisson does.
 pub(crate) const RENEW_BATCH: usize = 100;
-
-/// How a hold is renewed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub(crate) enum RenewKind {
-    /// A hash field counting holds (reentrant, fair, write): extend the hash.
-    #[default]
-    HashField,
-    /// A reader's holds of a read-write lock: extend its hold keys and the hash.
-    ReadHolds,
-    /// A single-hash multi-lock hold (field: [`scripts::group_hold`]): extend the
-    /// owner's hold of every member, and the hash.
-    GroupMembers,
-}
 
 /// (lock name, hash field, kind).
 type HoldKey = (String, String, RenewKind);

@@ -17,7 +17,7 @@ use crate::config::duration_to_millis;
 use crate::error::Result;
 use crate::keys::fair_waiter_channel;
 use crate::scripts::{self, BusyTtl, FairKeys, Handoff, Reentry, Released};
-use crate::wait::{Acquirer, BoxFuture, Target, Wait};
+use crate::contract::{Acquirer, BoxFuture, Target, Wait};
 
 /// The fair lock's scripts for one acquisition; `reentry` says whether an owner
 /// that holds it may take it again.

@@ -23,7 +23,7 @@ use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::keys::fenced_token;
 use crate::scripts::{self, BusyTtl, Reentry, Released};
-use crate::wait::{Acquirer, BoxFuture, Target, Wait};
+use crate::contract::{Acquirer, BoxFuture, Target, Wait};
 
 /// The fenced lock's kind.
 #[derive(Debug)]

@@ -16,8 +16,8 @@ use crate::error::Result;
 use crate::keys::lock_channel;
 use crate::scripts::{self, BusyTtl, Released};
 use crate::self_wait::Claim;
-use crate::wait::{Acquirer, BoxFuture, Target, Wait};
-use crate::watchdog::RenewKind;
+use crate::contract::{Acquirer, BoxFuture, Target, Wait};
+use crate::contract::RenewKind;
 
 /// The members of one group lock: their ids, deduplicated and sorted.
 #[derive(Debug)]

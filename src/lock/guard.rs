@@ -8,7 +8,8 @@ use crate::error::{Error, Result};
 use crate::ledger::{release_one, Slot};
 use crate::scripts::Released;
 use crate::self_wait::HeldMark;
-use crate::wait::{Acquirer, Hold};
+use crate::contract::{Acquirer};
+use crate::wait::{Hold};
 
 /// One hold of a lock, released by [`unlock`](LockGuard::unlock) or by dropping it.
 ///

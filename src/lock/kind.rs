@@ -18,7 +18,7 @@ use redis::AsyncCommands;
 use crate::client::ClientInner;
 use crate::error::{Error, Result};
 use crate::self_wait::Claim;
-use crate::wait::{Acquirer, BoxFuture, Wait};
+use crate::contract::{Acquirer, BoxFuture, Wait};
 
 /// What one kind of lock is, as the shared handle sees it.
 pub(crate) trait LockKind: std::fmt::Debug + Send + Sync + 'static {

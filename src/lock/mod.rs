@@ -1,5 +1,6 @@
 //! The lock kinds: thin adapters over the wait engine and the watchdog.
 
+mod backoff;
 mod fair;
 mod fenced;
 mod group;
@@ -23,7 +24,7 @@ pub use read_write::RReadWriteLock;
 pub use redlock::{RedGuard, RedLock};
 pub(crate) use reentrant::Reentrant;
 pub use rlock::RLock;
-pub use spin::BackOff;
+pub use backoff::BackOff;
 pub(crate) use spin::Spin;
 
 use std::time::Duration;

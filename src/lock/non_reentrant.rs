@@ -12,7 +12,7 @@ use super::reentrant::{Reentrant, ReentrantOps};
 use crate::client::ClientInner;
 use crate::error::Result;
 use crate::scripts::Reentry;
-use crate::wait::{Acquirer, BoxFuture, Wait};
+use crate::contract::{Acquirer, BoxFuture, Wait};
 
 /// The non-reentrant lock: whoever asks first after a release gets it.
 #[derive(Debug)]

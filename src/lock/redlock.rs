@@ -126,7 +126,7 @@ impl RedLock {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<RedGuard>> {
-        crate::wait::validate_wait(wait)?;
+        crate::contract::validate_wait(wait)?;
         crate::config::duration_to_millis("lease", lease)?;
         self.check_lease_leaves_validity(lease)?;
         let deadline = Instant::now() + wait;

@@ -3,13 +3,13 @@
 use std::sync::Arc;
 
 use super::kind::LockKind;
-use super::spin::BackOff;
+use super::backoff::BackOff;
 use crate::client::ClientInner;
 use crate::conn::Conn;
 use crate::error::Result;
 use crate::keys::lock_channel;
 use crate::scripts::{self, BusyTtl, Notify, Reentry, Released};
-use crate::wait::{Acquirer, BoxFuture, Target, Wait};
+use crate::contract::{Acquirer, BoxFuture, Target, Wait};
 
 /// The reentrant lock (Redisson `getLock`): whoever asks first after a release
 /// gets it.

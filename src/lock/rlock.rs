@@ -14,7 +14,8 @@ use crate::config::{duration_to_millis, OwnerMode};
 use crate::error::{Error, Result};
 use crate::owner::{owner_field, OwnerId};
 use crate::self_wait::{guard_wait, Request};
-use crate::wait::{self, Acquirer, Lease, Wait};
+use crate::contract::{Acquirer, Lease, Wait};
+use crate::wait::{self};
 
 /// A reentrant distributed lock: Redisson's `RLock`, on the same keys.
 ///

@@ -10,7 +10,7 @@ use crate::client::ClientInner;
 use crate::error::{Error, Result};
 use crate::pubsub::Class;
 use crate::scripts;
-use crate::wait::Wait;
+use crate::contract::Wait;
 
 /// A distributed count-down latch: Redisson's `RCountDownLatch`, on the same key
 /// and channel. Tasks anywhere wait until the count, set once, has been

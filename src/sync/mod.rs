@@ -22,7 +22,7 @@ use std::task::Poll;
 use crate::cleanup::OnDrop;
 use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::wait::BoxFuture;
+use crate::contract::BoxFuture;
 
 /// The most permits one call may move: Redisson counts them in a Java `int`.
 const MAX_PERMITS: u32 = i32::MAX as u32;

@@ -13,7 +13,7 @@ use crate::config::duration_to_millis;
 use crate::error::{Error, Result};
 use crate::pubsub::Class;
 use crate::scripts::{self, epoch_millis, PermitKeys, PermitsTaken};
-use crate::wait::{BoxFuture, Wait};
+use crate::contract::{BoxFuture, Wait};
 
 /// The id of one permit of an [`RPermitExpirableSemaphore`]: 16 random bytes,
 /// written as 32 lowercase hex digits, as Redisson's `acquire()` returns them

@@ -11,7 +11,7 @@ use crate::client::ClientInner;
 use crate::error::{Error, Result};
 use crate::pubsub::Class;
 use crate::scripts;
-use crate::wait::{BoxFuture, Wait};
+use crate::contract::{BoxFuture, Wait};
 
 /// A distributed counting semaphore: Redisson's `RSemaphore`, on the same key and
 /// channel, so Java and Rust processes share its permits.

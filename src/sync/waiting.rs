@@ -18,7 +18,8 @@ use tokio::time::Instant;
 use crate::client::ClientInner;
 use crate::error::{Error, Result};
 use crate::pubsub::Class;
-use crate::wait::{within, Wait};
+use crate::contract::{Wait};
+use crate::wait::{within};
 
 /// The longest a waiter sleeps between two attempts without a message. Nothing
 /// ends a semaphore's or a latch's wait by itself the way a lock's lease does,
