@@ -72,6 +72,8 @@ pub(crate) struct ClientInner {
     pub(crate) holdings: Arc<crate::self_wait::Holdings>,
     /// How many replicas must acknowledge each acquire (0: no replica sync).
     pub(crate) replica_sync: u32,
+    /// How every hold of this client is given back (see `release.rs`).
+    pub(crate) releaser: crate::release::Releaser,
     warnings: Vec<String>,
     /// The client's thread; dropped last, after the releases it must still send
     /// have been queued. Taken out by [`Client::close`], which awaits its end.
@@ -80,12 +82,15 @@ pub(crate) struct ClientInner {
 
 impl Drop for ClientInner {
     fn drop(&mut self) {
-        // Nobody can unlock a detached hold once the client is gone: release it.
+        // Nobody can unlock a detached hold once the client is gone: release it,
+        // as any other release, through its owner's gate.
         for (acquirer, lease_ms) in self.watchdog.take_detached() {
-            let conn = self.conn.clone();
+            let (field, _) = acquirer.renewal();
+            let slot = self.ledger.slot(&acquirer.target().name, field);
+            let releaser = self.releaser.clone();
             self.conn.spawn_cleanup(async move {
                 let name = acquirer.name().to_owned();
-                if let Err(e) = acquirer.release(conn, lease_ms).await {
+                if let Err(e) = crate::ledger::release_one(&slot, &acquirer, &releaser, lease_ms).await {
                     crate::trace::warn_event!(
                         "lock {name:?}: releasing a detached hold as the client closed failed (it ends with its lease): {e}"
                     );
@@ -105,14 +110,6 @@ impl ClientInner {
         crate::self_wait::Policy {
             on_self_wait: self.config.self_wait,
             warn_after: self.config.self_wait_warning,
-        }
-    }
-
-    /// How releases and renewals are followed by WAIT.
-    pub(crate) fn quiet_sync(&self) -> crate::replication::QuietSync {
-        crate::replication::QuietSync {
-            replicas: self.replica_sync,
-            timeout_ms: self.config.effective_replica_sync_timeout_ms(),
         }
     }
 }
@@ -238,6 +235,7 @@ impl Client {
         };
         let lines = Arc::new(crate::line::Lines::new(config.timeout));
         lines.supervise(background.spawner());
+        let releaser = crate::release::Releaser::new(conn.clone(), lines.clone(), renewal_sync);
         Ok(Client {
             inner: Arc::new(ClientInner {
                 id: uuid::Uuid::new_v4().to_string().into(),
@@ -249,6 +247,7 @@ impl Client {
                 holdings: Arc::new(crate::self_wait::Holdings::new()),
                 lines,
                 replica_sync,
+                releaser,
                 warnings,
                 background: Some(background),
             }),

@@ -29,9 +29,10 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 use tokio::time::Instant;
 
 use crate::conn::Conn;
-use crate::error::{Error, Result};
-use crate::scripts::Released;
 use crate::contract::{Acquirer, BoxFuture};
+use crate::error::{Error, Result};
+use crate::release::Releaser;
+use crate::scripts::Released;
 
 /// An owner's gate, held: exclusive use of its server-side count, and the number
 /// of holds its guards stand for.
@@ -175,22 +176,26 @@ impl Ledger {
 pub(crate) async fn release_one(
     slot: &Slot,
     acquirer: &Arc<dyn Acquirer>,
-    conn: &Conn,
+    releaser: &Releaser,
     lease_ms: u64,
 ) -> Result<Released> {
     let Some(mut gate) = slot.enter(None).await else {
         return Err(Error::unexpected("release", "gate closed"));
     };
     *gate = gate.saturating_sub(1);
-    let release = acquirer.clone().release(conn.clone(), lease_ms);
-    let (outcome, gate) = Gated::new(release, gate, acquirer, conn, lease_ms, slot.settling).await;
+    let release = {
+        let (releaser, acquirer) = (releaser.clone(), acquirer.clone());
+        Box::pin(async move { releaser.send(&acquirer, lease_ms).await })
+    };
+    let (outcome, gate) =
+        Gated::new(release, gate, acquirer, releaser, lease_ms, slot.settling).await;
     let Err(failure) = outcome else {
         return outcome;
     };
-    let (acquirer, conn2, settling) = (acquirer.clone(), conn.clone(), slot.settling);
+    let (acquirer, releaser2, settling) = (acquirer.clone(), releaser.clone(), slot.settling);
     if !failure.is_transient() {
-        conn.spawn_cleanup(async move {
-            settle(acquirer, conn2, gate, lease_ms, settling).await;
+        releaser.conn().spawn_cleanup(async move {
+            settle(acquirer, releaser2, gate, lease_ms, settling).await;
         });
         return Err(failure);
     }
@@ -198,8 +203,8 @@ pub(crate) async fn release_one(
     // settle short; the caller hears as soon as it is done, or given up on.
     let (settled, outcome) = tokio::sync::oneshot::channel();
     let believed = *gate;
-    conn.spawn_cleanup(async move {
-        settle_telling(acquirer, conn2, gate, lease_ms, settling, Some(settled)).await;
+    releaser.conn().spawn_cleanup(async move {
+        settle_telling(acquirer, releaser2, gate, lease_ms, settling, Some(settled)).await;
     });
     match outcome.await {
         // The owner's holds are what its guards stand for: this one is gone.
@@ -217,7 +222,7 @@ pub(crate) struct Gated<T: Send + 'static> {
     command: Option<BoxFuture<Result<T>>>,
     gate: Option<Gate>,
     acquirer: Arc<dyn Acquirer>,
-    conn: Conn,
+    releaser: Releaser,
     lease_ms: u64,
     settling: Settling,
 }
@@ -227,7 +232,7 @@ impl<T: Send + 'static> Gated<T> {
         command: BoxFuture<Result<T>>,
         gate: Gate,
         acquirer: &Arc<dyn Acquirer>,
-        conn: &Conn,
+        releaser: &Releaser,
         lease_ms: u64,
         settling: Settling,
     ) -> Self {
@@ -235,7 +240,7 @@ impl<T: Send + 'static> Gated<T> {
             command: Some(command),
             gate: Some(gate),
             acquirer: acquirer.clone(),
-            conn: conn.clone(),
+            releaser: releaser.clone(),
             lease_ms,
             settling,
         }
@@ -263,11 +268,11 @@ impl<T: Send + 'static> Future for Gated<T> {
 impl<T: Send + 'static> Drop for Gated<T> {
     fn drop(&mut self) {
         if let (Some(command), Some(gate)) = (self.command.take(), self.gate.take()) {
-            let (acquirer, conn) = (self.acquirer.clone(), self.conn.clone());
+            let (acquirer, releaser) = (self.acquirer.clone(), self.releaser.clone());
             let (lease_ms, settling) = (self.lease_ms, self.settling);
-            self.conn.spawn_cleanup(async move {
+            self.releaser.conn().spawn_cleanup(async move {
                 let _ = command.await;
-                settle(acquirer, conn, gate, lease_ms, settling).await;
+                settle(acquirer, releaser, gate, lease_ms, settling).await;
             });
         }
     }
@@ -280,12 +285,12 @@ impl<T: Send + 'static> Drop for Gated<T> {
 /// interleaves; gives it up when done.
 pub(crate) async fn settle(
     acquirer: Arc<dyn Acquirer>,
-    conn: Conn,
+    releaser: Releaser,
     gate: Gate,
     lease_ms: u64,
     settling: Settling,
 ) {
-    settle_telling(acquirer, conn, gate, lease_ms, settling, None).await;
+    settle_telling(acquirer, releaser, gate, lease_ms, settling, None).await;
 }
 
 /// [`settle`], telling `caller` (a release waiting to answer its own caller)
@@ -294,7 +299,7 @@ pub(crate) async fn settle(
 /// the settle itself goes on for its whole budget either way.
 async fn settle_telling(
     acquirer: Arc<dyn Acquirer>,
-    conn: Conn,
+    releaser: Releaser,
     gate: Gate,
     lease_ms: u64,
     settling: Settling,
@@ -308,7 +313,7 @@ async fn settle_telling(
     let deadline = Instant::now() + Duration::from_millis(lease_ms) + settling.budget;
     let mut failed = 0u32;
     loop {
-        match settle_once(&acquirer, &conn, *gate, lease_ms).await {
+        match settle_once(&acquirer, &releaser, *gate, lease_ms).await {
             Ok(()) => {
                 tell(true);
                 return;
@@ -337,18 +342,18 @@ async fn settle_telling(
 
 async fn settle_once(
     acquirer: &Arc<dyn Acquirer>,
-    conn: &Conn,
+    releaser: &Releaser,
     believed: u32,
     lease_ms: u64,
 ) -> Result<()> {
-    let held = held_on_server(acquirer, conn).await?;
+    let held = held_on_server(acquirer, releaser.conn()).await?;
     for _ in believed..held {
-        if acquirer.clone().release(conn.clone(), lease_ms).await? == Released::NotHeld {
+        if releaser.send(acquirer, lease_ms).await? == Released::NotHeld {
             break;
         }
     }
     if acquirer.queues() {
-        acquirer.clone().abandon(conn.clone()).await?;
+        acquirer.clone().abandon(releaser.conn().clone()).await?;
     }
     Ok(())
 }

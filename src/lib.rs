@@ -151,6 +151,7 @@ mod lock;
 mod lua;
 mod owner;
 mod pubsub;
+mod release;
 mod replication;
 mod scripts;
 mod self_wait;

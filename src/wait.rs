@@ -20,9 +20,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::cleanup::OnDrop;
-use crate::contract::{Acquirer, Lease, Wait};
 use crate::client::ClientInner;
 use crate::config::{duration_to_millis, MAX_DURATION};
+use crate::contract::{Acquirer, Lease, Wait};
 use crate::error::{Error, Result};
 use crate::ledger::{release_one, settle, Gate, Gated, Slot};
 use crate::line::{Entry, HeldHere, Turn};
@@ -86,14 +86,14 @@ async fn confirm_on_replicas(
     let replicas = client.replica_sync;
     // Given back if this future is dropped while waiting for the replicas.
     let mut unconfirmed = {
-        let (slot, acquirer, conn, lease_ms) = (
+        let (slot, acquirer, releaser, lease_ms) = (
             hold.slot.clone(),
             acquirer.clone(),
-            client.conn.clone(),
+            client.releaser.clone(),
             hold.lease_ms,
         );
         OnDrop::armed(&client.conn, async move {
-            if let Err(e) = release_one(&slot, &acquirer, &conn, lease_ms).await {
+            if let Err(e) = release_one(&slot, &acquirer, &releaser, lease_ms).await {
                 crate::trace::warn_event!(
                     "lock {:?}: giving back a hold no replica confirmed failed (it ends with its lease): {e}",
                     acquirer.name()
@@ -120,10 +120,11 @@ async fn confirm_on_replicas(
     let (lease_ms, slot) = (hold.lease_ms, hold.slot.clone());
     drop(hold);
     unconfirmed.disarm();
-    let (giver, conn) = (acquirer.clone(), client.conn.clone());
-    let spawner = conn.spawner().clone();
-    let given_back = spawner
-        .run(async move { release_one(&slot, &giver, &conn, lease_ms).await })
+    let (giver, releaser) = (acquirer.clone(), client.releaser.clone());
+    let given_back = client
+        .conn
+        .spawner()
+        .run(async move { release_one(&slot, &giver, &releaser, lease_ms).await })
         .await;
     match (acked, given_back) {
         (_, Ok(Err(e)) | Err(e)) => Err(e),
@@ -641,10 +642,10 @@ impl Attempts<'_> {
             Ok(Some(_)) => {}
             Err(e) if e.is_surely_not_executed() || e.is_definite_refusal() => {}
             Err(_) => {
-                let (acquirer, conn) = (self.acquirer.clone(), self.client.conn.clone());
+                let (acquirer, releaser) = (self.acquirer.clone(), self.client.releaser.clone());
                 let (lease_ms, settling) = (self.lease_ms, self.slot.settling());
                 self.client.conn.spawn_cleanup(async move {
-                    settle(acquirer, conn, gate, lease_ms, settling).await;
+                    settle(acquirer, releaser, gate, lease_ms, settling).await;
                 });
             }
         }
@@ -736,7 +737,7 @@ fn attempt(
             .attempt(client.conn.clone(), lease_ms, queue),
         gate,
         acquirer,
-        &client.conn,
+        &client.releaser,
         lease_ms,
         client.ledger.settling(),
     )

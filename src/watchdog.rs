@@ -18,10 +18,10 @@ use crate::keys::{cluster_slot, Slot};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::contract::{Acquirer, RenewKind};
 use crate::replication::QuietSync;
 use crate::scripts;
 use crate::validity::Validity;
-use crate::contract::{Acquirer, RenewKind};
 
 /// Holds renewed per script call, as Redisson does.
 pub(crate) const RENEW_BATCH: usize = 100;

@@ -14,10 +14,10 @@ use crate::client::ClientInner;
 use crate::conn::Conn;
 
 use crate::config::duration_to_millis;
+use crate::contract::{Acquirer, BoxFuture, Target, Wait};
 use crate::error::Result;
 use crate::keys::fair_waiter_channel;
 use crate::scripts::{self, BusyTtl, FairKeys, Handoff, Reentry, Released};
-use crate::contract::{Acquirer, BoxFuture, Target, Wait};
 
 /// The fair lock's scripts for one acquisition; `reentry` says whether an owner
 /// that holds it may take it again.

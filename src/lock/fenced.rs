@@ -20,10 +20,10 @@ use super::reentrant::{Reentrant, ReentrantOps};
 use super::rlock::RLock;
 use crate::client::ClientInner;
 use crate::conn::Conn;
+use crate::contract::{Acquirer, BoxFuture, Target, Wait};
 use crate::error::{Error, Result};
 use crate::keys::fenced_token;
 use crate::scripts::{self, BusyTtl, Reentry, Released};
-use crate::contract::{Acquirer, BoxFuture, Target, Wait};
 
 /// The fenced lock's kind.
 #[derive(Debug)]

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use super::kind::LockKind;
 use crate::client::ClientInner;
+use crate::contract::RenewKind;
+use crate::contract::{Acquirer, BoxFuture, Target, Wait};
 use crate::error::Result;
 use crate::keys::lock_channel;
 use crate::scripts::{self, BusyTtl, Released};
 use crate::self_wait::Claim;
-use crate::contract::{Acquirer, BoxFuture, Target, Wait};
-use crate::contract::RenewKind;
 
 /// The members of one group lock: their ids, deduplicated and sorted.
 #[derive(Debug)]

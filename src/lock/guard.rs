@@ -4,12 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::ClientInner;
+use crate::contract::Acquirer;
 use crate::error::{Error, Result};
 use crate::ledger::{release_one, Slot};
+use crate::release::Releaser;
 use crate::scripts::Released;
 use crate::self_wait::HeldMark;
-use crate::contract::{Acquirer};
-use crate::wait::{Hold};
+use crate::wait::Hold;
 
 /// One hold of a lock, released by [`unlock`](LockGuard::unlock) or by dropping it.
 ///
@@ -197,7 +198,13 @@ impl LockGuard {
         drop(hold);
         // Boxed: a task is as large as its largest await, and many tasks that
         // wait for a lock will release it; the release's future is brief.
-        Box::pin(release(&self.client, &slot, &self.ops, self.lease_ms)).await
+        Box::pin(release(
+            &self.client.releaser,
+            &slot,
+            &self.ops,
+            self.lease_ms,
+        ))
+        .await
     }
 
     /// Keeps the hold but lets go of the guard: dropping no longer releases it, and
@@ -322,15 +329,21 @@ impl Drop for LockGuard {
         };
         let slot = hold.slot.clone();
         drop(hold);
-        let ops = self.ops.clone();
-        let conn = self.client.conn.clone();
-        let lease_ms = self.lease_ms;
+        // The same release as `unlock()`'s, from the client's thread; only
+        // its errors cannot reach anyone.
+        let (ops, releaser, lease_ms) = (
+            self.ops.clone(),
+            self.client.releaser.clone(),
+            self.lease_ms,
+        );
         self.client.conn.spawn_cleanup(async move {
-            if let Err(e) = release_one(&slot, &ops, &conn, lease_ms).await {
-                crate::trace::warn_event!(
-                    "lock {:?}: releasing a dropped guard failed (the hold ends with its lease): {e}",
-                    ops.name()
-                );
+            if let Err(e) = release(&releaser, &slot, &ops, lease_ms).await {
+                if !e.is_not_held() {
+                    crate::trace::warn_event!(
+                        "lock {:?}: releasing a dropped guard failed (the hold ends with its lease): {e}",
+                        ops.name()
+                    );
+                }
             }
         });
     }
@@ -348,21 +361,15 @@ pub(crate) async fn unlock_all(guards: Vec<LockGuard>) -> Result<()> {
     first.map_or(Ok(()), Err)
 }
 
-/// Releases one hold of `ops`' owner through its gate (`slot`); the not-held
-/// reply becomes [`Error::NotHeld`].
+/// Releases one hold of `ops`' owner through its gate (`slot`), as every path
+/// does (see `release.rs`); the not-held reply becomes [`Error::NotHeld`].
 pub(crate) async fn release(
-    client: &Arc<ClientInner>,
+    releaser: &Releaser,
     slot: &Slot,
     ops: &Arc<dyn Acquirer>,
     lease_ms: u64,
 ) -> Result<()> {
-    let released = release_one(slot, ops, &client.conn, lease_ms).await?;
-    if released == Released::FreedAndWoke {
-        // Before anything else is awaited: newcomers of this client must see
-        // the hand-off as soon as possible.
-        client.lines.handed_off(&ops.target().name);
-    }
-    client.quiet_sync().run(&mut client.conn.clone()).await;
+    let released = release_one(slot, ops, releaser, lease_ms).await?;
     match released {
         Released::NotHeld => Err(Error::NotHeld {
             name: ops.name().to_owned(),

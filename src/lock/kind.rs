@@ -16,9 +16,9 @@ use std::sync::Arc;
 use redis::AsyncCommands;
 
 use crate::client::ClientInner;
+use crate::contract::{Acquirer, BoxFuture, Wait};
 use crate::error::{Error, Result};
 use crate::self_wait::Claim;
-use crate::contract::{Acquirer, BoxFuture, Wait};
 
 /// What one kind of lock is, as the shared handle sees it.
 pub(crate) trait LockKind: std::fmt::Debug + Send + Sync + 'static {

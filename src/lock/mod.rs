@@ -14,6 +14,7 @@ mod reentrant;
 mod rlock;
 mod spin;
 
+pub use backoff::BackOff;
 pub(crate) use fair::Fair;
 pub use fenced::RFencedLock;
 pub(crate) use group::GroupMembers;
@@ -24,7 +25,6 @@ pub use read_write::RReadWriteLock;
 pub use redlock::{RedGuard, RedLock};
 pub(crate) use reentrant::Reentrant;
 pub use rlock::RLock;
-pub use backoff::BackOff;
 pub(crate) use spin::Spin;
 
 use std::time::Duration;

@@ -10,9 +10,9 @@ use super::fair::{fair_acquirer, Fair};
 use super::kind::LockKind;
 use super::reentrant::{Reentrant, ReentrantOps};
 use crate::client::ClientInner;
+use crate::contract::{Acquirer, BoxFuture, Wait};
 use crate::error::Result;
 use crate::scripts::Reentry;
-use crate::contract::{Acquirer, BoxFuture, Wait};
 
 /// The non-reentrant lock: whoever asks first after a release gets it.
 #[derive(Debug)]

@@ -8,13 +8,13 @@ use crate::conn::Conn;
 use super::kind::LockKind;
 use super::rlock::RLock;
 use crate::client::ClientInner;
+use crate::contract::RenewKind;
+use crate::contract::{Acquirer, BoxFuture, Target, Wait};
 use crate::error::{Error, Result};
 use crate::keys::rwlock_channel;
 use crate::pubsub::Class;
 use crate::scripts::{self, BusyTtl, Released, HOLDS_READ};
 use crate::self_wait::Claim;
-use crate::contract::{Acquirer, BoxFuture, Target, Wait};
-use crate::contract::RenewKind;
 
 /// A read-write lock (Redisson's `RReadWriteLock`): any number of readers, or one
 /// writer. Both sides are [`RLock`]s with every method of the reentrant lock, and

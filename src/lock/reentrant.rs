@@ -2,14 +2,14 @@
 
 use std::sync::Arc;
 
-use super::kind::LockKind;
 use super::backoff::BackOff;
+use super::kind::LockKind;
 use crate::client::ClientInner;
 use crate::conn::Conn;
+use crate::contract::{Acquirer, BoxFuture, Target, Wait};
 use crate::error::Result;
 use crate::keys::lock_channel;
 use crate::scripts::{self, BusyTtl, Notify, Reentry, Released};
-use crate::contract::{Acquirer, BoxFuture, Target, Wait};
 
 /// The reentrant lock (Redisson `getLock`): whoever asks first after a release
 /// gets it.

@@ -11,10 +11,10 @@ use super::kind::LockKind;
 use super::RemainingTtl;
 use crate::client::ClientInner;
 use crate::config::{duration_to_millis, OwnerMode};
+use crate::contract::{Acquirer, Lease, Wait};
 use crate::error::{Error, Result};
 use crate::owner::{owner_field, OwnerId};
 use crate::self_wait::{guard_wait, Request};
-use crate::contract::{Acquirer, Lease, Wait};
 use crate::wait::{self};
 
 /// A reentrant distributed lock: Redisson's `RLock`, on the same keys.
@@ -415,7 +415,13 @@ impl RLock {
             .watchdog
             .release_detached(&self.name, field, kind);
         let slot = self.client.ledger.slot(&self.name, field);
-        let released = release(&self.client, &slot, &ops, self.watchdog_lease_ms()?).await;
+        let released = release(
+            &self.client.releaser,
+            &slot,
+            &ops,
+            self.watchdog_lease_ms()?,
+        )
+        .await;
         self.client.ledger.unpin(&self.name, field);
         self.client.holdings.forget_detached(&self.name, owner);
         released

@@ -8,10 +8,10 @@ use super::backoff::BackOff;
 use super::kind::LockKind;
 use super::reentrant::ReentrantOps;
 use crate::client::ClientInner;
+use crate::contract::{Acquirer, BoxFuture, Wait};
 use crate::error::Result;
 use crate::keys::lock_channel;
 use crate::scripts::{self, Notify, Reentry};
-use crate::contract::{Acquirer, BoxFuture, Wait};
 
 /// The spin lock's kind, with its back-off.
 #[derive(Debug)]

@@ -7,10 +7,10 @@ use redis::AsyncCommands;
 
 use super::waiting::{wait_for, Attempt, Waiting};
 use crate::client::ClientInner;
+use crate::contract::Wait;
 use crate::error::{Error, Result};
 use crate::pubsub::Class;
 use crate::scripts;
-use crate::contract::Wait;
 
 /// A distributed count-down latch: Redisson's `RCountDownLatch`, on the same key
 /// and channel. Tasks anywhere wait until the count, set once, has been

@@ -21,8 +21,8 @@ use std::task::Poll;
 
 use crate::cleanup::OnDrop;
 use crate::conn::Conn;
-use crate::error::{Error, Result};
 use crate::contract::BoxFuture;
+use crate::error::{Error, Result};
 
 /// The most permits one call may move: Redisson counts them in a Java `int`.
 const MAX_PERMITS: u32 = i32::MAX as u32;

@@ -10,10 +10,10 @@ use super::waiting::{wait_for, Attempt, Waiting};
 use super::{check_permits, undo_if_dropped};
 use crate::client::ClientInner;
 use crate::config::duration_to_millis;
+use crate::contract::{BoxFuture, Wait};
 use crate::error::{Error, Result};
 use crate::pubsub::Class;
 use crate::scripts::{self, epoch_millis, PermitKeys, PermitsTaken};
-use crate::contract::{BoxFuture, Wait};
 
 /// The id of one permit of an [`RPermitExpirableSemaphore`]: 16 random bytes,
 /// written as 32 lowercase hex digits, as Redisson's `acquire()` returns them

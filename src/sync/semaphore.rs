@@ -8,10 +8,10 @@ use redis::AsyncCommands;
 use super::waiting::{wait_for, Attempt, Waiting};
 use super::{check_permits, undo_if_dropped};
 use crate::client::ClientInner;
+use crate::contract::{BoxFuture, Wait};
 use crate::error::{Error, Result};
 use crate::pubsub::Class;
 use crate::scripts;
-use crate::contract::{BoxFuture, Wait};
 
 /// A distributed counting semaphore: Redisson's `RSemaphore`, on the same key and
 /// channel, so Java and Rust processes share its permits.

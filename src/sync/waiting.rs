@@ -16,10 +16,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::client::ClientInner;
+use crate::contract::Wait;
 use crate::error::{Error, Result};
 use crate::pubsub::Class;
-use crate::contract::{Wait};
-use crate::wait::{within};
+use crate::wait::within;
 
 /// The longest a waiter sleeps between two attempts without a message. Nothing
 /// ends a semaphore's or a latch's wait by itself the way a lock's lease does,

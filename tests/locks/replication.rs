@@ -80,3 +80,47 @@ async fn without_sync_a_grant_lost_in_failover_lets_a_second_owner_in() {
     ours.unwrap().unlock().await.unwrap();
     theirs.unlock().await.unwrap();
 }
+
+/// Every release path sends the same commands: a dropped guard's release is
+/// followed by a replica `WAIT`, as `unlock()`'s is (before, the drop sent
+/// none), and so is a detached hold's release when the client closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_guards_release_waits_for_replicas_as_unlock_does() {
+    let (primary, _replica) = primary_with_replica().await;
+    let client = primary.client().await;
+    assert_eq!(client.replica_sync(), 1);
+    let lock = client.get_lock("parity").unwrap();
+
+    let guard = lock.lock().await.unwrap();
+    let before_unlock = primary.command_calls("wait").await;
+    guard.unlock().await.unwrap();
+    let by_unlock = primary.command_calls("wait").await - before_unlock;
+    assert_eq!(by_unlock, 1, "unlock() sent {by_unlock} WAIT");
+
+    let guard = lock.lock().await.unwrap();
+    let before_drop = primary.command_calls("wait").await;
+    drop(guard);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            primary.command_calls("wait").await > before_drop
+        })
+        .await,
+        "a dropped guard's release sent no WAIT"
+    );
+    assert!(primary.keys().await.is_empty());
+
+    let detached = client
+        .get_lock("detached-parity")
+        .unwrap()
+        .with_task_owner();
+    detached.lock().await.unwrap().detach();
+    let before_close = primary.command_calls("wait").await;
+    drop((lock, detached));
+    client.close().await;
+    assert!(primary.keys().await.is_empty());
+    assert_eq!(
+        primary.command_calls("wait").await - before_close,
+        1,
+        "the detached hold's release at close"
+    );
+}
