@@ -158,7 +158,7 @@ impl Drop for Background {
             // runtime; its blocking pool waits instead, and a runtime that shuts
             // down waits for its blocking pool.
             Ok(runtime) => {
-                let _ = runtime.spawn_blocking(move || join_reporting(thread));
+                drop(runtime.spawn_blocking(move || join_reporting(thread)));
             }
             Err(_) => join_reporting(thread),
         }

@@ -16,7 +16,10 @@ type Work = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// Cleanup to run unless disarmed.
 pub(crate) struct OnDrop {
-    armed: Option<(Conn, Work)>,
+    /// Behind a mutex only so that a guard can sit in state that is shared by
+    /// reference across awaits (the work itself is `Send`, not `Sync`): every
+    /// access is through `&mut self` (`get_mut`), which never locks.
+    armed: std::sync::Mutex<Option<(Conn, Work)>>,
 }
 
 impl OnDrop {
@@ -24,31 +27,39 @@ impl OnDrop {
     /// client thread if dropped armed.
     pub(crate) fn armed(conn: &Conn, work: impl Future<Output = ()> + Send + 'static) -> Self {
         OnDrop {
-            armed: Some((conn.clone(), Box::pin(work))),
+            armed: std::sync::Mutex::new(Some((conn.clone(), Box::pin(work)))),
         }
     }
 
     /// Nothing to clean up.
     pub(crate) fn disarmed() -> Self {
-        OnDrop { armed: None }
+        OnDrop {
+            armed: std::sync::Mutex::new(None),
+        }
     }
 
     /// The work is no longer needed (the call succeeded, or did it itself).
     pub(crate) fn disarm(&mut self) {
-        self.armed = None;
+        *self.work() = None;
     }
 
     /// Runs the work now, on the caller's task, and disarms.
     pub(crate) async fn run_now(&mut self) {
-        if let Some((_, work)) = self.armed.take() {
+        if let Some((_, work)) = self.work().take() {
             work.await;
         }
+    }
+
+    fn work(&mut self) -> &mut Option<(Conn, Work)> {
+        // Poisoned only by a panic while it was borrowed, which leaves nothing
+        // half done.
+        self.armed.get_mut().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 impl Drop for OnDrop {
     fn drop(&mut self) {
-        if let Some((conn, work)) = self.armed.take() {
+        if let Some((conn, work)) = self.work().take() {
             conn.spawn_cleanup(work);
         }
     }

@@ -1,0 +1,268 @@
+//! The one wait engine every lock kind uses.
+//!
+//! ```text
+//! register renewal (watchdog holds) ─▶ attempt ─▶ acquired? ── yes ─▶ hold
+//!                                        │ no (ttl)
+//!                  subscribe to the kind's channel, then loop:
+//!                    arm wake-up ─▶ wait for the subscription ─▶ attempt
+//!                    ─▶ sleep until woken, at most min(ttl, time left) ─▶ loop
+//! ```
+//!
+//! An attempt dropped while in flight (the caller's future was dropped) is not
+//! abandoned: it is finished in a task of its own and whatever it got is undone (a
+//! hold released, a queue place left), so a cancelled `lock()` never leaves
+//! anything behind, even when its script runs on the server after the caller left.
+
+mod attempts;
+mod in_redis;
+mod pause;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::cleanup::OnDrop;
+use crate::client::ClientInner;
+use crate::config::duration_to_millis;
+use crate::contract::{Acquirer, Lease, Wait};
+use crate::error::{Error, Result};
+use crate::ledger::{release_one, Slot};
+use crate::line::{Entry, HeldHere};
+use crate::validity::Validity;
+use crate::watchdog::Renewal;
+
+pub(crate) use attempts::within;
+use in_redis::wait_in_redis;
+
+/// A hold just acquired: how it is kept alive and how its loss is noticed.
+#[derive(Debug)]
+pub(crate) struct Hold {
+    /// The watchdog's renewal, for holds without an explicit lease.
+    pub(crate) renewal: Option<Renewal>,
+    /// Until when the hold is surely valid on this client's clock: from the
+    /// instant the acquire was sent, extended by each confirmed renewal.
+    pub(crate) validity: Arc<Validity>,
+    /// The lease in milliseconds, restarted on the holds that remain when this one
+    /// is released.
+    pub(crate) lease_ms: u64,
+    /// The owner's slot in the client's ledger: releases go through its gate.
+    pub(crate) slot: Arc<Slot>,
+    /// The connection epoch when the acquire that took it was sent: replica sync
+    /// must WAIT on that same connection.
+    pub(crate) epoch: u64,
+}
+
+/// Acquires with `acquirer`, waiting as `wait` says, then (with replica sync on)
+/// makes sure a replica has the hold. `Ok(None)`: not acquired in time.
+/// `new_owner`: the owner was made for this acquisition alone (it may wait in the
+/// client's local line).
+///
+/// # Cancel safety
+/// Cancel safe at every await: the subscription, the watchdog registration, a queue
+/// place and any hold a detached attempt obtained are all given back when this
+/// future is dropped, and so is a hold whose replication was still awaited.
+pub(crate) async fn acquire(
+    client: &Arc<ClientInner>,
+    acquirer: &Arc<dyn Acquirer>,
+    lease: Lease,
+    wait: Wait,
+    new_owner: bool,
+) -> Result<Option<Hold>> {
+    let Some(hold) = acquire_on_primary(client, acquirer, lease, wait, new_owner).await? else {
+        return Ok(None);
+    };
+    if client.replica_sync == 0 {
+        return Ok(Some(hold));
+    }
+    // Boxed: a waiter's future is as large as its largest state, and this one
+    // comes only after the wait.
+    Box::pin(confirm_on_replicas(client, acquirer, hold)).await
+}
+
+/// With replica sync on: makes sure a replica has the `hold` just granted, or
+/// gives it back.
+async fn confirm_on_replicas(
+    client: &Arc<ClientInner>,
+    acquirer: &Arc<dyn Acquirer>,
+    hold: Hold,
+) -> Result<Option<Hold>> {
+    let replicas = client.replica_sync;
+    // Given back if this future is dropped while waiting for the replicas.
+    let mut unconfirmed = {
+        let (slot, acquirer, releaser, lease_ms) = (
+            hold.slot.clone(),
+            acquirer.clone(),
+            client.releaser.clone(),
+            hold.lease_ms,
+        );
+        OnDrop::armed(&client.conn, async move {
+            if let Err(e) = release_one(&slot, &acquirer, &releaser, lease_ms).await {
+                crate::trace::warn_event!(
+                    "lock {:?}: giving back a hold no replica confirmed failed (it ends with its lease): {e}",
+                    acquirer.name()
+                );
+            }
+        })
+    };
+    let acked = crate::replication::wait_for_replicas(
+        &client.conn,
+        replicas,
+        client.config.effective_replica_sync_timeout_ms(),
+    )
+    .await;
+    // WAIT counts the writes of the connection it runs on: if the connection was
+    // replaced since the acquire (a reconnect, a Sentinel switch), its answer says
+    // nothing about the acquire.
+    let same_connection = client.pubsub.connection_epoch() == hold.epoch;
+    if same_connection && matches!(acked, Ok(n) if n >= replicas) {
+        unconfirmed.disarm();
+        return Ok(Some(hold));
+    }
+    // Unconfirmed: stop renewing, give it back (from a task of its own, so that
+    // dropping this future cannot cut the release short), report why.
+    let (lease_ms, slot) = (hold.lease_ms, hold.slot.clone());
+    drop(hold);
+    unconfirmed.disarm();
+    let (giver, releaser) = (acquirer.clone(), client.releaser.clone());
+    let given_back = client
+        .conn
+        .spawner()
+        .run(async move { release_one(&slot, &giver, &releaser, lease_ms).await })
+        .await;
+    match (acked, given_back) {
+        (_, Ok(Err(e)) | Err(e)) => Err(e),
+        (Err(e), _) => Err(e),
+        _ => Err(Error::NotReplicated {
+            name: acquirer.name().to_owned(),
+            replicas,
+        }),
+    }
+}
+
+/// [`acquire`] up to the point the primary granted the hold: through this
+/// client's local line for the lock first, if its kind keeps one and the owner
+/// is `new_owner` (made for this acquisition; see
+/// [`Lines::enter`](crate::line::Lines::enter)).
+///
+/// A parked waiter is small (its place in the line and its subscription); the
+/// wait in Redis, with its attempts, renewal registration and owner slot, is
+/// built (boxed) only when the turn comes. 100,000 waiters of one client over
+/// 10,000 locks are then 10,000 waits in Redis and 90,000 places in line.
+async fn acquire_on_primary(
+    client: &Arc<ClientInner>,
+    acquirer: &Arc<dyn Acquirer>,
+    wait_lease: Lease,
+    wait: Wait,
+    new_owner: bool,
+) -> Result<Option<Hold>> {
+    let terms = Terms::new(client, wait_lease)?;
+    let (wait, deadline) = wait.start()?;
+    let lock_name = &acquirer.target().name;
+    // Only an owner made for this acquisition: any other may hold the lock
+    // already or be waiting for it elsewhere (a task's sibling futures, one
+    // explicit id on two tasks), and must not wait behind waiters that wait
+    // for it. Never a one-off try (it never waits).
+    let in_line = new_owner && acquirer.local_line() && !matches!(wait, Wait::Once);
+    let (mut turn, mut listening) = (None, None);
+    let parked = match in_line.then(|| client.lines.enter(lock_name)) {
+        Some(Entry::Turn(first)) => {
+            turn = Some(first);
+            None
+        }
+        Some(Entry::Park(parked)) => Some(parked),
+        Some(Entry::Bypass) | None => None,
+    };
+    if let Some(parked) = parked {
+        // Listening while parked keeps the channel subscribed from one head
+        // of the line to the next.
+        listening = Some(
+            client
+                .pubsub
+                .subscribe(acquirer.channel(), lock_name, acquirer.class()),
+        );
+        // Not `within`: this state is what a parked waiter weighs, and a timer
+        // (boxed, for the timed waits only) would double it.
+        let next = match deadline {
+            Some(deadline) => Box::pin(tokio::time::timeout_at(deadline, parked.turn()))
+                .await
+                .ok(),
+            None => Some(parked.turn().await),
+        };
+        match next {
+            Some(Some(head)) => turn = Some(head),
+            // The head stalled: wait in Redis, as every waiter used to.
+            Some(None) => {}
+            None => {
+                // Out of time in the line: every wait makes at least one attempt
+                // (as Redisson's first), so this one makes it on its way out. A
+                // transient failure of it is only a wait that ran out, as it would
+                // be in Redis (where transient failures are retried until then).
+                drop(listening);
+                let last = Box::pin(wait_in_redis(
+                    client,
+                    acquirer,
+                    terms,
+                    (Wait::Once, None),
+                    None,
+                    None,
+                ))
+                .await;
+                return match last {
+                    Err(e) if e.is_transient() => Ok(None),
+                    other => other,
+                };
+            }
+        }
+    }
+    let hold = Box::pin(wait_in_redis(
+        client,
+        acquirer,
+        terms,
+        (wait, deadline),
+        listening,
+        turn.as_ref(),
+    ))
+    .await;
+    if let (Some(turn), Ok(Some(_))) = (turn, &hold) {
+        // Tell the next in line it need not try before this hold's release,
+        // whose message it will hear: only if the channel is confirmed now, so
+        // the release (sent later) publishes after the subscription.
+        if let Some(mark) = client.pubsub.mark(acquirer.channel()) {
+            turn.acquired(HeldHere {
+                until: Instant::now() + terms.lease,
+                mark,
+            });
+        }
+    }
+    hold
+}
+
+/// A hold's lease as one acquisition asks for it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Terms {
+    pub(super) lease: Duration,
+    pub(super) lease_ms: u64,
+    /// Renewed by the watchdog (no explicit lease).
+    pub(super) renewed: bool,
+}
+
+impl Terms {
+    fn new(client: &ClientInner, lease: Lease) -> Result<Terms> {
+        Ok(match lease {
+            Lease::Watchdog => {
+                let lease = client.config.lock_watchdog_timeout;
+                Terms {
+                    lease,
+                    lease_ms: duration_to_millis("watchdog timeout", lease)?,
+                    renewed: true,
+                }
+            }
+            Lease::Fixed(lease) => Terms {
+                lease,
+                lease_ms: duration_to_millis("lease", lease)?,
+                renewed: false,
+            },
+        })
+    }
+}
