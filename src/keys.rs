@@ -32,6 +32,13 @@ pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
     }
 }
 
+/// The mark a semaphore acquire leaves of itself, `{name}:rl-acquired:<id>`:
+/// how many permits that attempt took, for a settle to give back if the reply
+/// never came (see `semaphore_acquire.lua`). Redisson never reads it.
+pub(crate) fn semaphore_mark(name: &str, attempt: &str) -> String {
+    suffixed(name, &format!("rl-acquired:{attempt}"))
+}
+
 /// The pub/sub channel on which a reentrant lock's unlock is announced.
 pub(crate) fn lock_channel(name: &str) -> String {
     prefixed("redisson_lock__channel", name)

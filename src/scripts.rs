@@ -642,6 +642,7 @@ lua_script!(
     "semaphore_count.lua" + "semaphore_acquire.lua"
 );
 lua_script!(SEMAPHORE_RELEASE, "semaphore_release.lua");
+lua_script!(SEMAPHORE_SETTLE, "semaphore_settle.lua");
 lua_script!(SEMAPHORE_TRY_SET, "semaphore_try_set.lua");
 lua_script!(SEMAPHORE_ADD, "semaphore_add.lua");
 lua_script!(
@@ -683,9 +684,44 @@ fn decode_int(operation: &'static str, reply: Value) -> Result<i64> {
 }
 
 /// Takes `permits` of semaphore `name` if available; `true` when taken.
-pub(crate) async fn semaphore_acquire(conn: &mut Conn, name: &str, permits: u32) -> Result<bool> {
-    let reply = call(conn, name, SEMAPHORE_ACQUIRE.key(name).arg(permits)).await?;
-    decode_flag("semaphore acquire", reply)
+pub(crate) async fn semaphore_acquire(
+    conn: &mut Conn,
+    name: &str,
+    marks: &AcquireMarks,
+    permits: u32,
+) -> Result<bool> {
+    let mut invocation = SEMAPHORE_ACQUIRE.key(name);
+    invocation.key(&marks.this);
+    for forgotten in &marks.forget {
+        invocation.key(forgotten);
+    }
+    invocation.arg(permits).arg(marks.ttl_ms);
+    decode_flag("semaphore acquire", call(conn, name, &invocation).await?)
+}
+
+/// The marks one semaphore attempt sends: its own, and those of earlier
+/// attempts whose replies came, to delete (see `semaphore_acquire.lua`).
+#[derive(Debug, Clone)]
+pub(crate) struct AcquireMarks {
+    pub(crate) this: String,
+    pub(crate) forget: Vec<String>,
+    pub(crate) ttl_ms: u64,
+}
+
+/// Gives back what the attempt that left `mark` took, if it took anything and
+/// was not settled already; the number of permits given back.
+pub(crate) async fn semaphore_settle(
+    conn: &mut Conn,
+    name: &str,
+    channel: &str,
+    mark: &str,
+) -> Result<i64> {
+    let mut invocation = SEMAPHORE_SETTLE.key(name);
+    invocation
+        .key(channel)
+        .key(mark)
+        .arg(conn.publish_command());
+    decode_int("semaphore settle", call(conn, name, &invocation).await?)
 }
 
 /// Gives `permits` back to semaphore `name`; the number now available.

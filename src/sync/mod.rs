@@ -4,7 +4,7 @@
 //!
 //! Each is a thin handle over its scripts; they share one wait loop
 //! (`waiting.rs`) on the client's subscriber, and one rule for acquires that a
-//! dropped future must not lose (`undo_if_dropped`).
+//! dropped future or a lost reply must not lose (`settled_acquire`).
 
 mod latch;
 mod permit_expirable;
@@ -37,48 +37,115 @@ fn check_permits(permits: u32) -> Result<()> {
     Ok(())
 }
 
+/// What an acquire of unknown fate may have taken, as its undo is told.
+#[derive(Debug)]
+enum Took<T> {
+    /// The reply came: it took this (a caller who went away never got it).
+    Surely(T),
+    /// No reply came (a cut connection, a timeout): it may have run.
+    Maybe,
+}
+
 /// Sends `call`, an acquire that takes something from the server, so that what
-/// it takes is never lost: if the caller's future is dropped before the reply,
-/// the call is finished from the client's thread, and `undo` gives back what it
-/// took. `Ok(None)` from `call` took nothing.
+/// it takes is never lost. If the caller's future is dropped before the reply,
+/// the call is finished from the client's thread and `undo` gives back what it
+/// took; if its reply never comes (the outcome is unknown), `undo` settles it
+/// from the client's thread, and the caller gets the error. `Ok(None)` from
+/// `call` took nothing. `undo` must be safe to run when nothing was taken: it
+/// reads what the attempt left on the server (its mark, its permit id).
 ///
 /// # Cancel safety
 /// That is its purpose: dropped at any point, nothing taken stays taken.
-async fn undo_if_dropped<T, U, UF>(
+async fn settled_acquire<T, U, UF>(
     conn: &Conn,
     call: BoxFuture<Result<Option<T>>>,
     undo: U,
 ) -> Result<Option<T>>
 where
     T: Send + 'static,
-    U: FnOnce(T) -> UF + Send + 'static,
+    U: FnOnce(Took<T>) -> UF + Send + 'static,
     UF: Future<Output = ()> + Send + 'static,
 {
-    // The call in flight, shared with the undo: whoever holds it last finishes it.
-    let in_flight = Arc::new(Mutex::new(Some(call)));
+    // The call in flight and the undo, shared with the guard: whoever holds
+    // them last finishes the call and undoes what it may have taken.
+    let in_flight = Arc::new(Mutex::new(Some((call, undo))));
     let mut guard = {
         let in_flight = in_flight.clone();
         OnDrop::armed(conn, async move {
-            let call = in_flight.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(call) = call {
-                if let Ok(Some(taken)) = call.await {
-                    undo(taken).await;
+            let pending = in_flight.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some((call, undo)) = pending {
+                if let Some(took) = doubt(call.await) {
+                    undo(took).await;
                 }
             }
         })
     };
     let outcome = std::future::poll_fn(|cx| {
         let mut slot = in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(call) = slot.as_mut() else {
-            return Poll::Ready(Err(Error::unexpected("acquire", "polled after completion")));
+        let Some((call, _)) = slot.as_mut() else {
+            let e = Error::unexpected("acquire", "polled after completion");
+            return Poll::Ready(Err((e, None)));
         };
         let outcome = std::task::ready!(call.as_mut().poll(cx));
-        *slot = None;
-        Poll::Ready(outcome)
+        let undo = slot.take().map(|(_, undo)| undo);
+        Poll::Ready(outcome.map_err(|e| (e, undo)))
     })
     .await;
     guard.disarm();
-    outcome
+    match outcome {
+        Ok(taken) => Ok(taken),
+        Err((e, undo)) => {
+            if let Some(undo) = undo.filter(|_| may_have_run(&e)) {
+                conn.spawn_cleanup(undo(Took::Maybe));
+            }
+            Err(e)
+        }
+    }
+}
+
+/// What a finished call left for an undo whose caller is gone.
+fn doubt<T>(outcome: Result<Option<T>>) -> Option<Took<T>> {
+    match outcome {
+        Ok(taken) => taken.map(Took::Surely),
+        Err(e) if may_have_run(&e) => Some(Took::Maybe),
+        Err(_) => None,
+    }
+}
+
+/// Might a call that failed with `e` have run on the server?
+fn may_have_run(e: &Error) -> bool {
+    !(e.is_surely_not_executed() || e.is_definite_refusal())
+}
+
+/// Runs `step` (a settle: safe to repeat) until it succeeds, retrying a
+/// transient failure after a pause drawn with full jitter up to
+/// `retry_interval`, for at most [`settle_budget`]; says so if it gave up.
+async fn settle_retrying<F, Fut>(config: &crate::Config, what: &str, mut step: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let deadline = tokio::time::Instant::now() + settle_budget(config);
+    loop {
+        match step().await {
+            Ok(()) => return,
+            Err(e) if e.is_transient() && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(crate::lock::jitter(config.retry_interval)).await;
+            }
+            Err(e) => {
+                crate::trace::warn_event!(
+                    "{what}: settling an acquire of unknown outcome gave up: {e}"
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// How long a settle of a synchronizer's acquire keeps trying: a reconnect
+/// and a few replies' worth.
+fn settle_budget(config: &crate::Config) -> std::time::Duration {
+    config.timeout * 4 + std::time::Duration::from_secs(10)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::waiting::{wait_for, Attempt, Waiting};
-use super::{check_permits, undo_if_dropped};
+use super::{check_permits, settled_acquire, Took};
 use crate::client::ClientInner;
 use crate::config::duration_to_millis;
 use crate::contract::{BoxFuture, Wait};
@@ -356,7 +356,8 @@ impl RPermitExpirableSemaphore {
     }
 
     /// One attempt under a new id. If its future is dropped after the script
-    /// ran, or its outcome is unknown, the permit is released by that id.
+    /// ran, or its outcome is unknown, the permit is released by that id (a
+    /// release of an id that took nothing changes nothing).
     async fn attempt(&self, lease_ms: u64) -> Result<Attempt<PermitId>> {
         let expiry = lease_end_ms(lease_ms)?;
         let id = PermitId::random();
@@ -365,43 +366,35 @@ impl RPermitExpirableSemaphore {
             let taken = scripts::pes_acquire(&mut conn, &keys, &[id.0], expiry).await?;
             Ok(Some(taken))
         });
-        let outcome = undo_if_dropped(&self.client.conn, call, self.give_back(id)).await;
-        match outcome {
-            Ok(Some(PermitsTaken::Taken)) => Ok(Attempt::Done(id)),
-            Ok(Some(PermitsTaken::Busy(hint))) => Ok(Attempt::NotYet(hint)),
-            Ok(None) => Ok(Attempt::NotYet(None)),
-            Err(e) => {
-                if !e.is_surely_not_executed() {
-                    // The script may have run: the id is ours, so releasing it
-                    // settles the doubt either way.
-                    let give_back = self.give_back(id);
-                    self.client
-                        .conn
-                        .spawn_cleanup(give_back(PermitsTaken::Taken));
-                }
-                Err(e)
-            }
+        let outcome = settled_acquire(&self.client.conn, call, self.give_back(id)).await;
+        match outcome? {
+            Some(PermitsTaken::Taken) => Ok(Attempt::Done(id)),
+            Some(PermitsTaken::Busy(hint)) => Ok(Attempt::NotYet(hint)),
+            None => Ok(Attempt::NotYet(None)),
         }
     }
 
-    /// Releases permit `id` if an attempt under it took one (from a task: the
-    /// caller is gone).
+    /// Releases permit `id` if an attempt under it may have taken one (from a
+    /// task: the caller is gone), retrying until the server answers.
     fn give_back(
         &self,
         id: PermitId,
-    ) -> impl FnOnce(PermitsTaken) -> BoxFuture<()> + Send + 'static {
-        let (mut conn, keys) = (self.client.conn.clone(), self.keys.clone());
-        move |taken| {
+    ) -> impl FnOnce(Took<PermitsTaken>) -> BoxFuture<()> + Send + 'static {
+        let (client, keys) = (self.client.clone(), self.keys.clone());
+        move |took| {
             Box::pin(async move {
-                if taken != PermitsTaken::Taken {
+                if let Took::Surely(PermitsTaken::Busy(_)) = took {
                     return;
                 }
-                if let Err(e) = scripts::pes_release(&mut conn, &keys, &id.0).await {
-                    crate::trace::warn_event!(
-                        "permit-expirable semaphore {:?}: releasing permit {id} of a cancelled acquire failed (it ends with its lease): {e}",
-                        keys.semaphore
-                    );
-                }
+                let what = format!(
+                    "permit-expirable semaphore {:?} (permit {id})",
+                    keys.semaphore
+                );
+                super::settle_retrying(&client.config, &what, || {
+                    let (mut conn, keys) = (client.conn.clone(), &keys);
+                    async move { scripts::pes_release(&mut conn, keys, &id.0).await.map(drop) }
+                })
+                .await;
             })
         }
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 
 use super::waiting::{wait_for, Attempt, Waiting};
-use super::{check_permits, undo_if_dropped};
+use super::{check_permits, settled_acquire};
 use crate::client::ClientInner;
 use crate::contract::{BoxFuture, Wait};
 use crate::error::{Error, Result};
@@ -44,6 +44,36 @@ pub struct RSemaphore {
     client: Arc<ClientInner>,
     name: Arc<str>,
     channel: String,
+    /// Marks of this handle's acquires whose replies came, for the next
+    /// attempt to delete.
+    forget: Arc<Forget>,
+}
+
+/// The marks of acquires whose outcome is known (taken, and the caller has its
+/// permits), which no settle will read: the next attempt deletes them in its
+/// script, so a busy semaphore keeps about one mark per waiting task instead
+/// of one per acquire until they expire.
+#[derive(Debug, Default)]
+struct Forget(std::sync::Mutex<Vec<String>>);
+
+/// How many marks one attempt deletes at most; the rest wait for the next, and
+/// beyond [`FORGET_KEPT`] they are left to expire.
+const FORGET_PER_ATTEMPT: usize = 16;
+const FORGET_KEPT: usize = 256;
+
+impl Forget {
+    fn take(&self) -> Vec<String> {
+        let mut marks = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let from = marks.len().saturating_sub(FORGET_PER_ATTEMPT);
+        marks.split_off(from)
+    }
+
+    fn remember(&self, mark: String) {
+        let mut marks = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if marks.len() < FORGET_KEPT {
+            marks.push(mark);
+        }
+    }
 }
 
 impl RSemaphore {
@@ -52,6 +82,7 @@ impl RSemaphore {
             channel: crate::keys::semaphore_channel(&name),
             name: name.into(),
             client,
+            forget: Arc::default(),
         }
     }
 
@@ -79,13 +110,15 @@ impl RSemaphore {
     ///
     /// # Errors
     /// [`Error::Redis`] when Redis fails more than `retry_attempts` times in a row,
-    /// or a reply does not come (whether the permit was taken is then unknown);
-    /// [`Error::UnexpectedReply`] when the key holds no integer.
+    /// or a reply does not come (a permit the attempt may have taken is then
+    /// given back from the client's thread: the attempt left a mark of itself
+    /// beside the semaphore for that, `{name}:rl-acquired:<id>`, which Redisson
+    /// ignores); [`Error::UnexpectedReply`] when the key holds no integer.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future never leaves a permit taken, even when
-    /// the script had already run on the server (it is given back), and leaves
-    /// no subscription behind.
+    /// the script had already run on the server, or its reply was lost (it is
+    /// given back), and leaves no subscription behind.
     pub async fn acquire(&self) -> Result<()> {
         self.acquire_many(1).await
     }
@@ -362,31 +395,53 @@ impl RSemaphore {
         Ok(taken.is_some())
     }
 
-    /// One attempt to take `permits`; if its future is dropped after the script
-    /// ran, the permits are given back.
+    /// One attempt to take `permits`, leaving a mark of itself on the server
+    /// (see `semaphore_acquire.lua`): if its future is dropped, or its reply
+    /// never comes, the settle gives back what the mark says it took.
     async fn attempt(&self, permits: u32) -> Result<Attempt<()>> {
-        let (mut conn, name) = (self.client.conn.clone(), self.name.clone());
+        let marks = scripts::AcquireMarks {
+            this: crate::keys::semaphore_mark(
+                &self.name,
+                &uuid::Uuid::new_v4().simple().to_string(),
+            ),
+            forget: self.forget.take(),
+            ttl_ms: crate::config::duration_to_millis(
+                "semaphore mark",
+                super::settle_budget(&self.client.config) + self.client.config.timeout * 2,
+            )?,
+        };
+        let (mut conn, name, sent) = (self.client.conn.clone(), self.name.clone(), marks.clone());
         let call: BoxFuture<Result<Option<()>>> = Box::pin(async move {
-            let taken = scripts::semaphore_acquire(&mut conn, &name, permits).await?;
+            let taken = scripts::semaphore_acquire(&mut conn, &name, &sent, permits).await?;
             Ok(taken.then_some(()))
         });
-        let (mut conn, name, channel) = (
-            self.client.conn.clone(),
+        let (client, name, channel, mark) = (
+            self.client.clone(),
             self.name.clone(),
             self.channel.clone(),
+            marks.this.clone(),
         );
-        let undo = move |()| async move {
-            if let Err(e) = scripts::semaphore_release(&mut conn, &name, &channel, permits).await {
-                crate::trace::warn_event!(
-                    "semaphore {name:?}: giving back {permits} permit(s) a cancelled acquire took failed: {e}"
-                );
-            }
+        let undo = move |_took| async move {
+            let what = format!("semaphore {name:?}");
+            super::settle_retrying(&client.config, &what, || {
+                let mut conn = client.conn.clone();
+                let (name, channel, mark) = (&name, &channel, &mark);
+                async move {
+                    scripts::semaphore_settle(&mut conn, name, channel, mark)
+                        .await
+                        .map(drop)
+                }
+            })
+            .await;
         };
-        Ok(
-            match undo_if_dropped(&self.client.conn, call, undo).await? {
-                Some(()) => Attempt::Done(()),
-                None => Attempt::NotYet(None),
-            },
-        )
+        // On an error the forgotten marks may not have been deleted: they expire.
+        let taken = settled_acquire(&self.client.conn, call, undo).await?;
+        Ok(match taken {
+            Some(()) => {
+                self.forget.remember(marks.this);
+                Attempt::Done(())
+            }
+            None => Attempt::NotYet(None),
+        })
     }
 }

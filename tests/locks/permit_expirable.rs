@@ -215,3 +215,63 @@ async fn foreign_values_are_refused_at_once_naming_the_wrong_key() {
     let permits: i64 = admin.get("pes-typed").await.unwrap();
     assert_eq!(permits, 3, "no permit taken");
 }
+
+/// Connections cut every 50 to 150 ms while sixteen tasks acquire permits
+/// leased for a minute, many of them dropped in flight: every permit is back
+/// long before its lease would end. Before, an attempt whose reply was lost
+/// while dropped, or whose give-back met a cut connection, left its permit out
+/// with no holder until the lease ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_connections_and_dropped_acquires_leave_no_permit_out() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    const PERMITS: i64 = 20;
+    let server = RedisServer::start();
+    let client = server
+        .client_with(|c| c.timeout = Duration::from_millis(300))
+        .await;
+    let sem = client.get_permit_expirable_semaphore("cut").unwrap();
+    assert!(sem.try_set_permits(PERMITS as u32).await.unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for t in 0..16u64 {
+        let (sem, stop) = (sem.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut i = t;
+            while !stop.load(Ordering::Relaxed) {
+                i += 16;
+                let limit = Duration::from_micros((i * 7919) % 3000);
+                let attempt =
+                    sem.try_acquire_wait(Duration::from_millis(200), Duration::from_secs(60));
+                if let Ok(Ok(Some(id))) = tokio::time::timeout(limit, attempt).await {
+                    // Repeated until answered: releasing an id twice frees it once.
+                    while sem.try_release(&id).await.is_err() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }
+        }));
+    }
+    let cuts = {
+        let stopper = stop.clone();
+        let stopping = async move {
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            stopper.store(true, Ordering::Relaxed);
+        };
+        tokio::join!(server.keep_cutting(&stop), stopping).0
+    };
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert!(cuts > 10);
+    let observer = server.client().await;
+    let sem = observer.get_permit_expirable_semaphore("cut").unwrap();
+    assert!(
+        eventually(Duration::from_secs(40), || async {
+            sem.available_permits().await.unwrap() == PERMITS
+        })
+        .await,
+        "permits out with no holder: {} of {PERMITS} available",
+        sem.available_permits().await.unwrap()
+    );
+}

@@ -417,6 +417,43 @@ impl RedisServer {
             .expect("CLIENT KILL");
     }
 
+    /// Kills the connections of this crate's clients (RESP3), and no admin
+    /// connection. Returns how many.
+    pub async fn kill_lock_connections(&self) -> usize {
+        let list = self.client_list().await;
+        let mut admin = self.admin().await;
+        let mut killed = 0;
+        for line in list.lines().filter(|line| line.contains(" resp=3")) {
+            let id = line.split(' ').find_map(|f| f.strip_prefix("id="));
+            if let Some(id) = id {
+                // Gone already is fine: it may have closed meanwhile.
+                let _: redis::RedisResult<redis::Value> = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("ID")
+                    .arg(id)
+                    .query_async(&mut admin)
+                    .await;
+                killed += 1;
+            }
+        }
+        killed
+    }
+
+    /// Cuts this crate's connections every 50 to 150 ms until `stop` is set;
+    /// how many cuts.
+    pub async fn keep_cutting(&self, stop: &std::sync::atomic::AtomicBool) -> usize {
+        let mut cuts = 0;
+        for i in 0u64.. {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50 + (i * 37) % 100)).await;
+            self.kill_lock_connections().await;
+            cuts += 1;
+        }
+        cuts
+    }
+
     /// Kills the connections that hold subscriptions (those of waiting clients),
     /// and no others. Returns how many.
     pub async fn kill_subscribers(&self) -> usize {
