@@ -208,17 +208,39 @@ impl RedissonFile {
 }
 
 impl ServerSection {
-    fn apply(self, topology: Topology, config: &mut Config) -> std::result::Result<(), String> {
+    fn apply(mut self, topology: Topology, config: &mut Config) -> std::result::Result<(), String> {
+        let section = topology.section();
+        self.apply_addresses(topology, config)?;
+        self.apply_database(topology, config)?;
+        self.apply_timing(section, config)?;
+        Access {
+            username: self.username,
+            password: self.password,
+            ssl_truststore: self.ssl_truststore,
+            ssl_truststore_password: self.ssl_truststore_password,
+            ssl_keystore: self.ssl_keystore,
+            ssl_keystore_password: self.ssl_keystore_password,
+        }
+        .apply(&format!("{section}."), config)
+    }
+
+    /// Where the servers are: the address, the cluster's nodes, or the
+    /// sentinels and the master's name.
+    fn apply_addresses(
+        &mut self,
+        topology: Topology,
+        config: &mut Config,
+    ) -> std::result::Result<(), String> {
         let section = topology.section();
         let key = |name: &str| format!("{section}.{name}");
         match topology {
             Topology::Single => {
-                if let Some(address) = self.address {
+                if let Some(address) = self.address.take() {
                     config.address = address;
                 }
             }
             Topology::Cluster => {
-                config.cluster_nodes = self.node_addresses.unwrap_or_default();
+                config.cluster_nodes = self.node_addresses.take().unwrap_or_default();
                 if config.cluster_nodes.is_empty() {
                     return Err(format!(
                         "{} needs at least one address",
@@ -227,7 +249,7 @@ impl ServerSection {
                 }
             }
             Topology::Sentinel => {
-                config.sentinel_addresses = self.sentinel_addresses.unwrap_or_default();
+                config.sentinel_addresses = self.sentinel_addresses.take().unwrap_or_default();
                 if config.sentinel_addresses.is_empty() {
                     return Err(format!(
                         "{} needs at least one address",
@@ -236,10 +258,23 @@ impl ServerSection {
                 }
                 config.sentinel_master_name = Some(
                     self.master_name
+                        .take()
                         .ok_or_else(|| format!("{} is required", key("masterName")))?,
                 );
             }
         }
+        Ok(())
+    }
+
+    /// The database, which every address given must agree with (Redisson
+    /// ignores an address's `/N`; see `Database::check`).
+    fn apply_database(
+        &self,
+        topology: Topology,
+        config: &mut Config,
+    ) -> std::result::Result<(), String> {
+        let section = topology.section();
+        let key = |name: &str| format!("{section}.{name}");
         // A Redis Cluster has no databases, so Redisson's cluster section has no key for one.
         let database_given = self.database.is_some();
         if let (Some(db), Topology::Single | Topology::Sentinel) = (self.database, topology) {
@@ -270,6 +305,17 @@ impl ServerSection {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Timeouts and retries; Redisson 3's `retryInterval` or Redisson 4's
+    /// `retryDelay`, not both.
+    fn apply_timing(
+        &mut self,
+        section: &str,
+        config: &mut Config,
+    ) -> std::result::Result<(), String> {
+        let key = |name: &str| format!("{section}.{name}");
         if let Some(ms) = self.connect_timeout {
             config.connect_timeout = ms.millis(&key("connectTimeout"))?;
         }
@@ -288,7 +334,7 @@ impl ServerSection {
                     )
                 })?;
         }
-        match (self.retry_interval, self.retry_delay) {
+        match (self.retry_interval, self.retry_delay.take()) {
             (Some(_), Some(_)) => {
                 return Err(format!(
                     "{} (Redisson 3) and {} (Redisson 4) are both set; keep one",
@@ -302,15 +348,7 @@ impl ServerSection {
             }
             (None, None) => {}
         }
-        Access {
-            username: self.username,
-            password: self.password,
-            ssl_truststore: self.ssl_truststore,
-            ssl_truststore_password: self.ssl_truststore_password,
-            ssl_keystore: self.ssl_keystore,
-            ssl_keystore_password: self.ssl_keystore_password,
-        }
-        .apply(&format!("{section}."), config)
+        Ok(())
     }
 }
 
