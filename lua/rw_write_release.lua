@@ -14,7 +14,9 @@
 -- sleep out a whole lease.
 --
 -- Reply: nil when the owner holds no write hold; 0 when write holds remain, or the
---        owner's read holds keep the lock (now in read mode); 1 when it is free.
+--        owner's read holds keep the lock (now in read mode); 1 + the number of
+--        clients the unlock message reached when it is free (as lock_release's:
+--        more than 1 tells the releasing client that a waiter was woken).
 
 local lock, channel = KEYS[1], KEYS[2]
 local message, lease, owner, publish = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -34,8 +36,7 @@ redis.call('hdel', lock, writer)
 if redis.call('hlen', lock) == 1 then
     redis.call('del', lock)
     redis.call(publish, channel, message)
-    redis.call(publish, channel, kept)
-    return 1
+    return 1 + redis.call(publish, channel, kept)
 end
 
 -- The owner still holds reads: the downgrade is complete. Waiting readers may

@@ -150,6 +150,7 @@ impl Conn {
     /// answered (the blocking API): when it runs inside the home runtime, it may
     /// be the worker the connection's driver needs, so commands move to the
     /// client's own thread first, as for a client being dropped.
+    #[cfg(feature = "blocking")]
     pub(crate) fn leave_home_if_blocking_it(&self) {
         let Ok(current) = tokio::runtime::Handle::try_current() else {
             return;

@@ -288,6 +288,13 @@ impl Acquirer for WriteOps {
         (&self.field, RenewKind::HashField)
     }
 
+    /// Writers wait in this client's local line, as the reentrant lock's
+    /// waiters do: one in Redis, the others parked (readers share the lock and
+    /// never park behind a writer).
+    fn local_line(&self) -> bool {
+        true
+    }
+
     fn attempt(
         self: Arc<Self>,
         mut conn: Conn,

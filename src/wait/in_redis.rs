@@ -163,7 +163,11 @@ impl<'a> InRedis<'a> {
     /// (see `line.rs`). A wait shorter than that makes its one attempt instead.
     fn hold_back(&self) -> Option<Instant> {
         let behind_hand_off = || {
-            let barging_kind = self.acquirer.backoff().is_none() && !self.acquirer.queues();
+            // Exclusive waiters only: a reader shares the lock with whoever the
+            // release woke.
+            let barging_kind = self.acquirer.backoff().is_none()
+                && !self.acquirer.queues()
+                && self.acquirer.class() == Class::Exclusive;
             (self.queues() && barging_kind)
                 .then(|| match self.head {
                     Some(head) => head.hold_back_until(),
