@@ -952,15 +952,15 @@ async fn waiters_scale(
     let queued = Instant::now();
     loop {
         let waiting = match kind {
+            // (The observer's queries may time out behind the burst: not yet.)
             Kind::Fair => {
                 let mut total = 0usize;
                 for i in 0..locks.min(16) {
-                    let n: usize = redis::cmd("LLEN")
+                    let n: redis::RedisResult<usize> = redis::cmd("LLEN")
                         .arg(format!("redisson_lock_queue:{{{}}}", name(i)))
                         .query_async(&mut observer.conn)
-                        .await
-                        .map_err(err)?;
-                    total += n;
+                        .await;
+                    total += n.unwrap_or(0);
                 }
                 total >= waiters.min(16 * waiters.div_ceil(locks))
             }
