@@ -26,6 +26,7 @@ local refuse_reentry = ARGV[6] == '0'
 local cap = tonumber(ARGV[7])
 
 evict_stale_heads(lock, queue, timeouts, now, owner, cap)
+line_expires(queue, timeouts, math.max(cap, wait))
 
 -- Free, and nobody else is first in line: take it. The next in line becomes
 -- first (fair_common.lua: no other deadline moves).
@@ -100,4 +101,5 @@ if tail ~= false then
 end
 redis.call('zadd', timeouts, now + ttl + wait, owner)
 redis.call('rpush', queue, owner)
+line_expires(queue, timeouts, math.max(cap, wait))
 return ttl

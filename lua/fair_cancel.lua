@@ -22,6 +22,7 @@ local owner, wait, message, publish = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[
 local now, grace, cap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 
 evict_stale_heads(lock, queue, timeouts, now, owner, cap)
+line_expires(queue, timeouts, cap)
 
 if redis.call('zscore', timeouts, owner) == false then
     -- Not in line (a place in the LIST without a deadline is dropped too).

@@ -81,3 +81,19 @@ local function hand_to_head(queue, timeouts, channel_prefix, publish, message, n
     end
     redis.call(publish, channel_prefix .. ':' .. head, message)
 end
+
+-- The line outlives the last script that touched it by `ttl` (the configured
+-- fair-lock wait, or a joining waiter's own wait if longer), and no longer:
+-- every live waiter of this crate is back within half of its wait (its sleep
+-- is bounded so), so a line whose waiters all died (killed processes, lost
+-- connections) leaves Redis by itself within a wait, whoever comes back.
+-- Never shortened (a longer wait set it). Redisson's scripts do not mind: a
+-- line that is gone is an empty one, and their writes to it keep the TTL.
+-- Called first by every script (so a line that exists has its TTL set) and
+-- after a join that created it.
+local function line_expires(queue, timeouts, ttl)
+    if redis.call('pttl', queue) < ttl then
+        redis.call('pexpire', queue, ttl)
+        redis.call('pexpire', timeouts, ttl)
+    end
+end

@@ -22,6 +22,7 @@ local now, publish = tonumber(ARGV[4]), ARGV[5]
 local grace, cap = tonumber(ARGV[6]), tonumber(ARGV[7])
 
 evict_stale_heads(lock, queue, timeouts, now, nil, cap)
+line_expires(queue, timeouts, cap)
 
 if redis.call('hexists', lock, owner) == 0 then
     -- Not ours. If the lock is gone altogether (expired), make sure the first in

@@ -1023,3 +1023,48 @@ async fn retries_after_a_shared_failure_are_spread_by_full_jitter() {
          their retries were not jittered"
     );
 }
+
+/// Fair waiters whose processes are killed while they wait, and nobody comes
+/// back: the line (the queue and its deadlines) leaves Redis by itself within a
+/// fair wait of the last script that touched it. Before, both keys stayed for
+/// ever, with no TTL, until someone waited on that lock again (Redisson's users
+/// report the same leftovers, redisson#6150).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_line_whose_waiters_all_died_leaves_redis_within_a_wait() {
+    let server = RedisServer::start();
+    let wait = Duration::from_secs(2);
+    // A foreign holder (a Java service, say) whose hold ends with its lease.
+    let mut admin = server.admin().await;
+    let _: () = admin.hset("abandoned", "elsewhere:1", 1).await.unwrap();
+    let _: () = admin.pexpire("abandoned", 3_000).await.unwrap();
+    let mut children: Vec<ChildHolder> = (0..3)
+        .map(|_| {
+            ChildHolder::spawn(&[
+                ("CHILD", "fair-wait".into()),
+                ("URL", server.url()),
+                ("LOCK", "abandoned".into()),
+                ("FAIR_WAIT_MS", wait.as_millis().to_string()),
+            ])
+        })
+        .collect();
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            queue_len(&server, "abandoned").await == 3
+        })
+        .await,
+        "the children did not join the line"
+    );
+    for child in &mut children {
+        child.kill();
+    }
+    let killed = tokio::time::Instant::now();
+    assert!(
+        eventually(wait + LATE, || async { server.keys().await.is_empty() }).await,
+        "left behind {:?} after the waiters died",
+        server.keys().await
+    );
+    eprintln!(
+        "the line left Redis {:?} after its waiters died",
+        killed.elapsed()
+    );
+}
