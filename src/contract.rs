@@ -59,14 +59,14 @@ pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
     fn class(&self) -> Class {
         Class::Exclusive
     }
-    /// One atomic attempt: `Ok(None)` acquired, `Ok(Some(ttl))` busy. With
-    /// `queue`, a fair lock keeps (or takes) the caller's place in line.
+    /// One atomic attempt: acquired, with what it drew, or busy. With `queue`,
+    /// a fair lock keeps (or takes) the caller's place in line.
     fn attempt(
         self: Arc<Self>,
         conn: Conn,
         lease_ms: u64,
         queue: bool,
-    ) -> BoxFuture<Result<Option<BusyTtl>>>;
+    ) -> BoxFuture<Result<Outcome>>;
     /// Releases one hold of this owner, restarting the lease of any that remain
     /// with `lease_ms` (never shortening it).
     fn release(self: Arc<Self>, conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>>;
@@ -94,10 +94,26 @@ pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
     fn local_line(&self) -> bool {
         false
     }
-    /// The fencing token the successful attempt drew (the fenced lock only).
-    fn token(&self) -> Option<u64> {
-        None
-    }
+}
+
+/// What one attempt came to: acquired, with what it drew, or busy (the TTL the
+/// script answered, see [`BusyTtl`]).
+pub(crate) type Outcome = std::result::Result<Drawn, BusyTtl>;
+
+/// What an acquisition drew besides the hold: a kind's capabilities come back
+/// as values with the attempt that took the hold (a fencing token), never
+/// through state kept in the kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Drawn {
+    /// The fencing token (the fenced lock only): greater than every token
+    /// drawn before for the lock's name.
+    pub(crate) token: Option<u64>,
+}
+
+/// The outcome of a script that answers `None` when it took the hold and draws
+/// nothing else.
+pub(crate) fn plain(reply: Option<BusyTtl>) -> Outcome {
+    reply.map_or(Ok(Drawn::default()), Err)
 }
 
 /// How long a hold lasts.

@@ -14,10 +14,10 @@ use crate::client::ClientInner;
 use crate::conn::Conn;
 
 use crate::config::duration_to_millis;
-use crate::contract::{Acquirer, BoxFuture, Target, Wait};
+use crate::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait};
 use crate::error::Result;
 use crate::keys::fair_waiter_channel;
-use crate::scripts::{self, BusyTtl, FairKeys, Handoff, Reentry, Released};
+use crate::scripts::{self, FairKeys, Handoff, Reentry, Released};
 
 /// The fair lock's scripts for one acquisition; `reentry` says whether an owner
 /// that holds it may take it again.
@@ -152,7 +152,7 @@ impl Acquirer for FairOps {
         mut conn: Conn,
         lease_ms: u64,
         queue: bool,
-    ) -> BoxFuture<Result<Option<BusyTtl>>> {
+    ) -> BoxFuture<Result<Outcome>> {
         Box::pin(async move {
             let grace_ms = self.grace_ms()?;
             let attempt = scripts::FairAttempt {
@@ -162,7 +162,9 @@ impl Acquirer for FairOps {
                 queue,
                 reentry: self.reentry,
             };
-            scripts::fair_acquire(&mut conn, &self.keys, self.owner(), attempt).await
+            scripts::fair_acquire(&mut conn, &self.keys, self.owner(), attempt)
+                .await
+                .map(plain)
         })
     }
 

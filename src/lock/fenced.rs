@@ -9,7 +9,7 @@
 //! as the write) any write with a lower one. Then a late write from a holder whose
 //! lease ended, and whose successor already wrote, is refused rather than applied.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
@@ -20,10 +20,10 @@ use super::reentrant::{Reentrant, ReentrantOps};
 use super::rlock::RLock;
 use crate::client::ClientInner;
 use crate::conn::Conn;
-use crate::contract::{Acquirer, BoxFuture, Target, Wait};
+use crate::contract::{Acquirer, BoxFuture, Drawn, Outcome, Target, Wait};
 use crate::error::{Error, Result};
 use crate::keys::fenced_token;
-use crate::scripts::{self, BusyTtl, Reentry, Released};
+use crate::scripts::{self, Reentry, Released};
 
 /// The fenced lock's kind.
 #[derive(Debug)]
@@ -40,7 +40,6 @@ impl LockKind for Fenced {
         Arc::new(FencedOps {
             counter: fenced_token(name),
             reentrant: Arc::new(ReentrantOps::new(name.clone(), owner, Reentry::Allowed)),
-            token: Mutex::new(None),
         })
     }
 
@@ -50,14 +49,12 @@ impl LockKind for Fenced {
 }
 
 /// The fenced lock's scripts for one acquisition: the reentrant lock's, but the
-/// acquire that also draws a token; remembers the token its successful attempt
-/// drew.
+/// acquire that also draws a token, which its attempt returns with the hold.
 #[derive(Debug)]
 struct FencedOps {
     /// The layout is the reentrant lock's: its target and its release.
     reentrant: Arc<ReentrantOps>,
     counter: String,
-    token: Mutex<Option<u64>>,
 }
 
 impl Acquirer for FencedOps {
@@ -70,7 +67,7 @@ impl Acquirer for FencedOps {
         mut conn: Conn,
         lease_ms: u64,
         _queue: bool,
-    ) -> BoxFuture<Result<Option<BusyTtl>>> {
+    ) -> BoxFuture<Result<Outcome>> {
         Box::pin(async move {
             let reply = scripts::fenced_acquire(
                 &mut conn,
@@ -80,13 +77,7 @@ impl Acquirer for FencedOps {
                 self.owner(),
             )
             .await?;
-            match reply {
-                Ok(token) => {
-                    *self.token.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
-                    Ok(None)
-                }
-                Err(ttl) => Ok(Some(ttl)),
-            }
+            Ok(reply.map(|token| Drawn { token: Some(token) }))
         })
     }
 
@@ -96,10 +87,6 @@ impl Acquirer for FencedOps {
 
     fn local_line(&self) -> bool {
         true
-    }
-
-    fn token(&self) -> Option<u64> {
-        *self.token.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

@@ -13,10 +13,10 @@ use std::sync::Arc;
 use super::kind::LockKind;
 use crate::client::ClientInner;
 use crate::contract::RenewKind;
-use crate::contract::{Acquirer, BoxFuture, Target, Wait};
+use crate::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait};
 use crate::error::Result;
 use crate::keys::lock_channel;
-use crate::scripts::{self, BusyTtl, Released};
+use crate::scripts::{self, Released};
 use crate::self_wait::Claim;
 
 /// The members of one group lock: their ids, deduplicated and sorted.
@@ -111,9 +111,11 @@ impl Acquirer for GroupOps {
         mut conn: crate::conn::Conn,
         lease_ms: u64,
         _queue: bool,
-    ) -> BoxFuture<Result<Option<BusyTtl>>> {
+    ) -> BoxFuture<Result<Outcome>> {
         Box::pin(async move {
-            scripts::group_acquire(&mut conn, self.name(), &self.ids, lease_ms, self.owner()).await
+            scripts::group_acquire(&mut conn, self.name(), &self.ids, lease_ms, self.owner())
+                .await
+                .map(plain)
         })
     }
 

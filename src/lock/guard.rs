@@ -61,6 +61,8 @@ pub struct LockGuard {
     ops: Arc<dyn Acquirer>,
     owner_id: u64,
     lease_ms: u64,
+    /// The fencing token the acquisition drew (the fenced lock only).
+    token: Option<u64>,
     hold: Option<Hold>,
     /// This hold in the client's record of who holds what, for telling
     /// self-waits (see `self_wait.rs`); gone with the guard, or kept by the
@@ -85,6 +87,7 @@ impl LockGuard {
             ops,
             owner_id,
             lease_ms: hold.lease_ms,
+            token: hold.drawn.token,
             hold: Some(hold),
             recorded: Some(recorded),
             single_acquisition,
@@ -118,7 +121,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn token(&self) -> Option<u64> {
-        self.ops.token()
+        self.token
     }
 
     /// The id (task, thread, explicit, or one of its own for a default handle

@@ -9,11 +9,11 @@ use super::kind::LockKind;
 use super::rlock::RLock;
 use crate::client::ClientInner;
 use crate::contract::RenewKind;
-use crate::contract::{Acquirer, BoxFuture, Target, Wait};
+use crate::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait};
 use crate::error::{Error, Result};
 use crate::keys::rwlock_channel;
 use crate::pubsub::Class;
-use crate::scripts::{self, BusyTtl, Released, HOLDS_READ};
+use crate::scripts::{self, Released, HOLDS_READ};
 use crate::self_wait::Claim;
 
 /// A read-write lock (Redisson's `RReadWriteLock`): any number of readers, or one
@@ -241,9 +241,11 @@ impl Acquirer for ReadOps {
         mut conn: Conn,
         lease_ms: u64,
         _queue: bool,
-    ) -> BoxFuture<Result<Option<BusyTtl>>> {
+    ) -> BoxFuture<Result<Outcome>> {
         Box::pin(async move {
-            scripts::read_acquire(&mut conn, self.name(), lease_ms, self.owner()).await
+            scripts::read_acquire(&mut conn, self.name(), lease_ms, self.owner())
+                .await
+                .map(plain)
         })
     }
 
@@ -300,7 +302,7 @@ impl Acquirer for WriteOps {
         mut conn: Conn,
         lease_ms: u64,
         _queue: bool,
-    ) -> BoxFuture<Result<Option<BusyTtl>>> {
+    ) -> BoxFuture<Result<Outcome>> {
         Box::pin(async move {
             let reply = scripts::write_acquire(
                 &mut conn,
@@ -316,7 +318,7 @@ impl Acquirer for WriteOps {
                     reason: crate::self_wait::UPGRADE_REFUSED.to_owned(),
                 });
             }
-            Ok(reply)
+            Ok(plain(reply))
         })
     }
 

@@ -6,10 +6,10 @@ use super::backoff::BackOff;
 use super::kind::LockKind;
 use crate::client::ClientInner;
 use crate::conn::Conn;
-use crate::contract::{Acquirer, BoxFuture, Target, Wait};
+use crate::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait};
 use crate::error::Result;
 use crate::keys::lock_channel;
-use crate::scripts::{self, BusyTtl, Notify, Reentry, Released};
+use crate::scripts::{self, Notify, Reentry, Released};
 
 /// The reentrant lock (Redisson `getLock`): whoever asks first after a release
 /// gets it.
@@ -80,10 +80,11 @@ impl Acquirer for ReentrantOps {
         mut conn: Conn,
         lease_ms: u64,
         _queue: bool,
-    ) -> BoxFuture<Result<Option<BusyTtl>>> {
+    ) -> BoxFuture<Result<Outcome>> {
         Box::pin(async move {
             scripts::lock_acquire(&mut conn, self.name(), lease_ms, self.owner(), self.reentry)
                 .await
+                .map(plain)
         })
     }
 

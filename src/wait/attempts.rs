@@ -9,10 +9,9 @@ use tokio::time::Instant;
 use super::pause::Pause;
 use crate::cleanup::OnDrop;
 use crate::client::ClientInner;
-use crate::contract::Acquirer;
+use crate::contract::{Acquirer, Drawn, Outcome};
 use crate::error::{Error, Result};
 use crate::ledger::{settle, Gate, Gated, Slot};
-use crate::scripts::BusyTtl;
 
 /// Sends the attempts of one acquisition through its owner's gate.
 pub(super) struct Attempts<'a> {
@@ -31,13 +30,13 @@ impl Attempts<'_> {
         &self,
         queue: bool,
         gate_deadline: Option<Instant>,
-    ) -> Option<Result<Option<BusyTtl>>> {
+    ) -> Option<Result<Outcome>> {
         let gate = self.slot.enter(gate_deadline).await?;
         let (outcome, mut gate) =
             attempt(self.client, self.acquirer, self.lease_ms, queue, gate).await;
         match &outcome {
-            Ok(None) => *gate += 1,
-            Ok(Some(_)) => {}
+            Ok(Ok(_)) => *gate += 1,
+            Ok(Err(_busy)) => {}
             Err(e) if e.is_surely_not_executed() || e.is_definite_refusal() => {}
             Err(_) => {
                 let (acquirer, releaser) = (self.acquirer.clone(), self.client.releaser.clone());
@@ -64,8 +63,8 @@ pub(crate) async fn within<T>(
 
 /// What one wait-loop step came to.
 pub(super) enum Step {
-    /// Acquired, by the attempt sent at this instant.
-    Acquired(Instant),
+    /// Acquired, by the attempt sent at this instant, with what it drew.
+    Acquired(Instant, Drawn),
     /// Busy: pause like this.
     Busy(Pause),
     /// Nothing tried yet: pause like this first.
@@ -132,7 +131,7 @@ fn attempt(
     lease_ms: u64,
     queue: bool,
     gate: Gate,
-) -> Gated<Option<BusyTtl>> {
+) -> Gated<Outcome> {
     Gated::new(
         acquirer
             .clone()

@@ -26,7 +26,7 @@ use super::pause::{Pause, Sleeper};
 use super::{Hold, Terms};
 use crate::cleanup::OnDrop;
 use crate::client::ClientInner;
-use crate::contract::{Acquirer, Wait};
+use crate::contract::{Acquirer, Drawn, Wait};
 use crate::error::{Error, Result};
 use crate::ledger::Slot;
 use crate::line::{HeldHere, Turn};
@@ -221,9 +221,9 @@ impl<'a> InRedis<'a> {
         let outcome = Box::pin(self.attempts().send(self.queues(), first_deadline)).await;
         match outcome {
             None => Err(self.give_up().await),
-            Some(Ok(None)) => Err(Ok(Some(self.acquired(sent, epoch)))),
-            Some(Ok(Some(ttl))) if self.queues() => Ok(Some(ttl)),
-            Some(Ok(Some(_busy))) => Err(Ok(None)),
+            Some(Ok(Ok(drawn))) => Err(Ok(Some(self.acquired(sent, epoch, drawn)))),
+            Some(Ok(Err(ttl))) if self.queues() => Ok(Some(ttl)),
+            Some(Ok(Err(_busy))) => Err(Ok(None)),
             Some(Err(e)) if self.queues() && e.is_transient() => {
                 // Surely not run, or being settled: try again after a pause.
                 self.failures += 1;
@@ -248,8 +248,8 @@ impl<'a> InRedis<'a> {
             let attempts = self.attempts();
             match within(self.deadline, Box::pin(attempts.send(true, None))).await {
                 None => break,
-                Some(Some(Ok(None))) => return Ok(Some(self.acquired(sent, epoch))),
-                Some(Some(Ok(Some(_busy)))) => self.failures = 0,
+                Some(Some(Ok(Ok(drawn)))) => return Ok(Some(self.acquired(sent, epoch, drawn))),
+                Some(Some(Ok(Err(_busy)))) => self.failures = 0,
                 Some(Some(Err(e))) if e.is_transient() && self.may_retry() => self.failures += 1,
                 Some(Some(Err(e))) => return self.fail(e).await,
                 Some(None) => {}
@@ -293,9 +293,9 @@ impl<'a> InRedis<'a> {
             let step = Box::pin(self.step(&subscription, pause_first, sent));
             let pause = match within(self.deadline, step).await {
                 None => break,
-                Some(Ok(Step::Acquired(sent))) => {
+                Some(Ok(Step::Acquired(sent, drawn))) => {
                     self.client.lines.taken(lock_name);
-                    return Ok(Some(self.acquired(sent, epoch)));
+                    return Ok(Some(self.acquired(sent, epoch, drawn)));
                 }
                 Some(outcome) => match self.after_step(outcome) {
                     Ok(pause) => pause,
@@ -369,8 +369,8 @@ impl<'a> InRedis<'a> {
         }
         subscription.ready().await.map_err(Failure::Subscribe)?;
         match self.attempts().send(true, None).await {
-            Some(Ok(None)) => Ok(Step::Acquired(sent)),
-            Some(Ok(Some(ttl))) => Ok(Step::Busy(Pause::after(ttl, self.acquirer.max_sleep()))),
+            Some(Ok(Ok(drawn))) => Ok(Step::Acquired(sent, drawn)),
+            Some(Ok(Err(ttl))) => Ok(Step::Busy(Pause::after(ttl, self.acquirer.max_sleep()))),
             Some(Err(e)) => Err(Failure::Attempt(e)),
             None => Err(Failure::Attempt(Error::unexpected(
                 "lock attempt",
@@ -390,7 +390,7 @@ impl<'a> InRedis<'a> {
                 Ok(pause)
             }
             Ok(Step::Pause(pause)) => Ok(pause),
-            Ok(Step::Acquired(_)) => Err(Error::unexpected("lock wait", "acquired twice")),
+            Ok(Step::Acquired(..)) => Err(Error::unexpected("lock wait", "acquired twice")),
             Err(failure) if self.may_retry() => {
                 if let Some(e) = failure.fatal() {
                     return Err(e);
@@ -419,8 +419,9 @@ impl<'a> InRedis<'a> {
         self.failures < self.client.config.retry_attempts
     }
 
-    /// The hold the attempt sent at `sent` (on connection `epoch`) took.
-    fn acquired(&mut self, sent: Instant, epoch: u64) -> Hold {
+    /// The hold the attempt sent at `sent` (on connection `epoch`) took, and
+    /// what it drew.
+    fn acquired(&mut self, sent: Instant, epoch: u64, drawn: Drawn) -> Hold {
         self.place.disarm();
         let drift = Drift {
             factor: self.client.config.clock_drift_factor,
@@ -435,6 +436,7 @@ impl<'a> InRedis<'a> {
             lease_ms: self.terms.lease_ms,
             slot: self.slot.clone(),
             epoch,
+            drawn,
         }
     }
 

@@ -51,6 +51,8 @@ pub(crate) struct Hold {
     /// The connection epoch when the acquire that took it was sent: replica sync
     /// must WAIT on that same connection.
     pub(crate) epoch: u64,
+    /// What the acquire drew besides the hold (a fencing token).
+    pub(crate) drawn: crate::contract::Drawn,
 }
 
 /// Acquires with `acquirer`, waiting as `wait` says, then (with replica sync on)
