@@ -143,6 +143,7 @@ mod conn;
 mod connect;
 mod contract;
 mod error;
+mod heuristics;
 mod home;
 mod keys;
 mod ledger;

@@ -23,7 +23,7 @@
 //! - the window closes early when one of this client's waiters takes the lock.
 //!
 //! The count of waiting tasks also tells a fair waiter that it will likely
-//! wait, so it subscribes before its first attempt (see `wait.rs`).
+//! wait, so it subscribes before its first attempt (see `wait/in_redis.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -300,7 +300,9 @@ impl Lines {
         }
         let now = Instant::now();
         let line = lines.entry(lock.clone()).or_default();
-        line.hand_off_until = Some(now + HANDOFF_WINDOW);
+        if crate::heuristics::heuristics().handoff_window {
+            line.hand_off_until = Some(now + HANDOFF_WINDOW);
+        }
         line.released_at = Some(now);
     }
 

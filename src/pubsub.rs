@@ -386,7 +386,7 @@ async fn run_subscriber(
                 }
                 Command::Unsubscribe(name, linger) => {
                     leaving.push(name);
-                    if linger {
+                    if linger && crate::heuristics::heuristics().unsubscribe_linger {
                         flush_at.get_or_insert_with(|| {
                             tokio::time::Instant::now() + UNSUBSCRIBE_LINGER
                         });

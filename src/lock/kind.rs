@@ -4,7 +4,7 @@
 //! its scripts' adapter (an [`Acquirer`]): which scripts acquire and release for
 //! an owner, which hash field counts an owner's holds, how the lock is forced
 //! open and asked whether it is held. [`RLock`](super::RLock), the handle every
-//! kind shares, knows nothing else about kinds; the wait engine (`wait.rs`) and
+//! kind shares, knows nothing else about kinds; the wait engine (`wait/`) and
 //! the watchdog serve them all.
 //!
 //! A trait rather than an enum of operations: a new kind is then one new file,

@@ -1,4 +1,4 @@
-//! The wait loop of the synchronizers: the locks' rules (`wait.rs`) without
+//! The wait loop of the synchronizers: the locks' rules (`wait/`) without
 //! owners, leases or renewal, which a permit or a latch does not have.
 //!
 //! ```text

@@ -341,6 +341,7 @@ impl<'a> InRedis<'a> {
         let joined_others =
             ready && subscription.joined_others() && self.acquirer.class() == Class::Exclusive;
         first_ttl
+            .filter(|_| crate::heuristics::heuristics().sleep_first)
             .filter(|_| stood_before || joined_others)
             .map(|ttl| Pause::after(ttl, self.acquirer.max_sleep()))
     }
@@ -410,7 +411,8 @@ impl<'a> InRedis<'a> {
     /// after this client's own release: then this waiter is the one the
     /// hand-off is for.
     fn wants_wake_jitter(&self, slept_at: Instant) -> bool {
-        !self.acquirer.queues()
+        crate::heuristics::heuristics().wake_jitter
+            && !self.acquirer.queues()
             && self.acquirer.class() == Class::Exclusive
             && !self.client.lines.released_since(self.lock_name(), slept_at)
     }

@@ -230,7 +230,11 @@ async fn acquire_on_primary(
         // Tell the next in line it need not try before this hold's release,
         // whose message it will hear: only if the channel is confirmed now, so
         // the release (sent later) publishes after the subscription.
-        if let Some(mark) = client.pubsub.mark(acquirer.channel()) {
+        let mark = crate::heuristics::heuristics()
+            .held_here
+            .then(|| client.pubsub.mark(acquirer.channel()))
+            .flatten();
+        if let Some(mark) = mark {
             turn.acquired(HeldHere {
                 until: Instant::now() + terms.lease,
                 mark,

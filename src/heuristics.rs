@@ -1,0 +1,63 @@
+//! Every skip-or-delay heuristic of the engine behind one switch, so that each
+//! can be measured off against on with everything else in place (`lockbench`
+//! under `REDISSON_LOCKS_WITHOUT=name,...`; the table is in BENCHMARKS.md). None
+//! of them is needed for safety: each only skips a command or delays an
+//! attempt, and every wait stays bounded by a TTL without it.
+//!
+//! | name | what it does | where |
+//! |---|---|---|
+//! | `handoff_window` | after a release of this client that woke a waiter, its newcomers hold back up to 5 ms behind the woken one | `line.rs` |
+//! | `held_here` | the next at the head of the local line sleeps on the release of the hold the head before took, instead of trying at once | `wait/mod.rs` |
+//! | `wake_jitter` | a waiter woken by another client's release yields a random few times before it tries | `wait/in_redis.rs` |
+//! | `sleep_first` | a waiter joining others of its client that already listen sleeps before its second attempt | `wait/in_redis.rs` |
+//! | `unsubscribe_linger` | a channel's last waiter leaving waits up to 100 ms to unsubscribe with others | `pubsub.rs` |
+//!
+//! The switch is read once per process, from the environment: it is a
+//! measuring hook, not configuration, and a name it does not know is ignored.
+
+use std::sync::OnceLock;
+
+/// Which heuristics are on (all, unless the environment says otherwise).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Heuristics {
+    pub(crate) handoff_window: bool,
+    pub(crate) held_here: bool,
+    pub(crate) wake_jitter: bool,
+    pub(crate) sleep_first: bool,
+    pub(crate) unsubscribe_linger: bool,
+}
+
+/// The environment variable naming the heuristics to switch off, comma-separated.
+const WITHOUT: &str = "REDISSON_LOCKS_WITHOUT";
+
+/// The heuristics in force in this process.
+pub(crate) fn heuristics() -> &'static Heuristics {
+    static IN_FORCE: OnceLock<Heuristics> = OnceLock::new();
+    IN_FORCE.get_or_init(|| parse(&std::env::var(WITHOUT).unwrap_or_default()))
+}
+
+fn parse(without: &str) -> Heuristics {
+    let off = |name: &str| without.split(',').any(|n| n.trim() == name);
+    Heuristics {
+        handoff_window: !off("handoff_window"),
+        held_here: !off("held_here"),
+        wake_jitter: !off("wake_jitter"),
+        sleep_first: !off("sleep_first"),
+        unsubscribe_linger: !off("unsubscribe_linger"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_are_on_unless_named() {
+        let all = parse("");
+        assert!(all.handoff_window && all.held_here && all.wake_jitter);
+        assert!(all.sleep_first && all.unsubscribe_linger);
+        let some = parse("wake_jitter, sleep_first,unknown");
+        assert!(!some.wake_jitter && !some.sleep_first);
+        assert!(some.handoff_window && some.held_here && some.unsubscribe_linger);
+    }
+}
