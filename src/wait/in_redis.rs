@@ -48,6 +48,8 @@ pub(super) async fn wait_in_redis(
     listening: Option<Subscription>,
     head: Option<&Turn>,
 ) -> Result<Option<Hold>> {
+    // Kept here, and lent to each phase: a phase that took it by value would
+    // make this future carry it twice (a moved-from local keeps its space).
     let mut waiter = InRedis::new(client, acquirer, terms, (wait, deadline), head);
     let hold_back = waiter.hold_back();
     let early = waiter.early_subscription(listening);
@@ -234,7 +236,7 @@ impl<'a> InRedis<'a> {
     }
 
     /// A spin lock: no subscription, no message; back off and retry.
-    async fn spin(mut self, backoff: BackOff) -> Result<Option<Hold>> {
+    async fn spin(&mut self, backoff: BackOff) -> Result<Option<Hold>> {
         let mut retry = 0u32;
         loop {
             let pause_until = Instant::now() + backoff.pause(retry);
@@ -261,7 +263,7 @@ impl<'a> InRedis<'a> {
     /// Waits on the lock's channel: attempts, and sleeps until woken (or the
     /// lock's TTL, or the deadline) in between.
     async fn listen(
-        mut self,
+        &mut self,
         (early, epoch): (Option<Subscription>, u64),
         first_ttl: Option<BusyTtl>,
         hold_back: Option<Instant>,
