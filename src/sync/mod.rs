@@ -145,7 +145,19 @@ where
 /// How long a settle of a synchronizer's acquire keeps trying: a reconnect
 /// and a few replies' worth.
 fn settle_budget(config: &crate::Config) -> std::time::Duration {
-    config.timeout * 4 + std::time::Duration::from_secs(10)
+    config
+        .timeout
+        .saturating_mul(4)
+        .saturating_add(std::time::Duration::from_secs(10))
+}
+
+/// How long a semaphore acquire's mark lives: past the end of any settle that
+/// may read it (one starts at most a reply timeout after the acquire ran), and
+/// never past what Redis can be told.
+fn mark_ttl(config: &crate::Config) -> std::time::Duration {
+    settle_budget(config)
+        .saturating_add(config.timeout.saturating_mul(2))
+        .min(crate::MAX_DURATION)
 }
 
 #[cfg(test)]

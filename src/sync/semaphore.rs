@@ -407,7 +407,7 @@ impl RSemaphore {
             forget: self.forget.take(),
             ttl_ms: crate::config::duration_to_millis(
                 "semaphore mark",
-                super::settle_budget(&self.client.config) + self.client.config.timeout * 2,
+                super::mark_ttl(&self.client.config),
             )?,
         };
         let (mut conn, name, sent) = (self.client.conn.clone(), self.name.clone(), marks.clone());
