@@ -92,7 +92,7 @@ end
 -- Called first by every script (so a line that exists has its TTL set) and
 -- after a join that created it.
 local function line_expires(queue, timeouts, ttl)
-    if redis.call('pttl', queue) < ttl then
+    if redis.call('pttl', queue) < ttl or redis.call('pttl', timeouts) < ttl then
         redis.call('pexpire', queue, ttl)
         redis.call('pexpire', timeouts, ttl)
     end

@@ -18,6 +18,7 @@ local message, now, publish = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local grace, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 
 evict_stale_heads(lock, queue, timeouts, now, nil, cap)
+line_expires(queue, timeouts, cap)
 if redis.call('del', lock) == 1 then
     hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
     return 1

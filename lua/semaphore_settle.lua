@@ -17,8 +17,10 @@ local taken = redis.call('get', mark)
 if taken == false then
     return 0
 end
-redis.call('del', mark)
+-- INCRBY first: on a semaphore someone overwrote with a non-number it fails
+-- before anything is written, and the mark stays for a later settle.
 local available = redis.call('incrby', semaphore, taken)
+redis.call('del', mark)
 if available > 0 then
     redis.call(publish, channel, available)
 end

@@ -19,7 +19,8 @@
 //! forbidden or harmful: inside a runtime (a `LocalSet`, a current-thread runtime,
 //! a worker) it hands the wait to that runtime's blocking pool, which a shutting
 //! down runtime waits for, so the end of `#[tokio::main]` still lets the queued
-//! releases go out; on a plain thread it waits there.
+//! releases go out (a pool already shutting down refuses the job, and the drop
+//! then waits where it is); on a plain thread it waits there.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -155,12 +156,28 @@ impl Drop for Background {
         }
         match Handle::try_current() {
             // Blocking here may be forbidden (a `LocalSet`) or would stall the
-            // runtime; its blocking pool waits instead, and a runtime that shuts
-            // down waits for its blocking pool.
+            // runtime: its blocking pool waits instead, and a runtime that shuts
+            // down waits for its blocking pool. A pool that has begun to shut
+            // down (this client dropped with a task as a multi-thread runtime
+            // ends) drops the job unrun, and with it the guard, which then waits
+            // here: blocking while the runtime ends anyway, so that the queued
+            // releases still go out.
             Ok(runtime) => {
-                drop(runtime.spawn_blocking(move || join_reporting(thread)));
+                let join = JoinOnDrop(Some(thread));
+                drop(runtime.spawn_blocking(move || drop(join)));
             }
             Err(_) => join_reporting(thread),
+        }
+    }
+}
+
+/// Waits for the client's thread when dropped, wherever that is.
+struct JoinOnDrop(Option<std::thread::JoinHandle<()>>);
+
+impl Drop for JoinOnDrop {
+    fn drop(&mut self) {
+        if let Some(thread) = self.0.take() {
+            join_reporting(thread);
         }
     }
 }
@@ -337,6 +354,35 @@ mod tests {
         }
         // The caller's runtime is gone; the work still completes.
         assert!(finished.recv_timeout(Duration::from_secs(5)).is_ok());
+    }
+
+    #[test]
+    fn a_client_dropped_as_its_runtime_ends_still_sends_its_cleanup() {
+        for multi_thread in [true, false] {
+            let mut builder = if multi_thread {
+                tokio::runtime::Builder::new_multi_thread()
+            } else {
+                tokio::runtime::Builder::new_current_thread()
+            };
+            let runtime = builder.enable_all().build().unwrap();
+            let background = Background::start(Duration::from_secs(5)).unwrap();
+            let (done, finished) = std::sync::mpsc::channel();
+            background.spawner().spawn_cleanup(async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let _ = done.send(());
+            });
+            // A task that still holds the client when the runtime ends: it is
+            // dropped during the runtime's shutdown.
+            runtime.spawn(async move {
+                let _background = background;
+                std::future::pending::<()>().await;
+            });
+            drop(runtime);
+            assert!(
+                finished.try_recv().is_ok(),
+                "the runtime ended before the cleanup ran (multi-thread: {multi_thread})"
+            );
+        }
     }
 
     #[test]

@@ -43,11 +43,14 @@ impl OnDrop {
         *self.work() = None;
     }
 
-    /// Runs the work now, on the caller's task, and disarms.
+    /// Runs the work now, on the caller's task, and disarms once it is done.
+    /// Polled in place: if this future is dropped half way, the work is still
+    /// armed, and the drop finishes it from the client's thread.
     pub(crate) async fn run_now(&mut self) {
-        if let Some((_, work)) = self.work().take() {
-            work.await;
+        if let Some((_, work)) = self.work() {
+            work.as_mut().await;
         }
+        *self.work() = None;
     }
 
     fn work(&mut self) -> &mut Option<(Conn, Work)> {

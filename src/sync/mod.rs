@@ -117,20 +117,39 @@ fn may_have_run(e: &Error) -> bool {
     !(e.is_surely_not_executed() || e.is_definite_refusal())
 }
 
+/// How a synchronizer's settle retries, taken from the client's config: a
+/// value of its own, so that a settle running in the background holds the
+/// connection and nothing else of the client (a client whose last handle goes
+/// during a settle still ends, and waits for the settle as for any cleanup).
+#[derive(Debug, Clone, Copy)]
+struct SettleTerms {
+    retry_interval: std::time::Duration,
+    budget: std::time::Duration,
+}
+
+impl SettleTerms {
+    fn of(config: &crate::Config) -> Self {
+        SettleTerms {
+            retry_interval: config.retry_interval,
+            budget: settle_budget(config),
+        }
+    }
+}
+
 /// Runs `step` (a settle: safe to repeat) until it succeeds, retrying a
 /// transient failure after a pause drawn with full jitter up to
-/// `retry_interval`, for at most [`settle_budget`]; says so if it gave up.
-async fn settle_retrying<F, Fut>(config: &crate::Config, what: &str, mut step: F)
+/// `retry_interval`, for at most the budget; says so if it gave up.
+async fn settle_retrying<F, Fut>(terms: SettleTerms, what: &str, mut step: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    let deadline = tokio::time::Instant::now() + settle_budget(config);
+    let deadline = tokio::time::Instant::now() + terms.budget;
     loop {
         match step().await {
             Ok(()) => return,
             Err(e) if e.is_transient() && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(crate::lock::jitter(config.retry_interval)).await;
+                tokio::time::sleep(crate::lock::jitter(terms.retry_interval)).await;
             }
             Err(e) => {
                 crate::trace::warn_event!(

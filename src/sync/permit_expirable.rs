@@ -380,7 +380,8 @@ impl RPermitExpirableSemaphore {
         &self,
         id: PermitId,
     ) -> impl FnOnce(Took<PermitsTaken>) -> BoxFuture<()> + Send + 'static {
-        let (client, keys) = (self.client.clone(), self.keys.clone());
+        let (conn, keys) = (self.client.conn.clone(), self.keys.clone());
+        let terms = super::SettleTerms::of(&self.client.config);
         move |took| {
             Box::pin(async move {
                 if let Took::Surely(PermitsTaken::Busy(_)) = took {
@@ -390,8 +391,8 @@ impl RPermitExpirableSemaphore {
                     "permit-expirable semaphore {:?} (permit {id})",
                     keys.semaphore
                 );
-                super::settle_retrying(&client.config, &what, || {
-                    let (mut conn, keys) = (client.conn.clone(), &keys);
+                super::settle_retrying(terms, &what, || {
+                    let (mut conn, keys) = (conn.clone(), &keys);
                     async move { scripts::pes_release(&mut conn, keys, &id.0).await.map(drop) }
                 })
                 .await;

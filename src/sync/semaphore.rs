@@ -415,16 +415,15 @@ impl RSemaphore {
             let taken = scripts::semaphore_acquire(&mut conn, &name, &sent, permits).await?;
             Ok(taken.then_some(()))
         });
-        let (client, name, channel, mark) = (
-            self.client.clone(),
-            self.name.clone(),
-            self.channel.clone(),
-            marks.this.clone(),
+        let (conn, terms) = (
+            self.client.conn.clone(),
+            super::SettleTerms::of(&self.client.config),
         );
+        let (name, channel, mark) = (self.name.clone(), self.channel.clone(), marks.this.clone());
         let undo = move |_took| async move {
             let what = format!("semaphore {name:?}");
-            super::settle_retrying(&client.config, &what, || {
-                let mut conn = client.conn.clone();
+            super::settle_retrying(terms, &what, || {
+                let mut conn = conn.clone();
                 let (name, channel, mark) = (&name, &channel, &mark);
                 async move {
                     scripts::semaphore_settle(&mut conn, name, channel, mark)
