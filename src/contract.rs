@@ -55,9 +55,9 @@ pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
     fn channel(&self) -> &str {
         &self.target().channel
     }
-    /// Whether this waiter wants a shared hold (a read) or an exclusive one.
-    fn class(&self) -> Class {
-        Class::Exclusive
+    /// How this kind's waiters wait (see [`Waits`]): stated once, read once.
+    fn waits(&self) -> Waits {
+        Waits::LISTENING
     }
     /// One atomic attempt: acquired, with what it drew, or busy. With `queue`,
     /// a fair lock keeps (or takes) the caller's place in line.
@@ -70,29 +70,66 @@ pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
     /// Releases one hold of this owner, restarting the lease of any that remain
     /// with `lease_ms` (never shortening it).
     fn release(self: Arc<Self>, conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>>;
-    /// Does a busy attempt leave state behind (a queue place) that a waiter
-    /// giving up must remove with [`abandon`](Acquirer::abandon)?
-    fn queues(&self) -> bool {
-        false
-    }
-    /// Leaves the queue. Only called when [`queues`](Acquirer::queues) is true.
+    /// Leaves the queue. Only called for a kind that [queues](Between::Queues).
     fn abandon(self: Arc<Self>, _conn: Conn) -> BoxFuture<Result<()>> {
         Box::pin(async { Ok(()) })
     }
-    /// The longest a waiter may sleep between attempts, whatever the TTL says.
-    fn max_sleep(&self) -> Option<Duration> {
-        None
+}
+
+/// How a kind's waiters wait: what the engine would otherwise ask a kind in
+/// many places, answered once by [`Acquirer::waits`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Waits {
+    /// A shared hold (a read) or an exclusive one: which wake-ups concern the
+    /// waiter.
+    pub(crate) class: Class,
+    /// What the waiter does between two attempts.
+    pub(crate) between: Between,
+    /// This client's waiters wait in a local line, one at a time in Redis
+    /// (see `Lines::enter`): for the non-fair exclusive kinds that sleep on
+    /// messages.
+    pub(crate) local_line: bool,
+}
+
+/// What a waiter does between two attempts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Between {
+    /// Sleeps on the kind's channel until woken, at most the busy TTL.
+    Listens,
+    /// The same, holding a place in a queue kept in Redis (the fair lock),
+    /// which a waiter that gives up leaves ([`Acquirer::abandon`]); it sleeps at
+    /// most `max_sleep`, whatever the TTL says.
+    Queues { max_sleep: Duration },
+    /// Backs off and retries, on no channel (the spin lock).
+    Spins(crate::lock::BackOff),
+}
+
+impl Waits {
+    /// An exclusive waiter sleeping on its channel, in Redis.
+    pub(crate) const LISTENING: Waits = Waits {
+        class: Class::Exclusive,
+        between: Between::Listens,
+        local_line: false,
+    };
+
+    /// Does a busy attempt leave a queue place that a waiter giving up must
+    /// leave?
+    pub(crate) fn queues(&self) -> bool {
+        matches!(self.between, Between::Queues { .. })
     }
-    /// For a spin lock: how to pause between attempts. Such a waiter neither
-    /// subscribes nor listens; it backs off and retries.
-    fn backoff(&self) -> Option<crate::lock::BackOff> {
-        None
+
+    /// The longest sleep between attempts, whatever the TTL says.
+    pub(crate) fn max_sleep(&self) -> Option<Duration> {
+        match self.between {
+            Between::Queues { max_sleep } => Some(max_sleep),
+            Between::Listens | Between::Spins(_) => None,
+        }
     }
-    /// Do this client's waiters of this kind wait in a local line, one at a
-    /// time in Redis (see `Lines::enter`)? For the non-fair exclusive kinds
-    /// that sleep on unlock messages.
-    fn local_line(&self) -> bool {
-        false
+
+    /// Exclusive, sleeping on messages, in no queue: whoever asks first after
+    /// a release gets it, so the hand-off window and the wake jitter concern it.
+    pub(crate) fn barges(&self) -> bool {
+        self.class == Class::Exclusive && matches!(self.between, Between::Listens)
     }
 }
 

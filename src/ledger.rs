@@ -352,7 +352,7 @@ async fn settle_once(
             break;
         }
     }
-    if acquirer.queues() {
+    if acquirer.waits().queues() {
         acquirer.clone().abandon(releaser.conn().clone()).await?;
     }
     Ok(())

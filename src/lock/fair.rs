@@ -14,7 +14,7 @@ use crate::client::ClientInner;
 use crate::conn::Conn;
 
 use crate::config::duration_to_millis;
-use crate::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait};
+use crate::contract::{plain, Acquirer, Between, BoxFuture, Outcome, Target, Wait, Waits};
 use crate::error::Result;
 use crate::keys::fair_waiter_channel;
 use crate::scripts::{self, FairKeys, Handoff, Reentry, Released};
@@ -174,8 +174,13 @@ impl Acquirer for FairOps {
         })
     }
 
-    fn queues(&self) -> bool {
-        true
+    fn waits(&self) -> Waits {
+        Waits {
+            between: Between::Queues {
+                max_sleep: self.max_sleep,
+            },
+            ..Waits::LISTENING
+        }
     }
 
     fn abandon(self: Arc<Self>, mut conn: Conn) -> BoxFuture<Result<()>> {
@@ -185,9 +190,5 @@ impl Acquirer for FairOps {
                 .await?;
             Ok(())
         })
-    }
-
-    fn max_sleep(&self) -> Option<Duration> {
-        Some(self.max_sleep)
     }
 }

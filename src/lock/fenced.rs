@@ -20,7 +20,7 @@ use super::reentrant::{Reentrant, ReentrantOps};
 use super::rlock::RLock;
 use crate::client::ClientInner;
 use crate::conn::Conn;
-use crate::contract::{Acquirer, BoxFuture, Drawn, Outcome, Target, Wait};
+use crate::contract::{Acquirer, BoxFuture, Drawn, Outcome, Target, Wait, Waits};
 use crate::error::{Error, Result};
 use crate::keys::fenced_token;
 use crate::scripts::{self, Reentry, Released};
@@ -85,8 +85,8 @@ impl Acquirer for FencedOps {
         self.reentrant.clone().release(conn, lease_ms)
     }
 
-    fn local_line(&self) -> bool {
-        true
+    fn waits(&self) -> Waits {
+        self.reentrant.waits()
     }
 }
 

@@ -9,7 +9,7 @@ use super::kind::LockKind;
 use super::rlock::RLock;
 use crate::client::ClientInner;
 use crate::contract::RenewKind;
-use crate::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait};
+use crate::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait, Waits};
 use crate::error::{Error, Result};
 use crate::keys::rwlock_channel;
 use crate::pubsub::Class;
@@ -232,8 +232,11 @@ impl Acquirer for ReadOps {
         (self.owner(), RenewKind::ReadHolds)
     }
 
-    fn class(&self) -> Class {
-        Class::Shared
+    fn waits(&self) -> Waits {
+        Waits {
+            class: Class::Shared,
+            ..Waits::LISTENING
+        }
     }
 
     fn attempt(
@@ -293,8 +296,11 @@ impl Acquirer for WriteOps {
     /// Writers wait in this client's local line, as the reentrant lock's
     /// waiters do: one in Redis, the others parked (readers share the lock and
     /// never park behind a writer).
-    fn local_line(&self) -> bool {
-        true
+    fn waits(&self) -> Waits {
+        Waits {
+            local_line: true,
+            ..Waits::LISTENING
+        }
     }
 
     fn attempt(

@@ -6,7 +6,7 @@ use super::backoff::BackOff;
 use super::kind::LockKind;
 use crate::client::ClientInner;
 use crate::conn::Conn;
-use crate::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait};
+use crate::contract::{plain, Acquirer, Between, BoxFuture, Outcome, Target, Wait, Waits};
 use crate::error::Result;
 use crate::keys::lock_channel;
 use crate::scripts::{self, Notify, Reentry, Released};
@@ -88,13 +88,18 @@ impl Acquirer for ReentrantOps {
         })
     }
 
-    fn backoff(&self) -> Option<BackOff> {
-        self.backoff
-    }
-
-    fn local_line(&self) -> bool {
-        // A spin lock's waiters never sleep on a message; they keep retrying.
-        self.backoff.is_none()
+    fn waits(&self) -> Waits {
+        match self.backoff {
+            // A spin lock's waiters never sleep on a message; they keep retrying.
+            Some(backoff) => Waits {
+                between: Between::Spins(backoff),
+                ..Waits::LISTENING
+            },
+            None => Waits {
+                local_line: true,
+                ..Waits::LISTENING
+            },
+        }
     }
 
     fn release(self: Arc<Self>, mut conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>> {

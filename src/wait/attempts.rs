@@ -106,7 +106,7 @@ pub(super) fn queue_place(
     acquirer: &Arc<dyn Acquirer>,
     queued: bool,
 ) -> OnDrop {
-    if !(queued && acquirer.queues()) {
+    if !(queued && acquirer.waits().queues()) {
         return OnDrop::disarmed();
     }
     let (acquirer, conn) = (acquirer.clone(), client.conn.clone());

@@ -26,7 +26,7 @@ use super::pause::{Pause, Sleeper};
 use super::{Hold, Terms};
 use crate::cleanup::OnDrop;
 use crate::client::ClientInner;
-use crate::contract::{Acquirer, Drawn, Wait};
+use crate::contract::{Acquirer, Between, Drawn, Wait, Waits};
 use crate::error::{Error, Result};
 use crate::ledger::Slot;
 use crate::line::{HeldHere, Turn};
@@ -70,9 +70,11 @@ pub(super) async fn wait_in_redis(
     if waiter.expired() {
         return waiter.give_up().await;
     }
-    match acquirer.backoff() {
-        Some(backoff) => waiter.spin(backoff).await,
-        None => waiter.listen((early, epoch), first_ttl, hold_back).await,
+    match waiter.waits.between {
+        Between::Spins(backoff) => waiter.spin(backoff).await,
+        Between::Listens | Between::Queues { .. } => {
+            waiter.listen((early, epoch), first_ttl, hold_back).await
+        }
     }
 }
 
@@ -80,6 +82,8 @@ pub(super) async fn wait_in_redis(
 struct InRedis<'a> {
     client: &'a Arc<ClientInner>,
     acquirer: &'a Arc<dyn Acquirer>,
+    /// How the kind's waiters wait, asked once.
+    waits: Waits,
     terms: Terms,
     wait: Wait,
     deadline: Option<Instant>,
@@ -117,6 +121,7 @@ impl<'a> InRedis<'a> {
         InRedis {
             client,
             acquirer,
+            waits: acquirer.waits(),
             terms,
             wait,
             deadline,
@@ -167,10 +172,7 @@ impl<'a> InRedis<'a> {
         let behind_hand_off = || {
             // Exclusive waiters only: a reader shares the lock with whoever the
             // release woke.
-            let barging_kind = self.acquirer.backoff().is_none()
-                && !self.acquirer.queues()
-                && self.acquirer.class() == Class::Exclusive;
-            (self.queues() && barging_kind)
+            (self.queues() && self.waits.barges())
                 .then(|| match self.head {
                     Some(head) => head.hold_back_until(),
                     None => self.client.lines.hold_back_until(self.lock_name()),
@@ -191,18 +193,16 @@ impl<'a> InRedis<'a> {
     fn early_subscription(&self, listening: Option<Subscription>) -> Option<Subscription> {
         listening.or_else(|| {
             let fair_behind_others = self.queues()
-                && self.acquirer.queues()
+                && self.waits.queues()
                 && self.client.lines.waiting(self.lock_name()) > 0;
             fair_behind_others.then(|| self.subscribe())
         })
     }
 
     fn subscribe(&self) -> Subscription {
-        self.client.pubsub.subscribe(
-            self.acquirer.channel(),
-            self.lock_name(),
-            self.acquirer.class(),
-        )
+        self.client
+            .pubsub
+            .subscribe(self.acquirer.channel(), self.lock_name(), self.waits.class)
     }
 
     /// The uncontended path: one attempt, no subscription. However short the
@@ -341,11 +341,11 @@ impl<'a> InRedis<'a> {
         let stood_before =
             subscribed_early && ready && self.client.pubsub.connection_epoch() == epoch;
         let joined_others =
-            ready && subscription.joined_others() && self.acquirer.class() == Class::Exclusive;
+            ready && subscription.joined_others() && self.waits.class == Class::Exclusive;
         first_ttl
             .filter(|_| crate::heuristics::heuristics().sleep_first)
             .filter(|_| stood_before || joined_others)
-            .map(|ttl| Pause::after(ttl, self.acquirer.max_sleep()))
+            .map(|ttl| Pause::after(ttl, self.waits.max_sleep()))
     }
 
     /// A hold-back behind the local holder is trusted only while the
@@ -373,7 +373,7 @@ impl<'a> InRedis<'a> {
         subscription.ready().await.map_err(Failure::Subscribe)?;
         match self.attempts().send(true, None).await {
             Some(Ok(Ok(drawn))) => Ok(Step::Acquired(sent, drawn)),
-            Some(Ok(Err(ttl))) => Ok(Step::Busy(Pause::after(ttl, self.acquirer.max_sleep()))),
+            Some(Ok(Err(ttl))) => Ok(Step::Busy(Pause::after(ttl, self.waits.max_sleep()))),
             Some(Err(e)) => Err(Failure::Attempt(e)),
             None => Err(Failure::Attempt(Error::unexpected(
                 "lock attempt",
@@ -414,8 +414,7 @@ impl<'a> InRedis<'a> {
     /// hand-off is for.
     fn wants_wake_jitter(&self, slept_at: Instant) -> bool {
         crate::heuristics::heuristics().wake_jitter
-            && !self.acquirer.queues()
-            && self.acquirer.class() == Class::Exclusive
+            && self.waits.barges()
             && !self.client.lines.released_since(self.lock_name(), slept_at)
     }
 

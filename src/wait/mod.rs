@@ -165,7 +165,8 @@ async fn acquire_on_primary(
     // already or be waiting for it elsewhere (a task's sibling futures, one
     // explicit id on two tasks), and must not wait behind waiters that wait
     // for it. Never a one-off try (it never waits).
-    let in_line = new_owner && acquirer.local_line() && !matches!(wait, Wait::Once);
+    let waits = acquirer.waits();
+    let in_line = new_owner && waits.local_line && !matches!(wait, Wait::Once);
     let (mut turn, mut listening) = (None, None);
     let parked = match in_line.then(|| client.lines.enter(lock_name)) {
         Some(Entry::Turn(first)) => {
@@ -181,7 +182,7 @@ async fn acquire_on_primary(
         listening = Some(
             client
                 .pubsub
-                .subscribe(acquirer.channel(), lock_name, acquirer.class()),
+                .subscribe(acquirer.channel(), lock_name, waits.class),
         );
         // Not `within`: this state is what a parked waiter weighs, and a timer
         // (boxed, for the timed waits only) would double it.
