@@ -311,33 +311,32 @@ async fn settle_telling(
         }
     };
     let deadline = Instant::now() + Duration::from_millis(lease_ms) + settling.budget;
-    let mut failed = 0u32;
-    loop {
-        match settle_once(&acquirer, &releaser, *gate, lease_ms).await {
-            Ok(()) => {
-                tell(true);
-                return;
-            }
-            Err(e) if e.is_transient() && Instant::now() < deadline => {
-                failed = failed.saturating_add(1);
-                if failed > settling.caller_attempts {
-                    tell(false);
-                }
-                tokio::time::sleep(crate::lock::jitter(settling.retry)).await;
-            }
-            // Out of budget (or refused for good): a hold that did land was
-            // never renewed and ends with its lease.
-            Err(e) => {
+    let believed = *gate;
+    let settled = crate::retry::until_settled(
+        deadline,
+        settling.retry,
+        || settle_once(&acquirer, &releaser, believed, lease_ms),
+        |failed| {
+            if failed > settling.caller_attempts {
                 tell(false);
-                crate::trace::warn_event!(
-                    "lock {:?}: settling an operation of unknown outcome gave up (a hold it \
-                     took ends with its lease): {e}",
-                    acquirer.name()
-                );
-                return;
             }
+        },
+    )
+    .await;
+    match settled {
+        Ok(()) => tell(true),
+        // Out of budget (or refused for good): a hold that did land was never
+        // renewed and ends with its lease.
+        Err(e) => {
+            tell(false);
+            crate::trace::warn_event!(
+                "lock {:?}: settling an operation of unknown outcome gave up (a hold it \
+                 took ends with its lease): {e}",
+                acquirer.name()
+            );
         }
     }
+    drop(gate);
 }
 
 async fn settle_once(

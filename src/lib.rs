@@ -154,6 +154,7 @@ mod owner;
 mod pubsub;
 mod release;
 mod replication;
+mod retry;
 mod scripts;
 mod self_wait;
 #[cfg(feature = "sentinel")]

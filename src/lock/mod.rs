@@ -29,18 +29,7 @@ pub(crate) use spin::Spin;
 
 use std::time::Duration;
 
-/// A pseudo-random duration in `[0, span]`, good enough to spread retries (a
-/// spin lock's back-off, the pause between two rounds of a multi-lock or RedLock,
-/// and every retry after a transient failure: full jitter up to
-/// `Config::retry_interval`, so waiters that failed together retry apart).
-pub(crate) fn jitter(span: Duration) -> Duration {
-    let nanos = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
-    if nanos == 0 {
-        return Duration::ZERO;
-    }
-    let bits = uuid::Uuid::new_v4().as_u64_pair().0;
-    Duration::from_nanos(bits % nanos.saturating_add(1))
-}
+pub(crate) use crate::retry::jitter;
 
 /// The longest random pause between two rounds of a multi-lock or RedLock: two
 /// callers that met head on do not start their next rounds together.

@@ -145,19 +145,10 @@ where
     Fut: Future<Output = Result<()>>,
 {
     let deadline = tokio::time::Instant::now() + terms.budget;
-    loop {
-        match step().await {
-            Ok(()) => return,
-            Err(e) if e.is_transient() && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(crate::lock::jitter(terms.retry_interval)).await;
-            }
-            Err(e) => {
-                crate::trace::warn_event!(
-                    "{what}: settling an acquire of unknown outcome gave up: {e}"
-                );
-                return;
-            }
-        }
+    let settled =
+        crate::retry::until_settled(deadline, terms.retry_interval, &mut step, |_| {}).await;
+    if let Err(e) = settled {
+        crate::trace::warn_event!("{what}: settling an acquire of unknown outcome gave up: {e}");
     }
 }
 

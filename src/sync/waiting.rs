@@ -108,7 +108,7 @@ where
             {
                 failures += 1;
                 // Full jitter: waiters that failed together retry apart.
-                crate::lock::jitter(config.retry_interval)
+                crate::retry::jitter(config.retry_interval)
             }
             Some(Err((e, _))) => return Err(e),
         };
