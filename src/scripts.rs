@@ -701,7 +701,7 @@ pub(crate) async fn semaphore_acquire(
 
 /// The marks one semaphore attempt sends: its own, and those of earlier
 /// attempts whose replies came, to delete (see `semaphore_acquire.lua`).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct AcquireMarks {
     pub(crate) this: String,
     pub(crate) forget: Vec<String>,

@@ -399,32 +399,31 @@ impl RSemaphore {
     /// (see `semaphore_acquire.lua`): if its future is dropped, or its reply
     /// never comes, the settle gives back what the mark says it took.
     async fn attempt(&self, permits: u32) -> Result<Attempt<()>> {
+        let mark =
+            crate::keys::semaphore_mark(&self.name, &uuid::Uuid::new_v4().simple().to_string());
         let marks = scripts::AcquireMarks {
-            this: crate::keys::semaphore_mark(
-                &self.name,
-                &uuid::Uuid::new_v4().simple().to_string(),
-            ),
+            this: mark.clone(),
             forget: self.forget.take(),
             ttl_ms: crate::config::duration_to_millis(
                 "semaphore mark",
                 super::mark_ttl(&self.client.config),
             )?,
         };
-        let (mut conn, name, sent) = (self.client.conn.clone(), self.name.clone(), marks.clone());
+        let (mut conn, name) = (self.client.conn.clone(), self.name.clone());
         let call: BoxFuture<Result<Option<()>>> = Box::pin(async move {
-            let taken = scripts::semaphore_acquire(&mut conn, &name, &sent, permits).await?;
+            let taken = scripts::semaphore_acquire(&mut conn, &name, &marks, permits).await?;
             Ok(taken.then_some(()))
         });
         let (conn, terms) = (
             self.client.conn.clone(),
             super::SettleTerms::of(&self.client.config),
         );
-        let (name, channel, mark) = (self.name.clone(), self.channel.clone(), marks.this.clone());
+        let (name, channel, settled_mark) = (self.name.clone(), self.channel.clone(), mark.clone());
         let undo = move |_took| async move {
             let what = format!("semaphore {name:?}");
             super::settle_retrying(terms, &what, || {
                 let mut conn = conn.clone();
-                let (name, channel, mark) = (&name, &channel, &mark);
+                let (name, channel, mark) = (&name, &channel, &settled_mark);
                 async move {
                     scripts::semaphore_settle(&mut conn, name, channel, mark)
                         .await
@@ -437,7 +436,7 @@ impl RSemaphore {
         let taken = settled_acquire(&self.client.conn, call, undo).await?;
         Ok(match taken {
             Some(()) => {
-                self.forget.remember(marks.this);
+                self.forget.remember(mark);
                 Attempt::Done(())
             }
             None => Attempt::NotYet(None),

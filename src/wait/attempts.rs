@@ -97,16 +97,17 @@ impl Failure {
     }
 }
 
-/// A fair waiter's place in line, left on every way out but success: `keep()`
-/// (acquired: the acquire consumed it) disarms it, `leave()` leaves now, and a
-/// dropped future leaves from the client's thread. A failure to leave leaves the
+/// A fair waiter's place in line (`queued`: the kind queues and this wait
+/// tries more than once), left on every way out but success: disarmed when
+/// acquired (the acquire consumed it), run now on any other way out, and left
+/// from the client's thread by a dropped future. A failure to leave leaves the
 /// place to expire at its deadline, when the queue skips it.
 pub(super) fn queue_place(
     client: &ClientInner,
     acquirer: &Arc<dyn Acquirer>,
     queued: bool,
 ) -> OnDrop {
-    if !(queued && acquirer.waits().queues()) {
+    if !queued {
         return OnDrop::disarmed();
     }
     let (acquirer, conn) = (acquirer.clone(), client.conn.clone());

@@ -116,12 +116,14 @@ impl<'a> InRedis<'a> {
         let registration = terms
             .renewed
             .then(|| client.watchdog.register(acquirer.name(), field, kind));
+        let waits = acquirer.waits();
+        let keeps_trying = !matches!(wait, Wait::Once);
         // A fair waiter may hold a place in line from its first attempt on.
-        let place = queue_place(client, acquirer, !matches!(wait, Wait::Once));
+        let place = queue_place(client, acquirer, keeps_trying && waits.queues());
         InRedis {
             client,
             acquirer,
-            waits: acquirer.waits(),
+            waits,
             terms,
             wait,
             deadline,
@@ -138,8 +140,9 @@ impl<'a> InRedis<'a> {
         &self.acquirer.target().name
     }
 
-    /// Does this wait try more than once (and so may queue)?
-    fn queues(&self) -> bool {
+    /// Does this wait try more than once (so that a fair waiter joins the
+    /// queue)? Not the kind's `waits.queues()`: whether the kind has a queue.
+    fn keeps_trying(&self) -> bool {
         !matches!(self.wait, Wait::Once)
     }
 
@@ -172,7 +175,7 @@ impl<'a> InRedis<'a> {
         let behind_hand_off = || {
             // Exclusive waiters only: a reader shares the lock with whoever the
             // release woke.
-            (self.queues() && self.waits.barges())
+            (self.keeps_trying() && self.waits.barges())
                 .then(|| match self.head {
                     Some(head) => head.hold_back_until(),
                     None => self.client.lines.hold_back_until(self.lock_name()),
@@ -192,7 +195,7 @@ impl<'a> InRedis<'a> {
     /// between its first attempt (which joins the line) and its sleep.
     fn early_subscription(&self, listening: Option<Subscription>) -> Option<Subscription> {
         listening.or_else(|| {
-            let fair_behind_others = self.queues()
+            let fair_behind_others = self.keeps_trying()
                 && self.waits.queues()
                 && self.client.lines.waiting(self.lock_name()) > 0;
             fair_behind_others.then(|| self.subscribe())
@@ -220,13 +223,13 @@ impl<'a> InRedis<'a> {
         // Boxed here and below: a waiter's future is as large as its largest
         // state, and an attempt in flight is large but brief; boxing it keeps a
         // sleeping waiter small (many thousands may sleep at once).
-        let outcome = Box::pin(self.attempts().send(self.queues(), first_deadline)).await;
+        let outcome = Box::pin(self.attempts().send(self.keeps_trying(), first_deadline)).await;
         match outcome {
             None => Err(self.give_up().await),
             Some(Ok(Ok(drawn))) => Err(Ok(Some(self.acquired(sent, epoch, drawn)))),
-            Some(Ok(Err(ttl))) if self.queues() => Ok(Some(ttl)),
+            Some(Ok(Err(ttl))) if self.keeps_trying() => Ok(Some(ttl)),
             Some(Ok(Err(_busy))) => Err(Ok(None)),
-            Some(Err(e)) if self.queues() && e.is_transient() => {
+            Some(Err(e)) if self.keeps_trying() && e.is_transient() => {
                 // Surely not run, or being settled: try again after a pause.
                 self.failures += 1;
                 Ok(None)
@@ -400,7 +403,7 @@ impl<'a> InRedis<'a> {
                 }
                 self.failures += 1;
                 let retry = self.client.config.retry_interval;
-                Ok(Pause::For(crate::lock::jitter(retry)))
+                Ok(Pause::For(crate::retry::jitter(retry)))
             }
             Err(failure) => Err(failure.into_error()),
         }
