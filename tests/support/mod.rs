@@ -417,26 +417,31 @@ impl RedisServer {
             .expect("CLIENT KILL");
     }
 
+    /// The ids of the connections (CLIENT LIST) whose line `wanted` picks.
+    async fn connection_ids(&self, wanted: impl Fn(&str) -> bool) -> Vec<String> {
+        let list = self.client_list().await;
+        list.lines()
+            .filter(|line| wanted(line))
+            .filter_map(|line| line.split(' ').find_map(|f| f.strip_prefix("id=")))
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// Kills the connections of this crate's clients (RESP3), and no admin
     /// connection. Returns how many.
     pub async fn kill_lock_connections(&self) -> usize {
-        let list = self.client_list().await;
+        let ids = self.connection_ids(|line| line.contains(" resp=3")).await;
         let mut admin = self.admin().await;
-        let mut killed = 0;
-        for line in list.lines().filter(|line| line.contains(" resp=3")) {
-            let id = line.split(' ').find_map(|f| f.strip_prefix("id="));
-            if let Some(id) = id {
-                // Gone already is fine: it may have closed meanwhile.
-                let _: redis::RedisResult<redis::Value> = redis::cmd("CLIENT")
-                    .arg("KILL")
-                    .arg("ID")
-                    .arg(id)
-                    .query_async(&mut admin)
-                    .await;
-                killed += 1;
-            }
+        for id in &ids {
+            // Gone already is fine: it may have closed meanwhile.
+            let _: redis::RedisResult<redis::Value> = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("ID")
+                .arg(id)
+                .query_async(&mut admin)
+                .await;
         }
-        killed
+        ids.len()
     }
 
     /// Cuts this crate's connections every 50 to 150 ms until `stop` is set;
@@ -457,28 +462,23 @@ impl RedisServer {
     /// Kills the connections that hold subscriptions (those of waiting clients),
     /// and no others. Returns how many.
     pub async fn kill_subscribers(&self) -> usize {
-        let list = self.client_list().await;
+        let subscribed = |line: &str| {
+            line.split(' ')
+                .find_map(|f| f.strip_prefix("sub="))
+                .is_some_and(|n| n != "0")
+        };
+        let ids = self.connection_ids(subscribed).await;
         let mut admin = self.admin().await;
-        let mut killed = 0;
-        for line in list.lines() {
-            let field = |name: &str| {
-                line.split(' ')
-                    .find_map(|f| f.strip_prefix(name))
-                    .map(str::to_owned)
-            };
-            let subscribed = field("sub=").is_some_and(|n| n != "0");
-            if let (true, Some(id)) = (subscribed, field("id=")) {
-                let _: redis::Value = redis::cmd("CLIENT")
-                    .arg("KILL")
-                    .arg("ID")
-                    .arg(id)
-                    .query_async(&mut admin)
-                    .await
-                    .expect("CLIENT KILL ID");
-                killed += 1;
-            }
+        for id in &ids {
+            let _: redis::Value = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("ID")
+                .arg(id)
+                .query_async(&mut admin)
+                .await
+                .expect("CLIENT KILL ID");
         }
-        killed
+        ids.len()
     }
 
     fn signal(&self, signal: &str) {
