@@ -18,8 +18,9 @@
 //! keep working: they release, the wait ends, and no warning is due.
 //!
 //! The record is this process's own belief, kept beside the guard's lifetime: a
-//! detached hold (no guard) is not recorded, and a hold of another client (Java's
-//! included) is never a self-wait.
+//! detached hold (no guard) keeps its record until `RLock::unlock` or a forced
+//! unlock ends it, and a hold of another client (Java's included) is never a
+//! self-wait.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
