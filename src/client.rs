@@ -605,11 +605,11 @@ impl Client {
         self.inner.pubsub.channel_count()
     }
 
-    /// How many of this client's tasks wait for the lock `name` right now: every
-    /// task in this client's line for it (reentrant, non-reentrant and fenced
-    /// locks; see [`RLock::lock`](crate::RLock::lock)), the one at its head
+    /// How many of this client's tasks wait for the lock or synchronizer `name`
+    /// right now: every task in this client's line for it (the kinds that keep
+    /// one; see [`RLock::lock`](crate::RLock::lock)), the one at its head
     /// included from its first attempt on, and every other task past its first
-    /// attempt, sleeping on the lock's channel.
+    /// attempt, sleeping on the object's channel (a spin lock's: backing off).
     ///
     /// ```no_run
     /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {

@@ -2,9 +2,10 @@
 //! (`RSemaphore`), the permit-expirable semaphore (`RPermitExpirableSemaphore`)
 //! and the count-down latch (`RCountDownLatch`).
 //!
-//! Each is a thin handle over its scripts; they share one wait loop
-//! (`waiting.rs`) on the client's subscriber, and one rule for acquires that a
-//! dropped future or a lost reply must not lose (`settled_acquire`).
+//! Each is a thin handle over its scripts; they wait in the locks' wait loop
+//! (`waiting.rs` hands it their attempts), on the client's subscriber, and
+//! share one rule for acquires that a dropped future or a lost reply must not
+//! lose (`settled_acquire`).
 
 mod latch;
 mod permit_expirable;

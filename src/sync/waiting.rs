@@ -1,13 +1,8 @@
-//! The wait loop of the synchronizers: the locks' rules (`wait/`) without
-//! owners, leases or renewal, which a permit or a latch does not have.
-//!
-//! ```text
-//! attempt ─▶ done? ── yes ─▶ return
-//!    │ no
-//! subscribe to the channel (one subscription per name and client), then loop:
-//!    arm wake-up ─▶ wait for the subscription ─▶ attempt
-//!    ─▶ sleep until woken, at most min(hint, RECHECK, time left) ─▶ loop
-//! ```
+//! How the synchronizers wait: in the locks' wait loop (`wait/in_redis.rs`),
+//! without the owners, leases and renewal that a permit or a latch does not
+//! have. Between two attempts a waiter sleeps on the object's channel (one
+//! subscription per name and client), at most the attempt's hint (a permit's
+//! lease ends) or [`RECHECK`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,11 +10,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::cleanup::OnDrop;
 use crate::client::ClientInner;
-use crate::contract::Wait;
-use crate::error::{Error, Result};
+use crate::contract::{Between, Wait, Waits};
+use crate::error::Result;
 use crate::pubsub::Class;
-use crate::wait::within;
+use crate::wait::{InRedis, Pause, Place, Tried, Tries};
 
 /// The longest a waiter sleeps between two attempts without a message. Nothing
 /// ends a semaphore's or a latch's wait by itself the way a lock's lease does,
@@ -48,23 +44,26 @@ pub(crate) struct Waiting<'a> {
 }
 
 /// Runs `attempt` until it is done, waiting as `wait` says between attempts on
-/// the object's channel. `Ok(None)`: not done in time (or, with [`Wait::Once`],
-/// not at the first attempt).
+/// the object's channel, in the wait loop every kind waits in
+/// ([`InRedis`](crate::wait::InRedis)). `Ok(None)`: not done in time (or, with
+/// [`Wait::Once`], not at the first attempt).
 ///
-/// Errors that surely left the server untouched (a refused connection, a
-/// "not now" reply) and failed subscriptions are retried `retry_attempts`
-/// times, `retry_interval` apart; any other error ends the wait.
+/// Transient failures (of the subscription, or of an attempt: one whose
+/// outcome is unknown is settled by the attempt itself) are retried
+/// `retry_attempts` times, with pauses drawn up to `retry_interval`; any other
+/// error ends the wait.
 ///
 /// # Cancel safety
 /// Cancel safe if `attempt`'s futures are: the subscription is left on drop.
 pub(crate) async fn wait_for<T, F, Fut>(
     waiting: Waiting<'_>,
     wait: Wait,
-    mut attempt: F,
+    attempt: F,
 ) -> Result<Option<T>>
 where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Attempt<T>>>,
+    T: Send,
+    F: Fn() -> Fut + Sync,
+    Fut: Future<Output = Result<Attempt<T>>> + Send,
 {
     let Waiting {
         client,
@@ -72,62 +71,40 @@ where
         channel,
         class,
     } = waiting;
-    let (wait, deadline) = wait.start()?;
-    let config = &client.config;
-    let mut failures = 0;
-    // The uncontended path: one attempt, no subscription.
-    match attempt().await {
-        Ok(Attempt::Done(done)) => return Ok(Some(done)),
-        Ok(Attempt::NotYet(_)) if matches!(wait, Wait::Once) => return Ok(None),
-        Ok(Attempt::NotYet(_)) => {}
-        Err(e) if !matches!(wait, Wait::Once) && e.is_surely_not_executed() => failures += 1,
-        Err(e) => return Err(e),
-    }
-    if deadline.is_some_and(|d| Instant::now() >= d) {
-        return Ok(None);
-    }
-    let subscription = client.pubsub.subscribe(channel, name, class);
-    loop {
-        // Armed before the attempt: a message published between the attempt's
-        // reply and the sleep below still wakes this waiter.
-        let mut woken = std::pin::pin!(subscription.notified());
-        woken.as_mut().enable();
-        let step = async {
-            subscription.ready().await.map_err(|e| (e, true))?;
-            attempt().await.map_err(|e| (e, false))
-        };
-        let sleep = match within(deadline, step).await {
-            None => return Ok(None),
-            Some(Ok(Attempt::Done(done))) => return Ok(Some(done)),
-            Some(Ok(Attempt::NotYet(hint))) => {
-                failures = 0;
-                hint.map_or(RECHECK, |hint| hint.min(RECHECK))
-            }
-            Some(Err((e, subscribing)))
-                if retryable(&e, subscribing) && failures < config.retry_attempts =>
-            {
-                failures += 1;
-                // Full jitter: waiters that failed together retry apart.
-                crate::retry::jitter(config.retry_interval)
-            }
-            Some(Err((e, _))) => return Err(e),
-        };
-        let until = Instant::now() + sleep;
-        let until = deadline.map_or(until, |d| until.min(d));
-        // Woken or timed out, the next step is the same: try again.
-        let _ = tokio::time::timeout_at(until, woken).await;
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Ok(None);
-        }
-    }
+    let place = Place {
+        client,
+        name,
+        channel,
+        // A synchronizer's waiters listen; none barges past a hand-off or
+        // keeps a queue or a local line.
+        waits: Waits {
+            class,
+            between: Between::Listens,
+            local_line: false,
+        },
+        wait: wait.start()?,
+    };
+    let mut waiter = InRedis::new(place, None, OnDrop::disarmed());
+    waiter.run(&Retrying(attempt), None).await
 }
 
-/// May the step that failed with `e` simply be repeated? A subscription always
-/// may after a transport failure; an attempt only if it surely did not run.
-fn retryable(e: &Error, subscribing: bool) -> bool {
-    if subscribing {
-        e.is_transient()
-    } else {
-        e.is_surely_not_executed()
+/// A synchronizer's attempts, as the wait loop makes them.
+struct Retrying<F>(F);
+
+impl<T, F, Fut> Tries for Retrying<F>
+where
+    T: Send,
+    F: Fn() -> Fut + Sync,
+    Fut: Future<Output = Result<Attempt<T>>> + Send,
+{
+    type Got = T;
+
+    async fn attempt(&self, _queue: bool, _start_by: Option<Instant>) -> Option<Result<Tried<T>>> {
+        Some((self.0)().await.map(|attempt| match attempt {
+            Attempt::Done(done) => Tried::Got(done),
+            Attempt::NotYet(hint) => {
+                Tried::Busy(Pause::For(hint.map_or(RECHECK, |hint| hint.min(RECHECK))))
+            }
+        }))
     }
 }

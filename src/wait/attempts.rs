@@ -1,16 +1,17 @@
 //! One attempt of a wait, sent through its owner's gate, and what a step of
 //! the wait loop can come to.
 
-use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::pause::Pause;
+use super::step::{Tried, Tries};
 use crate::cleanup::OnDrop;
 use crate::client::ClientInner;
 use crate::contract::{Acquirer, Drawn, Outcome};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ledger::{settle, Gate, Gated, Slot};
 
 /// Sends the attempts of one acquisition through its owner's gate.
@@ -19,6 +20,35 @@ pub(super) struct Attempts<'a> {
     pub(super) acquirer: &'a Arc<dyn Acquirer>,
     pub(super) slot: Arc<Slot>,
     pub(super) lease_ms: u64,
+    /// The longest pause after a busy reply, whatever its TTL says (the fair
+    /// lock's).
+    pub(super) max_sleep: Option<Duration>,
+}
+
+/// What a lock's successful attempt hands the wait: when it was sent and on
+/// which connection (the hold's validity counts from then, and replica sync
+/// WAITs on that connection), and what it drew.
+pub(super) struct Taken {
+    pub(super) sent: Instant,
+    pub(super) epoch: u64,
+    pub(super) drawn: Drawn,
+}
+
+impl Tries for Attempts<'_> {
+    type Got = Taken;
+
+    async fn attempt(
+        &self,
+        queue: bool,
+        start_by: Option<Instant>,
+    ) -> Option<Result<Tried<Taken>>> {
+        let (sent, epoch) = (Instant::now(), self.client.pubsub.connection_epoch());
+        let outcome = self.send(queue, start_by).await?;
+        Some(outcome.map(|outcome| match outcome {
+            Ok(drawn) => Tried::Got(Taken { sent, epoch, drawn }),
+            Err(ttl) => Tried::Busy(Pause::after(ttl, self.max_sleep)),
+        }))
+    }
 }
 
 impl Attempts<'_> {
@@ -47,53 +77,6 @@ impl Attempts<'_> {
             }
         }
         Some(outcome)
-    }
-}
-
-/// Runs `step`, giving up at `deadline` (if any): `None` when the deadline came first.
-pub(crate) async fn within<T>(
-    deadline: Option<Instant>,
-    step: impl Future<Output = T>,
-) -> Option<T> {
-    match deadline {
-        Some(deadline) => tokio::time::timeout_at(deadline, step).await.ok(),
-        None => Some(step.await),
-    }
-}
-
-/// What one wait-loop step came to.
-pub(super) enum Step {
-    /// Acquired, by the attempt sent at this instant, with what it drew.
-    Acquired(Instant, Drawn),
-    /// Busy: pause like this.
-    Busy(Pause),
-    /// Nothing tried yet: pause like this first.
-    Pause(Pause),
-}
-
-/// What went wrong in one wait-loop step.
-pub(super) enum Failure {
-    Subscribe(Error),
-    Attempt(Error),
-}
-
-impl Failure {
-    /// The error that ends the wait, if this failure is not worth retrying. A
-    /// subscription can always be asked again after a transport failure, and so
-    /// can an acquire: one that surely did not run may simply be repeated, and one
-    /// that may have run is being settled (its owner's next attempt waits for
-    /// that), so repeating it cannot count a hold twice.
-    pub(super) fn fatal(self) -> Option<Error> {
-        match self {
-            Failure::Subscribe(e) | Failure::Attempt(e) if e.is_transient() => None,
-            other => Some(other.into_error()),
-        }
-    }
-
-    pub(super) fn into_error(self) -> Error {
-        match self {
-            Failure::Subscribe(e) | Failure::Attempt(e) => e,
-        }
     }
 }
 

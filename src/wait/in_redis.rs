@@ -1,158 +1,141 @@
-//! The wait in Redis: attempts, and sleeps on the lock's channel in between.
+//! The wait in Redis, the one loop every kind waits in: locks, the spin lock,
+//! the semaphores and the latch. A kind brings its attempts ([`Tries`]) and
+//! how its waiters wait ([`Waits`]); what an owner keeps around an attempt (its
+//! gate, its settle, the watchdog's registration, the hold's validity) wraps
+//! the attempt (`wait/lock.rs`), not this loop.
 //!
-//! One acquisition's wait runs in phases, each a method of [`InRedis`], which
-//! carries what they share (the owner's slot, the watchdog registration, a fair
-//! waiter's place in line, the failure count):
+//! One wait runs in phases, each a method of [`InRedis`], which carries what
+//! they share (the local line's turn, a queue place, the failure count):
 //!
 //! ```text
-//! hold_back / early subscription ─▶ first attempt ─▶ acquired ─▶ hold
+//! hold_back / early subscription ─▶ first attempt ─▶ got it ─▶ done
 //!                                        │ busy
-//!                  spin lock? ── yes ─▶ spin: back off, attempt, repeat
-//!                                        │ no
-//!                  listen: subscribe, then loop:
+//!                  listen (no channel for the spin lock), then loop:
 //!                    arm wake-up ─▶ step (pause first, or attempt) ─▶ settle
-//!                    the outcome (acquired, pause, retry, fail) ─▶ sleep
+//!                    the outcome (got it, pause, retry, fail) ─▶ sleep until
+//!                    woken, the pause (TTL, hint, back-off) or the deadline
 //! ```
 //!
-//! Every way out but success gives the queue place back (`give_up`, `fail`),
-//! and a dropped future gives it back from the client's thread.
+//! Every way out but success runs `leave` (a fair waiter's queue place), and
+//! a dropped future runs it from the client's thread.
 
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::attempts::{queue_place, within, Attempts, Failure, Step};
 use super::pause::{Pause, Sleeper};
-use super::{Hold, Terms};
+use super::step::{within, Failure, Step, Tried, Tries};
 use crate::cleanup::OnDrop;
 use crate::client::ClientInner;
-use crate::contract::{Acquirer, Between, Drawn, Wait, Waits};
+use crate::contract::{Between, Wait, Waits};
 use crate::error::{Error, Result};
-use crate::ledger::Slot;
 use crate::line::{HeldHere, Turn};
-use crate::lock::BackOff;
 use crate::pubsub::{Class, Subscription};
-use crate::scripts::BusyTtl;
-use crate::validity::{Drift, Validity};
-use crate::watchdog::Registration;
 
-/// The wait in Redis. `listening`: a subscription made while parked in the
-/// local line; `head`: its turn at the head of the line (it says there by when
-/// it acts next, counts it among the lock's waiters, and tells whether the task
-/// before left holding the lock).
-pub(super) async fn wait_in_redis(
-    client: &Arc<ClientInner>,
-    acquirer: &Arc<dyn Acquirer>,
-    terms: Terms,
-    (wait, deadline): (Wait, Option<Instant>),
-    listening: Option<Subscription>,
-    head: Option<&Turn>,
-) -> Result<Option<Hold>> {
-    // Kept here, and lent to each phase: a phase that took it by value would
-    // make this future carry it twice (a moved-from local keeps its space).
-    let mut waiter = InRedis::new(client, acquirer, terms, (wait, deadline), head);
-    let hold_back = waiter.hold_back();
-    let early = waiter.early_subscription(listening);
-    if let Some(early) = &early {
-        if within(deadline, Box::pin(early.ready())).await.is_none() {
-            // Out of time before joining the line: there is no place to leave.
-            waiter.place.disarm();
-            return Ok(None);
-        }
-    }
-    // The connection as the first attempt goes out: a subscription made early
-    // missed nothing if no reconnect came between.
-    let epoch = client.pubsub.connection_epoch();
-    let first_ttl = match waiter.first_attempt(hold_back).await {
-        Ok(ttl) => ttl,
-        Err(done) => return done,
-    };
-    if waiter.expired() {
-        return waiter.give_up().await;
-    }
-    match waiter.waits.between {
-        Between::Spins(backoff) => waiter.spin(backoff).await,
-        Between::Listens | Between::Queues { .. } => {
-            waiter.listen((early, epoch), first_ttl, hold_back).await
-        }
-    }
-}
-
-/// One acquisition's wait in Redis, between its phases.
-struct InRedis<'a> {
+/// One wait in Redis, between its phases.
+pub(crate) struct InRedis<'a> {
     client: &'a Arc<ClientInner>,
-    acquirer: &'a Arc<dyn Acquirer>,
+    /// The object's name: waiters of one name and client share a subscription.
+    name: &'a Arc<str>,
+    /// The channel whose messages say that trying again may succeed.
+    channel: &'a str,
     /// How the kind's waiters wait, asked once.
     waits: Waits,
-    terms: Terms,
     wait: Wait,
     deadline: Option<Instant>,
     head: Option<&'a Turn>,
     /// The task before in the local line left holding the lock.
     after_holder: Option<HeldHere>,
-    slot: Arc<Slot>,
-    /// The watchdog's registration, activated by the hold it renews.
-    registration: Option<Registration>,
-    /// A fair waiter's place in line, left on every way out but success.
-    place: OnDrop,
+    /// What a waiter undoes on every way out but success (a fair waiter's
+    /// place in line).
+    leave: OnDrop,
     /// Transient failures in a row.
     failures: u32,
+    /// Busy replies so far, for a spin lock's back-off.
+    spins: u32,
 }
 
-/// What the first attempt leaves to do: the busy TTL it saw (none after a
-/// transient failure or a hold-back), or, as the error, the wait's end.
-type FirstOutcome = std::result::Result<Option<BusyTtl>, Result<Option<Hold>>>;
+/// What the first attempt leaves to do: the pause its busy reply asks for
+/// (none after a transient failure or a hold-back), or, as the error, the
+/// wait's end.
+type FirstOutcome<T> = std::result::Result<Option<Pause>, Result<Option<T>>>;
+
+/// Where a wait waits and how long: the object, and the wait's bounds.
+pub(crate) struct Place<'a> {
+    pub(crate) client: &'a Arc<ClientInner>,
+    pub(crate) name: &'a Arc<str>,
+    pub(crate) channel: &'a str,
+    pub(crate) waits: Waits,
+    /// The wait and its deadline, as [`Wait::start`] gave them.
+    pub(crate) wait: (Wait, Option<Instant>),
+}
 
 impl<'a> InRedis<'a> {
-    fn new(
-        client: &'a Arc<ClientInner>,
-        acquirer: &'a Arc<dyn Acquirer>,
-        terms: Terms,
-        (wait, deadline): (Wait, Option<Instant>),
-        head: Option<&'a Turn>,
-    ) -> Self {
-        let (field, kind) = acquirer.renewal();
-        let slot = client.ledger.slot(&acquirer.target().name, field);
-        let registration = terms
-            .renewed
-            .then(|| client.watchdog.register(acquirer.name(), field, kind));
-        let waits = acquirer.waits();
-        let keeps_trying = !matches!(wait, Wait::Once);
-        // A fair waiter may hold a place in line from its first attempt on.
-        let place = queue_place(client, acquirer, keeps_trying && waits.queues());
+    /// A wait at `place`. `head`: its turn at the head of the local line (it
+    /// says there by when it acts next, counts it among the lock's waiters, and
+    /// tells whether the task before left holding the lock). `leave`: run on
+    /// every way out but success.
+    pub(crate) fn new(place: Place<'a>, head: Option<&'a Turn>, leave: OnDrop) -> Self {
+        let Place {
+            client,
+            name,
+            channel,
+            waits,
+            wait: (wait, deadline),
+        } = place;
         InRedis {
             client,
-            acquirer,
+            name,
+            channel,
             waits,
-            terms,
             wait,
             deadline,
             head,
             after_holder: head.and_then(Turn::held_here_until),
-            slot,
-            registration,
-            place,
+            leave,
             failures: 0,
+            spins: 0,
         }
     }
 
-    fn lock_name(&self) -> &'a Arc<str> {
-        &self.acquirer.target().name
+    /// Waits until `tries` gets what it tries for: `Ok(None)` when the time ran
+    /// out (or, for a one-off try, at the first busy reply). `listening`: a
+    /// subscription made while parked in the local line.
+    pub(crate) async fn run<T: Tries>(
+        &mut self,
+        tries: &T,
+        listening: Option<Subscription>,
+    ) -> Result<Option<T::Got>> {
+        let hold_back = self.hold_back();
+        let early = self.early_subscription(listening);
+        if let Some(early) = &early {
+            if within(self.deadline, Box::pin(early.ready()))
+                .await
+                .is_none()
+            {
+                // Out of time before joining the line: there is no place to leave.
+                self.leave.disarm();
+                return Ok(None);
+            }
+        }
+        // The connection as the first attempt goes out: a subscription made early
+        // missed nothing if no reconnect came between.
+        let epoch = self.client.pubsub.connection_epoch();
+        let first_pause = match self.first_attempt(tries, hold_back).await {
+            Ok(pause) => pause,
+            Err(done) => return done,
+        };
+        if self.expired() {
+            return self.give_up().await;
+        }
+        self.listen(tries, (early, epoch), first_pause, hold_back)
+            .await
     }
 
     /// Does this wait try more than once (so that a fair waiter joins the
     /// queue)? Not the kind's `waits.queues()`: whether the kind has a queue.
     fn keeps_trying(&self) -> bool {
         !matches!(self.wait, Wait::Once)
-    }
-
-    fn attempts(&self) -> Attempts<'a> {
-        Attempts {
-            client: self.client,
-            acquirer: self.acquirer,
-            slot: self.slot.clone(),
-            lease_ms: self.terms.lease_ms,
-        }
     }
 
     fn expired(&self) -> bool {
@@ -178,7 +161,7 @@ impl<'a> InRedis<'a> {
             (self.keeps_trying() && self.waits.barges())
                 .then(|| match self.head {
                     Some(head) => head.hold_back_until(),
-                    None => self.client.lines.hold_back_until(self.lock_name()),
+                    None => self.client.lines.hold_back_until(self.name),
                 })
                 .flatten()
         };
@@ -197,7 +180,7 @@ impl<'a> InRedis<'a> {
         listening.or_else(|| {
             let fair_behind_others = self.keeps_trying()
                 && self.waits.queues()
-                && self.client.lines.waiting(self.lock_name()) > 0;
+                && self.client.lines.waiting(self.name) > 0;
             fair_behind_others.then(|| self.subscribe())
         })
     }
@@ -205,30 +188,33 @@ impl<'a> InRedis<'a> {
     fn subscribe(&self) -> Subscription {
         self.client
             .pubsub
-            .subscribe(self.acquirer.channel(), self.lock_name(), self.waits.class)
+            .subscribe(self.channel, self.name, self.waits.class)
     }
 
     /// The uncontended path: one attempt, no subscription. However short the
     /// wait, this first attempt is made (bounded by the response timeout), as
     /// Redisson does; a one-off try waits that long at most for another attempt
     /// of its owner. Held back, it is not made (the wait starts asleep).
-    async fn first_attempt(&mut self, hold_back: Option<Instant>) -> FirstOutcome {
+    async fn first_attempt<T: Tries>(
+        &mut self,
+        tries: &T,
+        hold_back: Option<Instant>,
+    ) -> FirstOutcome<T::Got> {
         if hold_back.is_some() {
-            return Ok(Some(0));
+            return Ok(None);
         }
         let first_deadline = self.deadline.or_else(|| {
             matches!(self.wait, Wait::Once).then(|| Instant::now() + self.client.config.timeout)
         });
-        let (sent, epoch) = (Instant::now(), self.client.pubsub.connection_epoch());
         // Boxed here and below: a waiter's future is as large as its largest
         // state, and an attempt in flight is large but brief; boxing it keeps a
         // sleeping waiter small (many thousands may sleep at once).
-        let outcome = Box::pin(self.attempts().send(self.keeps_trying(), first_deadline)).await;
+        let outcome = Box::pin(tries.attempt(self.keeps_trying(), first_deadline)).await;
         match outcome {
             None => Err(self.give_up().await),
-            Some(Ok(Ok(drawn))) => Err(Ok(Some(self.acquired(sent, epoch, drawn)))),
-            Some(Ok(Err(ttl))) if self.keeps_trying() => Ok(Some(ttl)),
-            Some(Ok(Err(_busy))) => Err(Ok(None)),
+            Some(Ok(Tried::Got(got))) => Err(Ok(Some(self.got(got)))),
+            Some(Ok(Tried::Busy(pause))) if self.keeps_trying() => Ok(Some(pause)),
+            Some(Ok(Tried::Busy(_))) => Err(Ok(None)),
             Some(Err(e)) if self.keeps_trying() && e.is_transient() => {
                 // Surely not run, or being settled: try again after a pause.
                 self.failures += 1;
@@ -238,69 +224,53 @@ impl<'a> InRedis<'a> {
         }
     }
 
-    /// A spin lock: no subscription, no message; back off and retry.
-    async fn spin(&mut self, backoff: BackOff) -> Result<Option<Hold>> {
-        let mut retry = 0u32;
-        loop {
-            let pause_until = Instant::now() + backoff.pause(retry);
-            retry = retry.saturating_add(1);
-            let until = self.deadline.map_or(pause_until, |d| pause_until.min(d));
-            tokio::time::sleep_until(until).await;
-            if self.expired() {
-                break;
-            }
-            let (sent, epoch) = (Instant::now(), self.client.pubsub.connection_epoch());
-            let attempts = self.attempts();
-            match within(self.deadline, Box::pin(attempts.send(true, None))).await {
-                None => break,
-                Some(Some(Ok(Ok(drawn)))) => return Ok(Some(self.acquired(sent, epoch, drawn))),
-                Some(Some(Ok(Err(_busy)))) => self.failures = 0,
-                Some(Some(Err(e))) if e.is_transient() && self.may_retry() => self.failures += 1,
-                Some(Some(Err(e))) => return self.fail(e).await,
-                Some(None) => {}
-            }
-        }
-        self.give_up().await
-    }
-
-    /// Waits on the lock's channel: attempts, and sleeps until woken (or the
-    /// lock's TTL, or the deadline) in between.
-    async fn listen(
+    /// Waits on the kind's channel (a spin lock: on its back-off alone):
+    /// attempts, and sleeps until woken (or the pause the busy reply asked for,
+    /// or the deadline) in between.
+    async fn listen<T: Tries>(
         &mut self,
+        tries: &T,
         (early, epoch): (Option<Subscription>, u64),
-        first_ttl: Option<BusyTtl>,
+        first_pause: Option<Pause>,
         hold_back: Option<Instant>,
-    ) -> Result<Option<Hold>> {
-        let lock_name = self.lock_name();
+    ) -> Result<Option<T::Got>> {
         // Counted as waiting already if it came through the local line.
         let _waiting = self
             .head
             .is_none()
-            .then(|| self.client.lines.join(lock_name));
+            .then(|| self.client.lines.join(self.name));
         let subscribed_early = early.is_some();
-        let subscription = early.unwrap_or_else(|| self.subscribe());
-        let mut sleep_first = match hold_back {
+        // A spin lock's waiters listen on no channel: its back-off wakes them.
+        let spins = matches!(self.waits.between, Between::Spins(_));
+        let subscription = early.or_else(|| (!spins).then(|| self.subscribe()));
+        let mut sleep_first = match (hold_back, &subscription) {
             // Held back behind a hand-off: sleep until woken or the window closes.
-            Some(until) => Some(Pause::For(until.saturating_duration_since(Instant::now()))),
-            None => self.sleep_first(&subscription, subscribed_early, epoch, first_ttl),
+            (Some(until), _) => Some(Pause::For(until.saturating_duration_since(Instant::now()))),
+            (None, Some(subscription)) => {
+                self.sleep_first(subscription, subscribed_early, epoch, first_pause)
+            }
+            (None, None) => first_pause.map(|pause| self.spun(pause)),
         };
+        let never = tokio::sync::Notify::new();
         let mut sleeper = Sleeper::new();
         loop {
-            // Armed before the attempt: an unlock published between the attempt's
-            // reply and the sleep below still wakes this waiter.
-            let mut woken = std::pin::pin!(subscription.notified());
+            // Armed before the attempt: a message published between the
+            // attempt's reply and the sleep below still wakes this waiter.
+            let mut woken = std::pin::pin!(match &subscription {
+                Some(subscription) => subscription.notified(),
+                None => never.notified(),
+            });
             woken.as_mut().enable();
-            let (sent, epoch) = (Instant::now(), self.client.pubsub.connection_epoch());
-            self.due(sent + self.client.config.timeout);
+            self.due(Instant::now() + self.client.config.timeout);
             let pause_first = sleep_first
                 .take()
-                .filter(|_| self.trusts_hold_back(&subscription, hold_back));
-            let step = Box::pin(self.step(&subscription, pause_first, sent));
+                .filter(|_| self.trusts_hold_back(subscription.as_ref(), hold_back));
+            let step = Box::pin(self.step(tries, subscription.as_ref(), pause_first));
             let pause = match within(self.deadline, step).await {
                 None => break,
-                Some(Ok(Step::Acquired(sent, drawn))) => {
-                    self.client.lines.taken(lock_name);
-                    return Ok(Some(self.acquired(sent, epoch, drawn)));
+                Some(Ok(Step::Got(got))) => {
+                    self.client.lines.taken(self.name);
+                    return Ok(Some(self.got(got)));
                 }
                 Some(outcome) => match self.after_step(outcome) {
                     Ok(pause) => pause,
@@ -308,7 +278,7 @@ impl<'a> InRedis<'a> {
                 },
             };
             let slept = sleeper
-                .sleep(pause, &subscription, woken, self.deadline, |by| {
+                .sleep(pause, subscription.as_ref(), woken, self.deadline, |by| {
                     self.due(by)
                 })
                 .await;
@@ -338,65 +308,70 @@ impl<'a> InRedis<'a> {
         subscription: &Subscription,
         subscribed_early: bool,
         epoch: u64,
-        first_ttl: Option<BusyTtl>,
+        first_pause: Option<Pause>,
     ) -> Option<Pause> {
         let ready = subscription.is_ready();
         let stood_before =
             subscribed_early && ready && self.client.pubsub.connection_epoch() == epoch;
         let joined_others =
             ready && subscription.joined_others() && self.waits.class == Class::Exclusive;
-        first_ttl
+        first_pause
             .filter(|_| crate::heuristics::heuristics().sleep_first)
             .filter(|_| stood_before || joined_others)
-            .map(|ttl| Pause::after(ttl, self.waits.max_sleep()))
     }
 
     /// A hold-back behind the local holder is trusted only while the
     /// subscription is the one that holder saw confirmed: after a reconnect, or
     /// the channel left and subscribed again, its release's message may have
     /// been missed, so try instead.
-    fn trusts_hold_back(&self, subscription: &Subscription, hold_back: Option<Instant>) -> bool {
+    fn trusts_hold_back(
+        &self,
+        subscription: Option<&Subscription>,
+        hold_back: Option<Instant>,
+    ) -> bool {
         self.after_holder
             .as_ref()
             .filter(|_| hold_back.is_some())
-            .is_none_or(|held| subscription.still(&held.mark))
+            .is_none_or(|held| subscription.is_some_and(|s| s.still(&held.mark)))
     }
 
     /// One step of the loop: the pause to take first, if any, or an attempt
-    /// once the subscription is confirmed.
-    async fn step(
+    /// once the subscription (if any) is confirmed.
+    async fn step<T: Tries>(
         &self,
-        subscription: &Subscription,
+        tries: &T,
+        subscription: Option<&Subscription>,
         pause_first: Option<Pause>,
-        sent: Instant,
-    ) -> std::result::Result<Step, Failure> {
+    ) -> std::result::Result<Step<T::Got>, Failure> {
         if let Some(pause) = pause_first {
             return Ok(Step::Pause(pause));
         }
-        subscription.ready().await.map_err(Failure::Subscribe)?;
-        match self.attempts().send(true, None).await {
-            Some(Ok(Ok(drawn))) => Ok(Step::Acquired(sent, drawn)),
-            Some(Ok(Err(ttl))) => Ok(Step::Busy(Pause::after(ttl, self.waits.max_sleep()))),
+        if let Some(subscription) = subscription {
+            subscription.ready().await.map_err(Failure::Subscribe)?;
+        }
+        match tries.attempt(true, None).await {
+            Some(Ok(Tried::Got(got))) => Ok(Step::Got(got)),
+            Some(Ok(Tried::Busy(pause))) => Ok(Step::Busy(pause)),
             Some(Err(e)) => Err(Failure::Attempt(e)),
             None => Err(Failure::Attempt(Error::unexpected(
-                "lock attempt",
+                "wait attempt",
                 "the owner's gate closed",
             ))),
         }
     }
 
-    /// What a step that did not acquire comes to: the pause before the next,
+    /// What a step that did not succeed comes to: the pause before the next,
     /// or the error that ends the wait. A transient failure is retried after a
     /// pause drawn with full jitter up to `retry_interval`, so waiters that
     /// failed together retry apart.
-    fn after_step(&mut self, outcome: std::result::Result<Step, Failure>) -> Result<Pause> {
+    fn after_step<G>(&mut self, outcome: std::result::Result<Step<G>, Failure>) -> Result<Pause> {
         match outcome {
             Ok(Step::Busy(pause)) => {
                 self.failures = 0;
-                Ok(pause)
+                Ok(self.spun(pause))
             }
             Ok(Step::Pause(pause)) => Ok(pause),
-            Ok(Step::Acquired(..)) => Err(Error::unexpected("lock wait", "acquired twice")),
+            Ok(Step::Got(_)) => Err(Error::unexpected("wait", "succeeded twice")),
             Err(failure) if self.may_retry() => {
                 if let Some(e) = failure.fatal() {
                     return Err(e);
@@ -409,6 +384,19 @@ impl<'a> InRedis<'a> {
         }
     }
 
+    /// The pause after a busy reply: as the reply asked, or, for a spin lock,
+    /// its back-off's next.
+    fn spun(&mut self, pause: Pause) -> Pause {
+        match self.waits.between {
+            Between::Spins(backoff) => {
+                let next = backoff.pause(self.spins);
+                self.spins = self.spins.saturating_add(1);
+                Pause::For(next)
+            }
+            Between::Listens | Between::Queues { .. } => pause,
+        }
+    }
+
     /// Woken by another client's release (at `slept_at` or later): so was one
     /// waiter of every client listening, and the message reached them in the
     /// order they subscribed, so the same clients would win every race. A random
@@ -418,43 +406,28 @@ impl<'a> InRedis<'a> {
     fn wants_wake_jitter(&self, slept_at: Instant) -> bool {
         crate::heuristics::heuristics().wake_jitter
             && self.waits.barges()
-            && !self.client.lines.released_since(self.lock_name(), slept_at)
+            && !self.client.lines.released_since(self.name, slept_at)
     }
 
     fn may_retry(&self) -> bool {
         self.failures < self.client.config.retry_attempts
     }
 
-    /// The hold the attempt sent at `sent` (on connection `epoch`) took, and
-    /// what it drew.
-    fn acquired(&mut self, sent: Instant, epoch: u64, drawn: Drawn) -> Hold {
-        self.place.disarm();
-        let drift = Drift {
-            factor: self.client.config.clock_drift_factor,
-        };
-        let validity = Arc::new(Validity::new(sent, self.terms.lease, drift));
-        Hold {
-            renewal: self
-                .registration
-                .take()
-                .map(|r| r.activate(validity.clone())),
-            validity,
-            lease_ms: self.terms.lease_ms,
-            slot: self.slot.clone(),
-            epoch,
-            drawn,
-        }
+    /// Got it: nothing to leave.
+    fn got<G>(&mut self, got: G) -> G {
+        self.leave.disarm();
+        got
     }
 
     /// Out of time (or of turns): leave the queue place, if any.
-    async fn give_up(&mut self) -> Result<Option<Hold>> {
-        self.place.run_now().await;
+    async fn give_up<G>(&mut self) -> Result<Option<G>> {
+        self.leave.run_now().await;
         Ok(None)
     }
 
     /// Ended by `e`: leave the queue place, if any.
-    async fn fail(&mut self, e: Error) -> Result<Option<Hold>> {
-        self.place.run_now().await;
+    async fn fail<G>(&mut self, e: Error) -> Result<Option<G>> {
+        self.leave.run_now().await;
         Err(e)
     }
 }

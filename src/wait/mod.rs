@@ -1,4 +1,7 @@
-//! The one wait engine every lock kind uses.
+//! The one wait engine: every kind waits in [`InRedis`] (the locks, the spin
+//! lock, the semaphores and the latch); a lock's acquire (here) puts the local
+//! line in front of it, an owner's bookkeeping around it (`lock.rs`) and
+//! replica confirmation after it.
 //!
 //! ```text
 //! register renewal (watchdog holds) ─▶ attempt ─▶ acquired? ── yes ─▶ hold
@@ -15,7 +18,9 @@
 
 mod attempts;
 mod in_redis;
+mod lock;
 mod pause;
+mod step;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,8 +37,10 @@ use crate::line::{Entry, HeldHere};
 use crate::validity::Validity;
 use crate::watchdog::Renewal;
 
-pub(crate) use attempts::within;
-use in_redis::wait_in_redis;
+pub(crate) use in_redis::{InRedis, Place};
+use lock::wait_in_redis;
+pub(crate) use pause::Pause;
+pub(crate) use step::{Tried, Tries};
 
 /// A hold just acquired: how it is kept alive and how its loss is noticed.
 #[derive(Debug)]

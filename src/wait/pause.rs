@@ -25,7 +25,7 @@ const NO_TTL_POLL_MAX: Duration = Duration::from_millis(500);
 
 /// How long to pause after a busy reply.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Pause {
+pub(crate) enum Pause {
     /// At most this long (until woken).
     For(Duration),
     /// The holder set no expiry: one waiter per lock and client polls, with
@@ -73,15 +73,18 @@ impl Sleeper {
     }
 
     /// How long to sleep after `pause`; `None`: another waiter of this client
-    /// polls, so wait for a message or for the turn to poll.
-    fn length(&mut self, pause: Pause, subscription: &Subscription) -> Option<Duration> {
-        match pause {
-            Pause::For(sleep) => {
+    /// polls, so wait for a message or for the turn to poll. A waiter on no
+    /// channel (a spin lock's) has no poll turn to share: it polls at the
+    /// slowest pace.
+    fn length(&mut self, pause: Pause, subscription: Option<&Subscription>) -> Option<Duration> {
+        match (pause, subscription) {
+            (Pause::For(sleep), _) => {
                 self.poll_turn = None;
                 self.poll_backoff = NO_TTL_POLL_FIRST;
                 Some(sleep)
             }
-            Pause::NoTtl => {
+            (Pause::NoTtl, None) => Some(NO_TTL_POLL_MAX),
+            (Pause::NoTtl, Some(subscription)) => {
                 if self.poll_turn.is_none() {
                     self.poll_turn = subscription.try_poll();
                 }
@@ -99,7 +102,7 @@ impl Sleeper {
     pub(super) async fn sleep<F: Future>(
         &mut self,
         pause: Pause,
-        subscription: &Subscription,
+        subscription: Option<&Subscription>,
         woken: Pin<&mut F>,
         deadline: Option<Instant>,
         due: impl Fn(Instant),
@@ -109,15 +112,21 @@ impl Sleeper {
             let until = at + sleep;
             deadline.map_or(until, |deadline| until.min(deadline))
         };
-        match self.length(pause, subscription) {
+        // A sleep of a known length, or the wait for the turn to poll.
+        let sleep = match (self.length(pause, subscription), subscription) {
+            (Some(sleep), _) => Ok(sleep),
+            (None, Some(subscription)) => Err(subscription),
+            (None, None) => Ok(NO_TTL_POLL_MAX),
+        };
+        match sleep {
             // Woken or timed out, the next step is the same: try again.
-            Some(sleep) => {
+            Ok(sleep) => {
                 let until = until(sleep);
                 due(until);
                 let woken = tokio::time::timeout_at(until, woken).await.is_ok();
                 Slept { woken, at }
             }
-            None => {
+            Err(subscription) => {
                 let until = until(MAX_DURATION);
                 due(until);
                 tokio::select! {

@@ -1,0 +1,71 @@
+//! A lock's wait: the shared wait in Redis ([`InRedis`]), with an owner's
+//! bookkeeping around each attempt (its slot and gate in the ledger, the
+//! settle of an attempt whose outcome is unknown) and around the wait (the
+//! watchdog's registration, a fair waiter's queue place), and the hold it ends
+//! with (its validity, counted from the instant the winning attempt was sent).
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::attempts::{queue_place, Attempts, Taken};
+use super::in_redis::{InRedis, Place};
+use super::{Hold, Terms};
+use crate::client::ClientInner;
+use crate::contract::{Acquirer, Wait};
+use crate::error::Result;
+use crate::line::Turn;
+use crate::pubsub::Subscription;
+use crate::validity::{Drift, Validity};
+
+/// The wait in Redis for a hold. `listening`: a subscription made while parked
+/// in the local line; `head`: its turn at the head of the line.
+pub(super) async fn wait_in_redis(
+    client: &Arc<ClientInner>,
+    acquirer: &Arc<dyn Acquirer>,
+    terms: Terms,
+    (wait, deadline): (Wait, Option<Instant>),
+    listening: Option<Subscription>,
+    head: Option<&Turn>,
+) -> Result<Option<Hold>> {
+    let (field, kind) = acquirer.renewal();
+    let target = acquirer.target();
+    let waits = acquirer.waits();
+    // Registered before the first attempt: the renewal starts with the hold.
+    let registration = terms
+        .renewed
+        .then(|| client.watchdog.register(acquirer.name(), field, kind));
+    let attempts = Attempts {
+        client,
+        acquirer,
+        slot: client.ledger.slot(&target.name, field),
+        lease_ms: terms.lease_ms,
+        max_sleep: waits.max_sleep(),
+    };
+    // A fair waiter may hold a place in line from its first attempt on.
+    let keeps_trying = !matches!(wait, Wait::Once);
+    let place = queue_place(client, acquirer, keeps_trying && waits.queues());
+    let place_in_redis = Place {
+        client,
+        name: &target.name,
+        channel: &target.channel,
+        waits,
+        wait: (wait, deadline),
+    };
+    let mut waiter = InRedis::new(place_in_redis, head, place);
+    let Some(Taken { sent, epoch, drawn }) = waiter.run(&attempts, listening).await? else {
+        return Ok(None);
+    };
+    let drift = Drift {
+        factor: client.config.clock_drift_factor,
+    };
+    let validity = Arc::new(Validity::new(sent, terms.lease, drift));
+    Ok(Some(Hold {
+        renewal: registration.map(|r| r.activate(validity.clone())),
+        validity,
+        lease_ms: terms.lease_ms,
+        slot: attempts.slot,
+        epoch,
+        drawn,
+    }))
+}
