@@ -203,6 +203,7 @@ impl RCountDownLatch {
             name: &self.name,
             channel: &self.channel,
             class: Class::All,
+            local_line: false,
         };
         let opened = wait_for(waiting, wait, || async {
             Ok(match self.count().await? {

@@ -351,6 +351,7 @@ impl RPermitExpirableSemaphore {
             name: &self.keys.semaphore,
             channel: &self.keys.channel,
             class: Class::Counted,
+            local_line: true,
         };
         wait_for(waiting, wait, || self.attempt(lease_ms)).await
     }

@@ -390,6 +390,9 @@ impl RSemaphore {
             name: &self.name,
             channel: &self.channel,
             class,
+            // Waiters of one permit wait in this client's local line: one in
+            // Redis, the others parked (see `wait/in_line.rs`).
+            local_line: permits == 1,
         };
         let taken = wait_for(waiting, wait, || self.attempt(permits)).await?;
         Ok(taken.is_some())

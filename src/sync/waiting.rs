@@ -15,7 +15,7 @@ use crate::client::ClientInner;
 use crate::contract::{Between, Wait, Waits};
 use crate::error::Result;
 use crate::pubsub::Class;
-use crate::wait::{InRedis, Pause, Place, Tried, Tries};
+use crate::wait::{through_line, InRedis, Lined, Object, Pause, Place, Tried, Tries};
 
 /// The longest a waiter sleeps between two attempts without a message. Nothing
 /// ends a semaphore's or a latch's wait by itself the way a lock's lease does,
@@ -41,6 +41,10 @@ pub(crate) struct Waiting<'a> {
     pub(crate) name: &'a Arc<str>,
     pub(crate) channel: &'a str,
     pub(crate) class: Class,
+    /// This client's waiters form a local line, one at a time in Redis (the
+    /// waiters of one permit, who would otherwise all try for each permit
+    /// released and all but one fail).
+    pub(crate) local_line: bool,
 }
 
 /// Runs `attempt` until it is done, waiting as `wait` says between attempts on
@@ -70,22 +74,60 @@ where
         name,
         channel,
         class,
+        local_line,
     } = waiting;
+    // A synchronizer's waiters listen; none barges past a hand-off or keeps a
+    // queue in Redis.
+    let waits = Waits {
+        class,
+        between: Between::Listens,
+        local_line,
+    };
+    let (wait, deadline) = wait.start()?;
+    let in_line = local_line && !matches!(wait, Wait::Once);
+    let tries = Retrying(attempt);
+    let lined = if in_line {
+        let object = Object {
+            name,
+            channel,
+            class,
+        };
+        Box::pin(through_line(client, object, deadline)).await
+    } else {
+        Lined::InRedis(None, None)
+    };
+    let (turn, listening) = match lined {
+        Lined::InRedis(turn, listening) => (turn, listening),
+        Lined::OutOfTime => {
+            // Its one attempt on the way out; a transient failure of it is
+            // only a wait that ran out.
+            let place = Place {
+                client,
+                name,
+                channel,
+                waits,
+                wait: (Wait::Once, None),
+            };
+            let last = InRedis::new(place, None, OnDrop::disarmed())
+                .run(&tries, None)
+                .await;
+            return match last {
+                Err(e) if e.is_transient() => Ok(None),
+                other => other,
+            };
+        }
+    };
     let place = Place {
         client,
         name,
         channel,
-        // A synchronizer's waiters listen; none barges past a hand-off or
-        // keeps a queue or a local line.
-        waits: Waits {
-            class,
-            between: Between::Listens,
-            local_line: false,
-        },
-        wait: wait.start()?,
+        waits,
+        wait: (wait, deadline),
     };
-    let mut waiter = InRedis::new(place, None, OnDrop::disarmed());
-    waiter.run(&Retrying(attempt), None).await
+    // The turn at the head of the line passes on when this wait ends, got or
+    // not; no "held here" for the next: a permit taken may leave others.
+    let mut waiter = InRedis::new(place, turn.as_ref(), OnDrop::disarmed());
+    Box::pin(waiter.run(&tries, listening)).await
 }
 
 /// A synchronizer's attempts, as the wait loop makes them.

@@ -32,6 +32,10 @@ use crate::error::{Error, Result};
 use crate::line::{HeldHere, Turn};
 use crate::pubsub::{Class, Subscription};
 
+/// Notified by nobody: what a waiter on no channel (a spin lock's) is woken by.
+/// Static, so that it costs a waiter nothing.
+static NEVER: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
 /// One wait in Redis, between its phases.
 pub(crate) struct InRedis<'a> {
     client: &'a Arc<ClientInner>,
@@ -251,14 +255,13 @@ impl<'a> InRedis<'a> {
             }
             (None, None) => first_pause.map(|pause| self.spun(pause)),
         };
-        let never = tokio::sync::Notify::new();
         let mut sleeper = Sleeper::new();
         loop {
             // Armed before the attempt: a message published between the
             // attempt's reply and the sleep below still wakes this waiter.
             let mut woken = std::pin::pin!(match &subscription {
                 Some(subscription) => subscription.notified(),
-                None => never.notified(),
+                None => NEVER.notified(),
             });
             woken.as_mut().enable();
             self.due(Instant::now() + self.client.config.timeout);

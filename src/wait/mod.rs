@@ -17,6 +17,7 @@
 //! anything behind, even when its script runs on the server after the caller left.
 
 mod attempts;
+mod in_line;
 mod in_redis;
 mod lock;
 mod pause;
@@ -33,10 +34,11 @@ use crate::config::duration_to_millis;
 use crate::contract::{Acquirer, Lease, Wait};
 use crate::error::{Error, Result};
 use crate::ledger::{release_one, Slot};
-use crate::line::{Entry, HeldHere};
+use crate::line::HeldHere;
 use crate::validity::Validity;
 use crate::watchdog::Renewal;
 
+pub(crate) use in_line::{through_line, Lined, Object};
 pub(crate) use in_redis::{InRedis, Place};
 use lock::wait_in_redis;
 pub(crate) use pause::Pause;
@@ -174,57 +176,37 @@ async fn acquire_on_primary(
     // for it. Never a one-off try (it never waits).
     let waits = acquirer.waits();
     let in_line = new_owner && waits.local_line && !matches!(wait, Wait::Once);
-    let (mut turn, mut listening) = (None, None);
-    let parked = match in_line.then(|| client.lines.enter(lock_name)) {
-        Some(Entry::Turn(first)) => {
-            turn = Some(first);
-            None
-        }
-        Some(Entry::Park(parked)) => Some(parked),
-        Some(Entry::Bypass) | None => None,
-    };
-    if let Some(parked) = parked {
-        // Listening while parked keeps the channel subscribed from one head
-        // of the line to the next.
-        listening = Some(
-            client
-                .pubsub
-                .subscribe(acquirer.channel(), lock_name, waits.class),
-        );
-        // Not `within`: this state is what a parked waiter weighs, and a timer
-        // (boxed, for the timed waits only) would double it.
-        let next = match deadline {
-            Some(deadline) => Box::pin(tokio::time::timeout_at(deadline, parked.turn()))
-                .await
-                .ok(),
-            None => Some(parked.turn().await),
+    let lined = if in_line {
+        let object = Object {
+            name: lock_name,
+            channel: acquirer.channel(),
+            class: waits.class,
         };
-        match next {
-            Some(Some(head)) => turn = Some(head),
-            // The head stalled: wait in Redis, as every waiter used to.
-            Some(None) => {}
-            None => {
-                // Out of time in the line: every wait makes at least one attempt
-                // (as Redisson's first), so this one makes it on its way out. A
-                // transient failure of it is only a wait that ran out, as it would
-                // be in Redis (where transient failures are retried until then).
-                drop(listening);
-                let last = Box::pin(wait_in_redis(
-                    client,
-                    acquirer,
-                    terms,
-                    (Wait::Once, None),
-                    None,
-                    None,
-                ))
-                .await;
-                return match last {
-                    Err(e) if e.is_transient() => Ok(None),
-                    other => other,
-                };
-            }
+        Box::pin(through_line(client, object, deadline)).await
+    } else {
+        Lined::InRedis(None, None)
+    };
+    let (turn, listening) = match lined {
+        Lined::InRedis(turn, listening) => (turn, listening),
+        Lined::OutOfTime => {
+            // A transient failure of the attempt on the way out is only a
+            // wait that ran out, as it would be in Redis (where transient
+            // failures are retried until then).
+            let last = Box::pin(wait_in_redis(
+                client,
+                acquirer,
+                terms,
+                (Wait::Once, None),
+                None,
+                None,
+            ))
+            .await;
+            return match last {
+                Err(e) if e.is_transient() => Ok(None),
+                other => other,
+            };
         }
-    }
+    };
     let hold = Box::pin(wait_in_redis(
         client,
         acquirer,

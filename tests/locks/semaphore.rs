@@ -404,3 +404,67 @@ async fn cut_connections_and_dropped_acquires_lose_no_permit() {
         available().await
     );
 }
+
+/// Of one client's waiters for one permit, one waits in Redis and the others
+/// are parked behind it, sending nothing: they get the permit in the order
+/// they arrived, each with a handful of scripts, however many wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_clients_waiters_of_one_permit_are_served_in_arrival_order() {
+    const WAITERS: usize = 40;
+    let name = "sem-line";
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let client = server.client().await;
+    let held = holder.get_semaphore(name).unwrap();
+    assert!(held.try_set_permits(1).await.unwrap());
+    held.acquire().await.unwrap();
+    let before = server.command_calls("evalsha").await;
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        let semaphore = client.get_semaphore(name).unwrap();
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            semaphore.acquire().await.unwrap();
+            order.lock().unwrap().push(i);
+            semaphore.release().await.unwrap();
+        }));
+        // Arrival order is the order they entered the line.
+        let waiting = i + 1;
+        assert!(
+            eventually(SYNC_RECHECK, || async {
+                client.waiting_for(name) == waiting
+            })
+            .await,
+            "{} waiting, expected {waiting}",
+            client.waiting_for(name)
+        );
+    }
+    // One of them tried (and, once subscribed, tried again); the others sent
+    // nothing while they waited.
+    let attempts = server.command_calls("evalsha").await - before;
+    assert!(
+        (1..=3).contains(&attempts),
+        "{attempts} attempts for {WAITERS} waiters of one client"
+    );
+    assert_eq!(client.subscribed_channels(), 1);
+
+    held.release().await.unwrap();
+    within(SYNC_RECHECK * 4, "the waiters", async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    })
+    .await;
+    assert_eq!(*order.lock().unwrap(), (0..WAITERS).collect::<Vec<_>>());
+    // An acquire, a release, and about one attempt of the next head while the
+    // one before still held the permit (all trying at every release would be
+    // hundreds).
+    let commands = server.command_calls("evalsha").await - before;
+    assert!(
+        commands <= 4 * WAITERS as u64 + 6,
+        "{commands} scripts for {WAITERS} acquisitions and releases"
+    );
+    assert_eq!(client.waiting_for(name), 0);
+    assert_eq!(held.available_permits().await.unwrap(), 1);
+}

@@ -1,0 +1,70 @@
+//! The local line in front of the wait in Redis: one waiter per client and
+//! object waits in Redis, the others are parked, sending nothing (see
+//! [`Lines::enter`](crate::line::Lines::enter)). The locks and the
+//! one-permit semaphores pass through it alike.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use crate::client::ClientInner;
+use crate::line::{Entry, Turn};
+use crate::pubsub::{Class, Subscription};
+
+/// Where the local line leaves a waiter.
+pub(crate) enum Lined {
+    /// Wait in Redis: with the turn at the head of the line (none when the
+    /// line was not entered, or its head stalled), and the subscription made
+    /// while parked, if it was.
+    InRedis(Option<Turn>, Option<Subscription>),
+    /// Out of time while parked: every wait makes at least one attempt (as
+    /// Redisson's first), so make it on the way out.
+    OutOfTime,
+}
+
+/// What a waiter waits for: the object, its channel and its waiter class.
+pub(crate) struct Object<'a> {
+    pub(crate) name: &'a Arc<str>,
+    pub(crate) channel: &'a str,
+    pub(crate) class: Class,
+}
+
+/// Takes a place in this client's local line for `object` and waits there,
+/// until `deadline`, for the turn to wait in Redis. Callers box it and call it
+/// only for a wait that enters the line: inline, a parked waiter's state would
+/// make every waiter's future that large.
+///
+/// A parked waiter is small (its place in the line and its subscription); the
+/// wait in Redis, with its attempts (and, for a lock, its renewal registration
+/// and owner slot), is built only when the turn comes.
+///
+/// # Cancel safety
+/// Cancel safe: a dropped wait leaves the line and its subscription.
+pub(crate) async fn through_line(
+    client: &Arc<ClientInner>,
+    object: Object<'_>,
+    deadline: Option<Instant>,
+) -> Lined {
+    let parked = match client.lines.enter(object.name) {
+        Entry::Turn(first) => return Lined::InRedis(Some(first), None),
+        Entry::Park(parked) => parked,
+        Entry::Bypass => return Lined::InRedis(None, None),
+    };
+    // Listening while parked keeps the channel subscribed from one head of the
+    // line to the next.
+    let listening = client
+        .pubsub
+        .subscribe(object.channel, object.name, object.class);
+    // Not `within`: this state is what a parked waiter weighs, and a timer
+    // (boxed, for the timed waits only) would double it.
+    let next = match deadline {
+        Some(deadline) => Box::pin(tokio::time::timeout_at(deadline, parked.turn()))
+            .await
+            .ok(),
+        None => Some(parked.turn().await),
+    };
+    match next {
+        Some(head) => Lined::InRedis(head, Some(listening)),
+        None => Lined::OutOfTime,
+    }
+}
