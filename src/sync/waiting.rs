@@ -15,7 +15,7 @@ use crate::client::ClientInner;
 use crate::contract::{Between, Wait, Waits};
 use crate::error::Result;
 use crate::pubsub::Class;
-use crate::wait::{through_line, InRedis, Lined, Object, Pause, Place, Tried, Tries};
+use crate::wait::{last_attempt, line_up, InRedis, Lined, Object, Pause, Place, Tried, Tries};
 
 /// The longest a waiter sleeps between two attempts without a message. Nothing
 /// ends a semaphore's or a latch's wait by itself the way a lock's lease does,
@@ -86,21 +86,16 @@ where
     let (wait, deadline) = wait.start()?;
     let in_line = local_line && !matches!(wait, Wait::Once);
     let tries = Retrying(attempt);
-    let lined = if in_line {
-        let object = Object {
-            name,
-            channel,
-            class,
-        };
-        Box::pin(through_line(client, object, deadline)).await
-    } else {
-        Lined::InRedis(None, None)
+    let object = Object {
+        name,
+        channel,
+        class,
     };
+    let lined = line_up(client, object, in_line, deadline).await;
     let (turn, listening) = match lined {
         Lined::InRedis(turn, listening) => (turn, listening),
         Lined::OutOfTime => {
-            // Its one attempt on the way out; a transient failure of it is
-            // only a wait that ran out.
+            // Its one attempt on the way out.
             let place = Place {
                 client,
                 name,
@@ -108,13 +103,8 @@ where
                 waits,
                 wait: (Wait::Once, None),
             };
-            let last = InRedis::new(place, None, OnDrop::disarmed())
-                .run(&tries, None)
-                .await;
-            return match last {
-                Err(e) if e.is_transient() => Ok(None),
-                other => other,
-            };
+            let mut last = InRedis::new(place, None, OnDrop::disarmed());
+            return last_attempt(last.run(&tries, None).await);
         }
     };
     let place = Place {

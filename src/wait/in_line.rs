@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::client::ClientInner;
+use crate::error::Result;
 use crate::line::{Entry, Turn};
 use crate::pubsub::{Class, Subscription};
 
@@ -29,10 +30,34 @@ pub(crate) struct Object<'a> {
     pub(crate) class: Class,
 }
 
+/// Waits in this client's local line for `object` when `in_line` (see
+/// [`through_line`]); else goes straight to the wait in Redis. The line's state
+/// is boxed: only a parked waiter keeps it, and inline it would make every
+/// waiter's future that large.
+pub(crate) async fn line_up(
+    client: &Arc<ClientInner>,
+    object: Object<'_>,
+    in_line: bool,
+    deadline: Option<Instant>,
+) -> Lined {
+    if !in_line {
+        return Lined::InRedis(None, None);
+    }
+    Box::pin(through_line(client, object, deadline)).await
+}
+
+/// What the one attempt made on the way out of the line (out of time while
+/// parked) comes to: a transient failure of it is only a wait that ran out,
+/// as it would be in Redis (where transient failures are retried until then).
+pub(crate) fn last_attempt<T>(last: Result<Option<T>>) -> Result<Option<T>> {
+    match last {
+        Err(e) if e.is_transient() => Ok(None),
+        other => other,
+    }
+}
+
 /// Takes a place in this client's local line for `object` and waits there,
-/// until `deadline`, for the turn to wait in Redis. Callers box it and call it
-/// only for a wait that enters the line: inline, a parked waiter's state would
-/// make every waiter's future that large.
+/// until `deadline`, for the turn to wait in Redis.
 ///
 /// A parked waiter is small (its place in the line and its subscription); the
 /// wait in Redis, with its attempts (and, for a lock, its renewal registration
@@ -40,7 +65,7 @@ pub(crate) struct Object<'a> {
 ///
 /// # Cancel safety
 /// Cancel safe: a dropped wait leaves the line and its subscription.
-pub(crate) async fn through_line(
+async fn through_line(
     client: &Arc<ClientInner>,
     object: Object<'_>,
     deadline: Option<Instant>,

@@ -38,7 +38,7 @@ use crate::line::HeldHere;
 use crate::validity::Validity;
 use crate::watchdog::Renewal;
 
-pub(crate) use in_line::{through_line, Lined, Object};
+pub(crate) use in_line::{last_attempt, line_up, Lined, Object};
 pub(crate) use in_redis::{InRedis, Place};
 use lock::wait_in_redis;
 pub(crate) use pause::Pause;
@@ -176,22 +176,15 @@ async fn acquire_on_primary(
     // for it. Never a one-off try (it never waits).
     let waits = acquirer.waits();
     let in_line = new_owner && waits.local_line && !matches!(wait, Wait::Once);
-    let lined = if in_line {
-        let object = Object {
-            name: lock_name,
-            channel: acquirer.channel(),
-            class: waits.class,
-        };
-        Box::pin(through_line(client, object, deadline)).await
-    } else {
-        Lined::InRedis(None, None)
+    let object = Object {
+        name: lock_name,
+        channel: acquirer.channel(),
+        class: waits.class,
     };
+    let lined = line_up(client, object, in_line, deadline).await;
     let (turn, listening) = match lined {
         Lined::InRedis(turn, listening) => (turn, listening),
         Lined::OutOfTime => {
-            // A transient failure of the attempt on the way out is only a
-            // wait that ran out, as it would be in Redis (where transient
-            // failures are retried until then).
             let last = Box::pin(wait_in_redis(
                 client,
                 acquirer,
@@ -199,12 +192,8 @@ async fn acquire_on_primary(
                 (Wait::Once, None),
                 None,
                 None,
-            ))
-            .await;
-            return match last {
-                Err(e) if e.is_transient() => Ok(None),
-                other => other,
-            };
+            ));
+            return last_attempt(last.await);
         }
     };
     let hold = Box::pin(wait_in_redis(
