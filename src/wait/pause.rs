@@ -57,6 +57,14 @@ pub(super) struct Slept {
     pub(super) at: Instant,
 }
 
+/// One sleep of a waiter: for a known length, or until a message or the turn
+/// to poll (a lock held without expiry that another waiter of this client
+/// polls).
+enum Nap<'s> {
+    For(Duration),
+    UntilPollTurn(&'s Subscription),
+}
+
 /// One waiter's sleeps: its turn to poll a lock held without expiry, and the
 /// pause before its next poll.
 pub(super) struct Sleeper {
@@ -72,27 +80,28 @@ impl Sleeper {
         }
     }
 
-    /// How long to sleep after `pause`; `None`: another waiter of this client
-    /// polls, so wait for a message or for the turn to poll. A waiter on no
-    /// channel (a spin lock's) has no poll turn to share: it polls at the
-    /// slowest pace.
-    fn length(&mut self, pause: Pause, subscription: Option<&Subscription>) -> Option<Duration> {
+    /// How to sleep after `pause`: for a known length, or, while another
+    /// waiter of this client polls, until a message or the turn to poll. A
+    /// waiter on no channel (a spin lock's) has no poll turn to share: it polls
+    /// at the slowest pace.
+    fn nap<'s>(&mut self, pause: Pause, subscription: Option<&'s Subscription>) -> Nap<'s> {
         match (pause, subscription) {
             (Pause::For(sleep), _) => {
                 self.poll_turn = None;
                 self.poll_backoff = NO_TTL_POLL_FIRST;
-                Some(sleep)
+                Nap::For(sleep)
             }
-            (Pause::NoTtl, None) => Some(NO_TTL_POLL_MAX),
+            (Pause::NoTtl, None) => Nap::For(NO_TTL_POLL_MAX),
             (Pause::NoTtl, Some(subscription)) => {
                 if self.poll_turn.is_none() {
                     self.poll_turn = subscription.try_poll();
                 }
-                self.poll_turn.is_some().then(|| {
-                    let sleep = self.poll_backoff;
-                    self.poll_backoff = (self.poll_backoff * 2).min(NO_TTL_POLL_MAX);
-                    sleep
-                })
+                if self.poll_turn.is_none() {
+                    return Nap::UntilPollTurn(subscription);
+                }
+                let sleep = self.poll_backoff;
+                self.poll_backoff = (self.poll_backoff * 2).min(NO_TTL_POLL_MAX);
+                Nap::For(sleep)
             }
         }
     }
@@ -112,21 +121,15 @@ impl Sleeper {
             let until = at + sleep;
             deadline.map_or(until, |deadline| until.min(deadline))
         };
-        // A sleep of a known length, or the wait for the turn to poll.
-        let sleep = match (self.length(pause, subscription), subscription) {
-            (Some(sleep), _) => Ok(sleep),
-            (None, Some(subscription)) => Err(subscription),
-            (None, None) => Ok(NO_TTL_POLL_MAX),
-        };
-        match sleep {
+        match self.nap(pause, subscription) {
             // Woken or timed out, the next step is the same: try again.
-            Ok(sleep) => {
+            Nap::For(sleep) => {
                 let until = until(sleep);
                 due(until);
                 let woken = tokio::time::timeout_at(until, woken).await.is_ok();
                 Slept { woken, at }
             }
-            Err(subscription) => {
+            Nap::UntilPollTurn(subscription) => {
                 let until = until(MAX_DURATION);
                 due(until);
                 tokio::select! {
