@@ -178,6 +178,9 @@ mod with_serde {
         self_wait: SelfWait,
         #[serde(deserialize_with = "duration")]
         self_wait_warning: Duration,
+        client_name: Option<String>,
+        announce: bool,
+        metrics_lock_names: bool,
     }
 
     impl Default for Fields {
@@ -207,6 +210,9 @@ mod with_serde {
                 owner_mode,
                 self_wait,
                 self_wait_warning,
+                client_name,
+                announce,
+                metrics_lock_names,
             } = Config::default();
             Fields {
                 address,
@@ -230,6 +236,9 @@ mod with_serde {
                 owner_mode,
                 self_wait,
                 self_wait_warning,
+                client_name,
+                announce,
+                metrics_lock_names,
             }
         }
     }
@@ -260,6 +269,9 @@ mod with_serde {
                 owner_mode,
                 self_wait,
                 self_wait_warning,
+                client_name,
+                announce,
+                metrics_lock_names,
             } = self;
             let named = address_database(&address);
             let database = match (database, named) {
@@ -296,6 +308,9 @@ mod with_serde {
                 owner_mode,
                 self_wait,
                 self_wait_warning,
+                client_name,
+                announce,
+                metrics_lock_names,
             })
         }
     }

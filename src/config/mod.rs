@@ -234,6 +234,21 @@ pub struct Config {
     /// [`self_wait`](Config::self_wait)). Default 1 s: sibling futures that take
     /// turns rarely hold that long, a forgotten nested hold always does.
     pub self_wait_warning: Duration,
+    /// A name for this client that the inspector shows beside its id (for
+    /// example the service's name), as Redisson's `clientName` names a
+    /// connection. Default `None`: the host and process id alone.
+    pub client_name: Option<String>,
+    /// Whether the client says who it is on the server: a small key,
+    /// `redisson_locks_client:{<id>}`, holding its host, process id, crate
+    /// version and [`client_name`](Config::client_name), kept fresh while the
+    /// client lives and deleted when it closes, so that
+    /// [`Client::inspect`](crate::Client::inspect) can name the process behind an
+    /// owner. Default `true`. See `DESIGN.md`, "Owners you can name".
+    pub announce: bool,
+    /// With the `metrics` feature, whether the lock name is a label of the
+    /// metrics (one series per name: mind the cardinality). Default `false`:
+    /// the kind is the only label.
+    pub metrics_lock_names: bool,
 }
 
 /// Who owns an acquisition: see [`Config::owner_mode`].
@@ -318,6 +333,9 @@ impl Default for Config {
             owner_mode: OwnerMode::Scoped,
             self_wait: SelfWait::Warn,
             self_wait_warning: Duration::from_millis(1_000),
+            client_name: None,
+            announce: true,
+            metrics_lock_names: false,
         }
     }
 }
@@ -574,6 +592,13 @@ impl Config {
                 )));
             }
         }
+        if let Some(name) = &self.client_name {
+            if name.is_empty() || name.len() > 256 || name.chars().any(char::is_control) {
+                return Err(Error::Config(format!(
+                    "client_name must be 1 to 256 bytes without control characters, got {name:?}"
+                )));
+            }
+        }
         if !(0.0..=0.5).contains(&self.clock_drift_factor) {
             return Err(Error::Config(format!(
                 "clock_drift_factor must be between 0 and 0.5, got {}",
@@ -784,6 +809,9 @@ impl std::fmt::Debug for Config {
             owner_mode,
             self_wait,
             self_wait_warning,
+            client_name,
+            announce,
+            metrics_lock_names,
         } = self;
         let redacted = |addresses: &[String]| -> Vec<String> {
             addresses.iter().map(|a| redact(a).into_owned()).collect()
@@ -810,6 +838,9 @@ impl std::fmt::Debug for Config {
             .field("owner_mode", owner_mode)
             .field("self_wait", self_wait)
             .field("self_wait_warning", self_wait_warning)
+            .field("client_name", client_name)
+            .field("announce", announce)
+            .field("metrics_lock_names", metrics_lock_names)
             .finish()
     }
 }

@@ -1,0 +1,2 @@
+//! Serving the crate's metrics to Prometheus (being written).
+fn main() {}

@@ -1,0 +1,2 @@
+//! The `redisson-locks` command-line tool (being written).
+fn main() {}

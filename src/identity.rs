@@ -1,0 +1,1 @@
+//! Who a client is, said on the server (being written).

@@ -1,0 +1,1 @@
+//! The inspector (being written).

@@ -1,0 +1,1 @@
+//! What the client measures (feature `metrics`), through the `metrics` facade.

@@ -1,0 +1,1 @@
+//! End-to-end tests of the `redisson-locks` command-line tool (being written).
