@@ -74,6 +74,9 @@ pub(crate) struct ClientInner {
     pub(crate) replica_sync: u32,
     /// How every hold of this client is given back (see `release.rs`).
     pub(crate) releaser: crate::release::Releaser,
+    /// Who this client is, and how it says so on the server (see `identity.rs`).
+    pub(crate) identity: crate::identity::Identity,
+    announcement: Option<crate::identity::Announcement>,
     warnings: Vec<String>,
     /// The client's thread; dropped last, after the releases it must still send
     /// have been queued. Taken out by [`Client::close`], which awaits its end.
@@ -95,6 +98,13 @@ impl Drop for ClientInner {
                         "lock {name:?}: releasing a detached hold as the client closed failed (it ends with its lease): {e}"
                     );
                 }
+            });
+        }
+        if let Some(announcement) = self.announcement.take() {
+            let mut conn = self.conn.clone();
+            self.conn.spawn_cleanup(async move {
+                // Best effort: left behind, the key ends with its TTL.
+                let _ = announcement.withdraw(&mut conn).await;
             });
         }
         // What is still to be sent goes out from the client's own thread.
@@ -227,7 +237,24 @@ impl Client {
             timeout_ms: config.effective_replica_sync_timeout_ms(),
         };
         let pubsub = pushes.start(conn.clone());
-        let watchdog = Watchdog::start(conn.clone(), config.lock_watchdog_timeout, renewal_sync);
+        let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+        let identity = crate::identity::Identity::of_this_process(&id, config.client_name.clone());
+        let announcement = config
+            .announce
+            .then(|| crate::identity::Announcement::new(&identity, config.lock_watchdog_timeout));
+        if let Some(announcement) = &announcement {
+            if let Err(e) = announcement.refresh(&mut conn.clone()).await {
+                warnings.push(format!(
+                    "this client could not announce who it is (the inspector will not name it): {e}"
+                ));
+            }
+        }
+        let watchdog = Watchdog::start(
+            conn.clone(),
+            config.lock_watchdog_timeout,
+            renewal_sync,
+            announcement.clone(),
+        );
         let settling = Settling {
             retry: config.retry_interval,
             budget: config.timeout * 2,
@@ -238,7 +265,9 @@ impl Client {
         let releaser = crate::release::Releaser::new(conn.clone(), lines.clone(), renewal_sync);
         Ok(Client {
             inner: Arc::new(ClientInner {
-                id: uuid::Uuid::new_v4().to_string().into(),
+                id,
+                identity,
+                announcement,
                 config,
                 conn,
                 pubsub,
@@ -681,6 +710,138 @@ impl Client {
     /// ```
     pub fn renewed_holds(&self) -> usize {
         self.inner.watchdog.active_holds()
+    }
+
+    /// What lives under `name`, read at one instant: its kind (told from the
+    /// layout, whoever wrote it: this crate or Java Redisson), every holder
+    /// with its hold count, mode and lease left, a read-write lock's read
+    /// leases, a fair lock's queue with each waiter's deadline, a semaphore's
+    /// permits and each expirable permit's lease, a latch's count, a fenced
+    /// lock's last token, and which of these are this client's. Owners of
+    /// clients that announced themselves ([`Config::announce`]) carry their
+    /// host, process id and name. One script reads it all; nothing is written.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let snapshot = client.inspect("orders:42").await?;
+    /// for holder in &snapshot.holders {
+    ///     let who = holder.owner.identity.as_ref().map_or("a Java client?".to_owned(), |i| {
+    ///         format!("pid {} on {}", i.pid, i.host)
+    ///     });
+    ///     println!(
+    ///         "{} held {}x by {} ({who}), lease left {:?}",
+    ///         snapshot.kind.label(),
+    ///         holder.holds,
+    ///         holder.owner.field,
+    ///         holder.lease_left
+    ///     );
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a bad name; [`Error::Redis`] when the
+    /// server cannot be reached; [`Error::UnexpectedReply`] for a reply of
+    /// another shape.
+    pub async fn inspect(&self, name: &str) -> Result<crate::inspect::Snapshot> {
+        crate::inspect::inspect(&self.inner, name, &mut Default::default()).await
+    }
+
+    /// Every lock-family object whose name matches the glob `pattern` (Redis's
+    /// `MATCH` syntax: `orders:*`), inspected as [`inspect`](Client::inspect)
+    /// does, sorted by name. The names are found with `SCAN ... COUNT ... TYPE`,
+    /// never `KEYS`, on every primary of a cluster, so the server never blocks
+    /// for the keyspace; at most [`MAX_SCAN`](crate::inspect::MAX_SCAN) names
+    /// are read ([`Scanned::complete`](crate::inspect::Scanned::complete) says
+    /// when more matched). Each object is read consistently; the list is not
+    /// one instant. A fair lock that only has waiters, in the moment between
+    /// two holds, is not listed (inspect it by name).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// for object in client.scan("orders:*").await?.objects {
+    ///     println!("{} ({}): {} holder(s)", object.name, object.kind.label(), object.holders.len());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`inspect`](Client::inspect); [`Error::InvalidArgument`] for an empty
+    /// pattern.
+    pub async fn scan(&self, pattern: &str) -> Result<crate::inspect::Scanned> {
+        crate::inspect::scan(&self.inner, pattern).await
+    }
+
+    /// A live view of `name`: each [`next`](crate::inspect::Watch::next) is a
+    /// fresh snapshot, as soon as the object's channel carries a message and
+    /// at the latest after `every`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// let mut watch = client.watch("orders:42", Duration::from_millis(500))?;
+    /// for _ in 0..10 {
+    ///     let now = watch.next().await?;
+    ///     println!("{} holder(s), {} queued", now.holders.len(), now.queue_len);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a bad name or a zero interval.
+    pub fn watch(&self, name: &str, every: std::time::Duration) -> Result<crate::inspect::Watch> {
+        crate::inspect::Watch::new(self.inner.clone(), name.to_owned(), every)
+    }
+
+    /// Frees `name` whoever holds it, through its kind's force script (as
+    /// Redisson's `forceUnlock`), and returns what held it just before, with
+    /// whether anything was freed. For an operator with a stuck lock: the
+    /// holders learn they lost it at their next renewal or check.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let (before, freed) = client.force_unlock("orders:42").await?;
+    /// if freed {
+    ///     println!("freed {} hold(s) of {}", before.holders.len(), before.name);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `name` is a semaphore, a latch or not a
+    /// lock at all (nothing is changed); as [`inspect`](Client::inspect).
+    pub async fn force_unlock(&self, name: &str) -> Result<(crate::inspect::Snapshot, bool)> {
+        crate::inspect::force_unlock(self, &self.inner, name).await
+    }
+
+    /// Who this client says it is on the server (see [`Config::announce`]).
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_locks::Client) {
+    /// let me = client.identity();
+    /// eprintln!("client {} is pid {} on {}", me.client_id, me.pid, me.host);
+    /// # }
+    /// ```
+    pub fn identity(&self) -> &crate::inspect::Identity {
+        &self.inner.identity
+    }
+
+    /// The identity another client announced, found by its id (the first part
+    /// of its owner fields); `None` when it announced none (a Java client, a
+    /// client with [`Config::announce`] off) or has been gone for a watchdog
+    /// lease.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let me = client.identity_of(client.id()).await?;
+    /// assert_eq!(me.as_ref(), Some(client.identity()));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the server cannot be reached.
+    pub async fn identity_of(&self, client_id: &str) -> Result<Option<crate::inspect::Identity>> {
+        crate::identity::look_up(&mut self.inner.conn.clone(), client_id).await
     }
 
     /// A semaphore (Redisson `getSemaphore(name)`) named `name`: permits that

@@ -249,6 +249,68 @@ impl Conn {
         Ok(link)
     }
 
+    /// The primaries a whole-keyspace command (SCAN) must visit: in a cluster
+    /// each primary's address, read from `CLUSTER NODES`; elsewhere the one
+    /// server, `None`.
+    pub(crate) async fn primaries(&self) -> redis::RedisResult<Vec<Option<(String, u16)>>> {
+        let (link, runtime) = self.link().await?;
+        match link {
+            #[cfg(feature = "cluster")]
+            Link::Cluster { mut conn, .. } => {
+                let nodes = entered(runtime, async move {
+                    conn.route_command(
+                        redis::cmd("CLUSTER").arg("NODES").clone(),
+                        redis::cluster_routing::RoutingInfo::SingleNode(
+                            redis::cluster_routing::SingleNodeRoutingInfo::Random,
+                        ),
+                    )
+                    .await
+                })
+                .await?;
+                let text: String = redis::FromRedisValue::from_redis_value(nodes)?;
+                Ok(cluster_primaries(&text).into_iter().map(Some).collect())
+            }
+            _ => {
+                let _ = runtime;
+                Ok(vec![None])
+            }
+        }
+    }
+
+    /// Sends `cmd` to `node` (one of [`primaries`](Conn::primaries)), or as
+    /// any command when `node` is `None`.
+    pub(crate) async fn query_on(
+        &self,
+        node: Option<&(String, u16)>,
+        cmd: &Cmd,
+    ) -> redis::RedisResult<Value> {
+        let Some((host, port)) = node else {
+            return cmd.query_async(&mut self.clone()).await;
+        };
+        let (link, runtime) = self.link().await?;
+        match link {
+            #[cfg(feature = "cluster")]
+            Link::Cluster { mut conn, .. } => {
+                let routing = redis::cluster_routing::RoutingInfo::SingleNode(
+                    redis::cluster_routing::SingleNodeRoutingInfo::ByAddress {
+                        host: host.clone(),
+                        port: *port,
+                    },
+                );
+                let cmd = cmd.clone();
+                entered(
+                    runtime,
+                    async move { conn.route_command(cmd, routing).await },
+                )
+                .await
+            }
+            _ => {
+                let _ = (runtime, host, port);
+                cmd.query_async(&mut self.clone()).await
+            }
+        }
+    }
+
     pub(crate) async fn subscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
         let (mut link, runtime) = self.link().await?;
         entered(runtime, async move { link.subscribe(channels).await }).await
@@ -258,6 +320,26 @@ impl Conn {
         let (mut link, runtime) = self.link().await?;
         entered(runtime, async move { link.unsubscribe(channels).await }).await
     }
+}
+
+/// The primaries in a `CLUSTER NODES` reply that serve slots and are not
+/// failed: `<id> <ip:port@cport[,hostname]> <flags> <master> ... <slots>`.
+#[cfg(feature = "cluster")]
+fn cluster_primaries(nodes: &str) -> Vec<(String, u16)> {
+    nodes
+        .lines()
+        .filter_map(|line| {
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            let flags = parts.get(2)?;
+            let serves = parts.len() > 8;
+            if !flags.split(',').any(|f| f == "master") || flags.contains("fail") || !serves {
+                return None;
+            }
+            let address = parts.get(1)?.split(['@', ',']).next()?;
+            let (host, port) = address.rsplit_once(':')?;
+            Some((host.to_owned(), port.parse().ok()?))
+        })
+        .collect()
 }
 
 impl Link {
@@ -375,5 +457,29 @@ impl redis::aio::ConnectionLike for Conn {
 
     fn get_db(&self) -> i64 {
         self.shared.placed().link.get_db()
+    }
+}
+
+#[cfg(all(test, feature = "cluster"))]
+mod tests {
+    use super::cluster_primaries;
+
+    #[test]
+    fn cluster_nodes_give_the_serving_primaries() {
+        let nodes = "\
+07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.1:30004@31004,host-a slave e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 0 1426238317239 4 connected
+67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 127.0.0.1:30002@31002 master - 0 1426238316232 2 connected 5461-10922
+292f8b365bb7edb5e285caf0b7e6ddc7265d2f4f 127.0.0.1:30003@31003 master - 0 1426238318243 3 connected 10923-16383
+e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460
+6ec23923021cf3ffec47632106199cb7f496ce01 127.0.0.1:30005@31005 master,fail - 0 1426238316232 5 connected
+";
+        assert_eq!(
+            cluster_primaries(nodes),
+            vec![
+                ("127.0.0.1".to_owned(), 30002),
+                ("127.0.0.1".to_owned(), 30003),
+                ("127.0.0.1".to_owned(), 30001),
+            ]
+        );
     }
 }

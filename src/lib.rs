@@ -146,7 +146,7 @@ mod error;
 mod heuristics;
 mod home;
 mod identity;
-mod inspect;
+pub mod inspect;
 mod keys;
 mod ledger;
 mod line;

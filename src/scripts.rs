@@ -61,6 +61,22 @@ lua_script!(
 );
 lua_script!(GROUP_IS_LOCKED, "group_common.lua" + "group_is_locked.lua");
 
+// The inspector reads a read-write lock's hold keys as its scripts build them.
+lua_script!(INSPECT, "rw_common.lua" + "inspect.lua");
+
+/// Everything under lock-family name `name`, read in one script (see
+/// `lua/inspect.lua` for the reply's shape; `inspect/read.rs` decodes it).
+pub(crate) async fn inspect(conn: &mut Conn, name: &str, bound: usize) -> Result<Value> {
+    let mut invocation = INSPECT.key(name);
+    invocation
+        .key(crate::keys::fair_queue(name))
+        .key(crate::keys::fair_timeouts(name))
+        .key(crate::keys::fenced_token(name))
+        .key(crate::keys::permit_timeouts(name))
+        .arg(bound);
+    call(conn, name, &invocation).await
+}
+
 /// The keys of one fair lock.
 #[derive(Debug, Clone)]
 pub(crate) struct FairKeys {

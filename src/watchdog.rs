@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::conn::Conn;
+use crate::identity::Announcement;
 use crate::keys::{cluster_slot, Slot};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -109,12 +110,24 @@ pub(crate) struct Watchdog {
 
 impl Watchdog {
     /// Starts the renewal task on the client's background runtime: every
-    /// `lease / 3`, restart `lease` on every active hold.
-    pub(crate) fn start(conn: Conn, lease: Duration, sync: QuietSync) -> Self {
+    /// `lease / 3`, restart `lease` on every active hold, and refresh the
+    /// client's `announcement` of who it is (its TTL is one lease too, so it
+    /// outlives a killed process by no more than its holds do).
+    pub(crate) fn start(
+        conn: Conn,
+        lease: Duration,
+        sync: QuietSync,
+        announcement: Option<Announcement>,
+    ) -> Self {
         let registry = Arc::new(Registry::default());
         let (stop, stopped) = oneshot::channel();
         let spawner = conn.spawner().clone();
-        spawner.spawn(run_renewals(registry.clone(), conn, lease, sync, stopped));
+        let rounds = Rounds {
+            lease,
+            sync,
+            announcement,
+        };
+        spawner.spawn(run_renewals(registry.clone(), conn, rounds, stopped));
         Watchdog {
             registry,
             _stop: stop,
@@ -264,22 +277,47 @@ impl Drop for Renewal {
     }
 }
 
+/// What each renewal round does besides renewing holds.
+struct Rounds {
+    lease: Duration,
+    sync: QuietSync,
+    announcement: Option<Announcement>,
+}
+
 async fn run_renewals(
     registry: Arc<Registry>,
     mut conn: Conn,
-    lease: Duration,
-    sync: QuietSync,
+    rounds: Rounds,
     mut stopped: oneshot::Receiver<()>,
 ) {
+    let Rounds {
+        lease,
+        sync,
+        announcement,
+    } = rounds;
     let mut ticks = tokio::time::interval(lease / 3);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await; // the first tick is immediate; nothing is due yet
+    let mut announce_failed = false;
     loop {
         tokio::select! {
             _ = &mut stopped => return,
             _ = ticks.tick() => {
                 if renew_all(&registry, &mut conn, lease).await {
                     sync.run(&mut conn).await;
+                }
+                if let Some(announcement) = &announcement {
+                    // Said once, not every tick: the locks work without it.
+                    match announcement.refresh(&mut conn).await {
+                        Err(e) if !announce_failed => {
+                            announce_failed = true;
+                            crate::trace::warn_event!(
+                                "refreshing this client's identity key failed (the inspector may not name it): {e}"
+                            );
+                        }
+                        Err(_) => {}
+                        Ok(()) => announce_failed = false,
+                    }
                 }
             }
         }

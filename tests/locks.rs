@@ -15,6 +15,7 @@ mod locks {
     mod fenced;
     mod group;
     mod hostile;
+    mod inspect;
     mod interop;
     mod java;
     mod latch;

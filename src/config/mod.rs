@@ -692,7 +692,8 @@ impl Config {
             .redis_settings()
             .clone()
             .set_protocol(redis::ProtocolVersion::RESP3)
-            .set_db(self.database);
+            .set_db(self.database)
+            .set_lib_name(crate::identity::LIBRARY, env!("CARGO_PKG_VERSION"));
         if let Some(user) = &self.username {
             settings = settings.set_username(user);
         }

@@ -42,6 +42,9 @@ use std::time::{Duration, Instant};
 
 pub use redisson_locks::{Client, Config};
 
+/// How a client's identity key begins (see `src/identity.rs`).
+pub const IDENTITY_PREFIX: &str = "redisson_locks_client:";
+
 /// The server binary tests start: `REDIS_SERVER`, or `redis-server` on `PATH`.
 pub fn server_binary() -> String {
     std::env::var("REDIS_SERVER")
@@ -328,8 +331,24 @@ impl RedisServer {
             .expect("admin connection")
     }
 
-    /// Every key in the server.
+    /// Every key in the server but the clients' identity keys
+    /// (`redisson_locks_client:{<id>}`, which live as long as their client,
+    /// whatever it holds: see [`identity_keys`](RedisServer::identity_keys)).
     pub async fn keys(&self) -> Vec<String> {
+        let mut keys = self.all_keys().await;
+        keys.retain(|key| !key.starts_with(IDENTITY_PREFIX));
+        keys
+    }
+
+    /// The identity keys of the clients connected (and announcing) now.
+    pub async fn identity_keys(&self) -> Vec<String> {
+        let mut keys = self.all_keys().await;
+        keys.retain(|key| key.starts_with(IDENTITY_PREFIX));
+        keys
+    }
+
+    /// Every key in the server, sorted.
+    pub async fn all_keys(&self) -> Vec<String> {
         let mut admin = self.admin().await;
         let mut keys: Vec<String> = redis::cmd("KEYS")
             .arg("*")

@@ -1,0 +1,85 @@
+-- The inspector: reads, and never writes, everything that lives under one
+-- lock-family name, in one script so that the snapshot is consistent (nothing
+-- can change between its parts). rw_common.lua is prepended (read_hold_key,
+-- is_writer_field).
+--
+-- KEYS[1]  the name: a lock's HASH, or a synchronizer's STRING
+-- KEYS[2]  the fair lock's queue (LIST of owner fields)
+-- KEYS[3]  the fair lock's waiter deadlines (ZSET owner field -> epoch ms)
+-- KEYS[4]  the fenced lock's token counter (STRING)
+-- KEYS[5]  the permit-expirable semaphore's leases (ZSET permit id -> epoch ms)
+-- ARGV[1]  the most entries read of any one list, zset or hash (bounds the
+--          reply and the script's time on a huge or foreign key)
+--
+-- Reply: { server time in ms, type of KEYS[1], PTTL of KEYS[1], body,
+--          queue, queue length, deadlines (member, score, ...),
+--          token or false, leases (member, score, ...), leases count,
+--          read hold TTLs }
+--   body: for a hash, its fields and values (field, value, ...) up to the
+--   bound, then its length; for a string, { value }; otherwise {}.
+--   read hold TTLs: for each reader field of a read-write hash, in the body's
+--   order, { field, PTTL of hold 1, PTTL of hold 2, ... }.
+
+local name, queue_key, deadlines_key, token_key, leases_key =
+    KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local bound = tonumber(ARGV[1])
+
+local function type_of(key)
+    return redis.call('type', key).ok
+end
+
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local kind = type_of(name)
+local body = {}
+local read_ttls = {}
+if kind == 'hash' then
+    local length = redis.call('hlen', name)
+    if length <= bound then
+        body = redis.call('hgetall', name)
+    else
+        -- A foreign hash this large is no lock: a sample says what it is.
+        local cursor = redis.call('hscan', name, 0, 'count', bound)
+        body = cursor[2]
+    end
+    table.insert(body, length)
+    if redis.call('hexists', name, 'mode') == 1 then
+        for i = 1, #body - 1, 2 do
+            local field = body[i]
+            if field ~= 'mode' and not is_writer_field(field) then
+                local holds = math.min(tonumber(body[i + 1]) or 0, bound)
+                local ttls = { field }
+                for hold = 1, holds do
+                    table.insert(ttls, redis.call('pttl', read_hold_key(name, field, hold)))
+                end
+                table.insert(read_ttls, ttls)
+            end
+        end
+    end
+elseif kind == 'string' then
+    body = { redis.call('get', name) }
+end
+
+local queue, queue_length, deadlines = {}, 0, {}
+if type_of(queue_key) == 'list' then
+    queue = redis.call('lrange', queue_key, 0, bound - 1)
+    queue_length = redis.call('llen', queue_key)
+end
+if type_of(deadlines_key) == 'zset' then
+    deadlines = redis.call('zrange', deadlines_key, 0, bound - 1, 'withscores')
+end
+
+local token = false
+if type_of(token_key) == 'string' then
+    token = redis.call('get', token_key)
+end
+
+local leases, leases_count = {}, 0
+if type_of(leases_key) == 'zset' then
+    leases = redis.call('zrange', leases_key, 0, bound - 1, 'withscores')
+    leases_count = redis.call('zcard', leases_key)
+end
+
+return { now, kind, redis.call('pttl', name), body, queue, queue_length, deadlines,
+    token, leases, leases_count, read_ttls }

@@ -1,1 +1,0 @@
-//! The inspector (being written).

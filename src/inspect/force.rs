@@ -1,0 +1,63 @@
+//! Freeing a name whoever holds it, for an operator: the kind the inspector
+//! sees chooses the kind's own force script (Redisson's `forceUnlock`), so
+//! waiters of every language are told as by any release.
+
+use std::sync::Arc;
+
+use super::{HoldMode, Kind, Snapshot};
+use crate::client::{Client, ClientInner};
+use crate::error::{Error, Result};
+
+/// Frees `name` whatever holds it; returns what held it just before and
+/// whether the force freed anything.
+pub(crate) async fn force_unlock(
+    client: &Client,
+    inner: &Arc<ClientInner>,
+    name: &str,
+) -> Result<(Snapshot, bool)> {
+    let before = super::inspect(inner, name, &mut Default::default()).await?;
+    let freed = match &before.kind {
+        Kind::Absent => false,
+        Kind::Lock => client.get_lock(name)?.force_unlock().await?,
+        Kind::FairLock => client.get_fair_lock(name)?.force_unlock().await?,
+        Kind::FencedLock => client.get_fenced_lock(name)?.force_unlock().await?,
+        Kind::ReadWriteLock { .. } => {
+            let rw = client.get_read_write_lock(name)?;
+            let writing = before.holders.iter().any(|h| h.mode == HoldMode::Write);
+            if writing {
+                rw.write_lock().force_unlock().await?
+            } else {
+                rw.read_lock().force_unlock().await?
+            }
+        }
+        Kind::MultiLockGroup => {
+            let ids: Vec<String> = before
+                .holders
+                .iter()
+                .filter_map(|h| h.member.clone())
+                .collect();
+            let channel = crate::keys::lock_channel(name);
+            !ids.is_empty()
+                && crate::scripts::group_force_release(
+                    &mut inner.conn.clone(),
+                    name,
+                    &channel,
+                    &ids,
+                )
+                .await?
+        }
+        Kind::Counter | Kind::PermitExpirableSemaphore => {
+            return Err(Error::invalid(format!(
+                "'{name}' is a {}: it has no holder to force out (release its permits or \
+                 count it down instead)",
+                before.kind.label()
+            )))
+        }
+        Kind::Foreign { redis_type } => {
+            return Err(Error::invalid(format!(
+                "'{name}' is a {redis_type} that is not a lock: nothing was changed"
+            )))
+        }
+    };
+    Ok((before, freed))
+}

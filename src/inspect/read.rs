@@ -1,0 +1,363 @@
+//! The inspect script's reply as a [`Snapshot`]: the kind told from the
+//! layout, then the holders, queue and permits that kind keeps.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redis::Value;
+
+use super::{HoldMode, Holder, Kind, Owner, PermitLease, Queued, Snapshot, MAX_ENTRIES};
+use crate::error::{Error, Result};
+
+const OPERATION: &str = "inspect";
+
+/// The permit-expirable semaphore's score of a permit taken without a lease.
+const NEVER: i64 = 922_337_203_685_477;
+
+/// The script's reply, its parts named.
+struct Reply {
+    now: i64,
+    redis_type: String,
+    pttl: i64,
+    body: Vec<Value>,
+    queue: Vec<String>,
+    queue_len: usize,
+    deadlines: HashMap<String, i64>,
+    token: Option<u64>,
+    leases: Vec<(Vec<u8>, i64)>,
+    leases_count: usize,
+    read_ttls: HashMap<String, Vec<i64>>,
+}
+
+fn unexpected(what: impl std::fmt::Debug) -> Error {
+    Error::unexpected(OPERATION, what)
+}
+
+fn int(value: &Value) -> Result<i64> {
+    match value {
+        Value::Int(n) => Ok(*n),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|text| text.parse::<f64>().ok())
+            // A zset score in Lua arrives as a string, possibly "1.7e12".
+            .filter(|n| n.is_finite())
+            .map(|n| n as i64)
+            .ok_or_else(|| unexpected(value)),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn text(value: &Value) -> Result<String> {
+    match value {
+        Value::BulkString(bytes) => Ok(String::from_utf8_lossy(bytes).into_owned()),
+        Value::SimpleString(text) => Ok(text.clone()),
+        Value::Int(n) => Ok(n.to_string()),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn array(value: Value) -> Result<Vec<Value>> {
+    match value {
+        Value::Array(items) => Ok(items),
+        Value::Nil => Ok(Vec::new()),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// A flat `member, score, ...` list as pairs.
+fn pairs(value: Value) -> Result<Vec<(Value, i64)>> {
+    let items = array(value)?;
+    items
+        .chunks(2)
+        .map(|pair| match pair {
+            [member, score] => Ok((member.clone(), int(score)?)),
+            other => Err(unexpected(other)),
+        })
+        .collect()
+}
+
+impl Reply {
+    fn decode(reply: Value) -> Result<Reply> {
+        let parts = array(reply)?;
+        let [now, redis_type, pttl, body, queue, queue_len, deadlines, token, leases, leases_count, read_ttls] =
+            <[Value; 11]>::try_from(parts).map_err(unexpected)?;
+        let read_ttls = array(read_ttls)?
+            .into_iter()
+            .map(|entry| {
+                let entry = array(entry)?;
+                let (field, ttls) = entry.split_first().ok_or_else(|| unexpected(&entry))?;
+                Ok((text(field)?, ttls.iter().map(int).collect::<Result<_>>()?))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Reply {
+            now: int(&now)?,
+            redis_type: text(&redis_type)?,
+            pttl: int(&pttl)?,
+            body: array(body)?,
+            queue: array(queue)?.iter().map(text).collect::<Result<_>>()?,
+            queue_len: usize::try_from(int(&queue_len)?).unwrap_or(0),
+            deadlines: pairs(deadlines)?
+                .into_iter()
+                .map(|(member, score)| Ok((text(&member)?, score)))
+                .collect::<Result<_>>()?,
+            token: match token {
+                Value::Nil => None,
+                other => Some(u64::try_from(int(&other)?).unwrap_or(0)),
+            },
+            leases: pairs(leases)?
+                .into_iter()
+                .map(|(member, score)| match member {
+                    Value::BulkString(bytes) => Ok((bytes, score)),
+                    other => Err(unexpected(other)),
+                })
+                .collect::<Result<_>>()?,
+            leases_count: usize::try_from(int(&leases_count)?).unwrap_or(0),
+            read_ttls,
+        })
+    }
+
+    /// A hash body's fields and values, and its length.
+    fn hash(&self) -> Result<(Vec<(String, String)>, usize)> {
+        let (length, fields) = self
+            .body
+            .split_last()
+            .ok_or_else(|| unexpected(&self.body))?;
+        let fields = fields
+            .chunks(2)
+            .map(|pair| match pair {
+                [field, value] => Ok((text(field)?, text(value)?)),
+                other => Err(unexpected(other)),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((fields, usize::try_from(int(length)?).unwrap_or(0)))
+    }
+
+    fn has_queue(&self) -> bool {
+        self.queue_len > 0 || !self.deadlines.is_empty()
+    }
+
+    fn ttl(&self) -> Option<Duration> {
+        u64::try_from(self.pttl).ok().map(Duration::from_millis)
+    }
+}
+
+/// The snapshot of `name` from the inspect script's `reply`, with `my_id` the
+/// inspecting client's id.
+pub(crate) fn read_snapshot(name: &str, reply: Value, my_id: &str) -> Result<Snapshot> {
+    let reply = Reply::decode(reply)?;
+    let mut snapshot = Snapshot {
+        name: name.to_owned(),
+        kind: Kind::Absent,
+        server_time_ms: u64::try_from(reply.now).unwrap_or(0),
+        ttl: reply.ttl(),
+        holders: Vec::new(),
+        queue: queue(&reply, my_id),
+        queue_len: reply.queue_len,
+        count: None,
+        permits: permits(&reply),
+        permits_out: reply.leases_count,
+        fencing_token: reply.token,
+        listeners: Vec::new(),
+        truncated: reply.queue_len > MAX_ENTRIES || reply.leases_count > MAX_ENTRIES,
+    };
+    match reply.redis_type.as_str() {
+        "hash" => read_hash(&reply, my_id, &mut snapshot)?,
+        "string" => {
+            let value = reply.body.first().map(text).transpose()?;
+            match value.as_deref().map(str::parse::<i64>) {
+                Some(Ok(count)) => {
+                    snapshot.count = Some(count);
+                    snapshot.kind = if reply.leases_count > 0 {
+                        Kind::PermitExpirableSemaphore
+                    } else {
+                        Kind::Counter
+                    };
+                }
+                _ => snapshot.kind = foreign("string"),
+            }
+        }
+        "none" => {
+            snapshot.kind = if reply.has_queue() {
+                Kind::FairLock
+            } else if reply.leases_count > 0 {
+                Kind::PermitExpirableSemaphore
+            } else if reply.token.is_some() {
+                Kind::FencedLock
+            } else {
+                Kind::Absent
+            };
+        }
+        other => snapshot.kind = foreign(other),
+    }
+    Ok(snapshot)
+}
+
+fn foreign(redis_type: &str) -> Kind {
+    Kind::Foreign {
+        redis_type: redis_type.to_owned(),
+    }
+}
+
+/// A lock's hash: which lock, and its holders.
+fn read_hash(reply: &Reply, my_id: &str, snapshot: &mut Snapshot) -> Result<()> {
+    let (fields, length) = reply.hash()?;
+    snapshot.truncated |= length > MAX_ENTRIES;
+    let values: HashMap<&str, &str> = fields
+        .iter()
+        .map(|(f, v)| (f.as_str(), v.as_str()))
+        .collect();
+    if let Some(mode) = values.get("mode") {
+        snapshot.kind = Kind::ReadWriteLock {
+            mode: (*mode).to_owned(),
+        };
+        snapshot.holders = read_write_holders(reply, &fields, my_id);
+        return Ok(());
+    }
+    if fields
+        .iter()
+        .any(|(f, _)| f.ends_with(":expire_time") || f.ends_with(":lock_count"))
+    {
+        snapshot.kind = Kind::MultiLockGroup;
+        snapshot.holders = group_holders(reply, &fields, &values, my_id);
+        return Ok(());
+    }
+    let holders: Option<Vec<Holder>> = fields
+        .iter()
+        .map(|(field, count)| {
+            let holds = count.parse::<u64>().ok()?;
+            let owner = Owner::parse(field, my_id);
+            (!owner.client_id.is_empty()).then(|| Holder {
+                owner,
+                mode: HoldMode::Exclusive,
+                holds,
+                lease_left: reply.ttl(),
+                read_leases: Vec::new(),
+                member: None,
+            })
+        })
+        .collect();
+    match holders {
+        Some(holders) => {
+            snapshot.holders = holders;
+            snapshot.kind = if reply.has_queue() {
+                Kind::FairLock
+            } else if reply.token.is_some() {
+                Kind::FencedLock
+            } else {
+                Kind::Lock
+            };
+        }
+        None => snapshot.kind = foreign("hash"),
+    }
+    Ok(())
+}
+
+fn read_write_holders(reply: &Reply, fields: &[(String, String)], my_id: &str) -> Vec<Holder> {
+    fields
+        .iter()
+        .filter(|(field, _)| field != "mode")
+        .map(|(field, count)| {
+            let holds = count.parse::<u64>().unwrap_or(0);
+            match field.strip_suffix(":write") {
+                Some(writer) => Holder {
+                    owner: Owner::parse(writer, my_id),
+                    mode: HoldMode::Write,
+                    holds,
+                    lease_left: reply.ttl(),
+                    read_leases: Vec::new(),
+                    member: None,
+                },
+                None => {
+                    let read_leases: Vec<Option<Duration>> = reply
+                        .read_ttls
+                        .get(field)
+                        .map(|ttls| {
+                            ttls.iter()
+                                .map(|ttl| u64::try_from(*ttl).ok().map(Duration::from_millis))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    Holder {
+                        owner: Owner::parse(field, my_id),
+                        mode: HoldMode::Read,
+                        holds,
+                        lease_left: read_leases.iter().flatten().max().copied(),
+                        read_leases,
+                        member: None,
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
+/// A single-hash multi-lock's holds: `<member id>` names the owner, whose
+/// `<id>:<owner>:expire_time` and `:lock_count` say until when and how often.
+/// A member whose hold has ended is free, whatever its fields still say.
+fn group_holders(
+    reply: &Reply,
+    fields: &[(String, String)],
+    values: &HashMap<&str, &str>,
+    my_id: &str,
+) -> Vec<Holder> {
+    fields
+        .iter()
+        .filter(|(field, _)| !field.contains(':'))
+        .filter_map(|(member, owner)| {
+            let ends = values
+                .get(format!("{member}:{owner}:expire_time").as_str())?
+                .parse::<i64>()
+                .ok()?;
+            let left = u64::try_from(ends - reply.now).ok()?;
+            let holds = values
+                .get(format!("{member}:{owner}:lock_count").as_str())
+                .and_then(|count| count.parse::<u64>().ok())
+                .unwrap_or(1);
+            Some(Holder {
+                owner: Owner::parse(owner, my_id),
+                mode: HoldMode::Exclusive,
+                holds,
+                lease_left: Some(Duration::from_millis(left)),
+                read_leases: Vec::new(),
+                member: Some(member.clone()),
+            })
+        })
+        .collect()
+}
+
+fn queue(reply: &Reply, my_id: &str) -> Vec<Queued> {
+    reply
+        .queue
+        .iter()
+        .map(|field| {
+            let deadline = reply.deadlines.get(field).copied();
+            Queued {
+                owner: Owner::parse(field, my_id),
+                deadline_ms: deadline,
+                deadline_in_ms: deadline.map(|d| d - reply.now),
+            }
+        })
+        .collect()
+}
+
+fn permits(reply: &Reply) -> Vec<PermitLease> {
+    reply
+        .leases
+        .iter()
+        .map(|(id, ends)| {
+            let id = if id.len() == 16 {
+                id.iter().map(|b| format!("{b:02x}")).collect()
+            } else {
+                String::from_utf8_lossy(id).into_owned()
+            };
+            let left = ends - reply.now;
+            PermitLease {
+                id,
+                lease_left: (*ends < NEVER)
+                    .then(|| u64::try_from(left).ok().map(Duration::from_millis))
+                    .flatten(),
+                expired: left < 0,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,453 @@
+//! The inspector (`Client::inspect`, `scan`, `watch`, `force_unlock`) and the
+//! clients' identities, on every kind this crate writes. What Java Redisson
+//! writes is read in `java.rs` (`inspector_reads_what_java_holds`).
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redisson_locks::inspect::{HoldMode, Kind};
+
+use crate::support::fair::queue_len;
+use crate::support::{eventually, within, RedisServer, IDENTITY_PREFIX};
+
+const SOON: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_reentrant_lock_shows_its_owner_count_lease_and_identity() {
+    let server = RedisServer::start();
+    let holder = server
+        .client_with(|c| c.client_name = Some("billing".into()))
+        .await;
+    let looker = server.client().await;
+    // One owner id for both holds: a nested hold of one owner.
+    let lock = holder.get_lock("orders:42").unwrap().with_owner_id(7);
+    let outer = lock.lock_with_lease(Duration::from_secs(60)).await.unwrap();
+    let inner = lock.lock_with_lease(Duration::from_secs(60)).await.unwrap();
+
+    let seen = looker.inspect("orders:42").await.unwrap();
+    assert_eq!(seen.kind, Kind::Lock);
+    assert_eq!(seen.holders.len(), 1, "{seen:?}");
+    let h = &seen.holders[0];
+    assert_eq!(h.holds, 2);
+    assert_eq!(h.mode, HoldMode::Exclusive);
+    assert_eq!(h.owner.client_id, holder.id());
+    assert_eq!(h.owner.field, format!("{}:7", holder.id()));
+    assert_eq!(h.owner.thread, "7");
+    assert!(!h.owner.mine, "the looker holds nothing");
+    let lease = h.lease_left.expect("a lease");
+    assert!(
+        lease > Duration::from_secs(50) && lease <= Duration::from_secs(60),
+        "{lease:?}"
+    );
+    let who = h
+        .owner
+        .identity
+        .as_ref()
+        .expect("the holder announced itself");
+    assert_eq!(who.pid, std::process::id());
+    assert_eq!(who.name.as_deref(), Some("billing"));
+    assert_eq!(who.library, "redisson-locks");
+    assert_eq!(who, holder.identity());
+
+    let mine = holder.inspect("orders:42").await.unwrap();
+    assert!(mine.holders[0].owner.mine);
+    assert_eq!(mine.mine().count(), 1);
+
+    inner.unlock().await.unwrap();
+    outer.unlock().await.unwrap();
+    let free = looker.inspect("orders:42").await.unwrap();
+    assert_eq!(free.kind, Kind::Absent);
+    assert!(free.holders.is_empty() && free.ttl.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_queue_is_read_in_arrival_order_with_deadlines() {
+    let server = RedisServer::start();
+    let clients = [
+        server.client().await,
+        server.client().await,
+        server.client().await,
+    ];
+    let holder = clients[0].get_fair_lock("line").unwrap();
+    let held = holder.lock().await.unwrap();
+    let mut waiters = Vec::new();
+    let mut expected = Vec::new();
+    for (i, client) in clients.iter().enumerate().skip(1) {
+        let lock = client.get_fair_lock("line").unwrap();
+        waiters.push(tokio::spawn(async move {
+            lock.lock().await.unwrap().unlock().await
+        }));
+        assert!(eventually(SOON, || async { queue_len(&server, "line").await == i }).await);
+        expected.push(client.id().to_owned());
+    }
+    let seen = clients[0].inspect("line").await.unwrap();
+    assert_eq!(seen.kind, Kind::FairLock);
+    assert_eq!(seen.holders.len(), 1);
+    assert!(seen.holders[0].owner.mine);
+    let order: Vec<_> = seen
+        .queue
+        .iter()
+        .map(|q| q.owner.client_id.clone())
+        .collect();
+    assert_eq!(order, expected, "first come first");
+    assert_eq!(seen.queue_len, 2);
+    let deadlines: Vec<i64> = seen
+        .queue
+        .iter()
+        .map(|q| q.deadline_in_ms.unwrap())
+        .collect();
+    assert!(deadlines.iter().all(|d| *d > 0), "{deadlines:?}");
+    assert!(
+        deadlines[0] < deadlines[1],
+        "the second waits behind the first: {deadlines:?}"
+    );
+    assert!(seen.queue.iter().all(|q| q.owner.identity.is_some()));
+    held.unlock().await.unwrap();
+    for waiter in waiters {
+        within(SOON, "fair waiter", waiter).await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_write_lock_shows_each_reader_with_its_own_leases_and_a_writer() {
+    let server = RedisServer::start();
+    let a = server.client().await;
+    let b = server.client().await;
+    let rw_a = a.get_read_write_lock("doc").unwrap();
+    let rw_b = b.get_read_write_lock("doc").unwrap();
+    // One owner id for both of a's read holds.
+    let r1 = rw_a
+        .read_lock()
+        .with_owner_id(7)
+        .lock_with_lease(Duration::from_secs(40))
+        .await
+        .unwrap();
+    let r2 = rw_a
+        .read_lock()
+        .with_owner_id(7)
+        .lock_with_lease(Duration::from_secs(20))
+        .await
+        .unwrap();
+    let r3 = rw_b.read_lock().lock().await.unwrap();
+    let seen = b.inspect("doc").await.unwrap();
+    assert_eq!(
+        seen.kind,
+        Kind::ReadWriteLock {
+            mode: "read".into()
+        }
+    );
+    assert_eq!(seen.holders.len(), 2, "{seen:?}");
+    let of_a = seen
+        .holders
+        .iter()
+        .find(|h| h.owner.client_id == a.id())
+        .unwrap();
+    assert_eq!((of_a.mode, of_a.holds), (HoldMode::Read, 2));
+    let leases: Vec<_> = of_a.read_leases.iter().map(|l| l.unwrap()).collect();
+    assert_eq!(leases.len(), 2);
+    assert!(
+        leases[0] > Duration::from_secs(30) && leases[1] <= Duration::from_secs(20),
+        "{leases:?}"
+    );
+    assert_eq!(of_a.lease_left, Some(leases[0]), "the longest read lease");
+    let of_b = seen
+        .holders
+        .iter()
+        .find(|h| h.owner.client_id == b.id())
+        .unwrap();
+    assert!(of_b.owner.mine && of_b.holds == 1);
+    for guard in [r1, r2, r3] {
+        guard.unlock().await.unwrap();
+    }
+    let w = rw_a.write_lock().lock().await.unwrap();
+    let seen = b.inspect("doc").await.unwrap();
+    assert_eq!(
+        seen.kind,
+        Kind::ReadWriteLock {
+            mode: "write".into()
+        }
+    );
+    assert_eq!(seen.holders.len(), 1);
+    assert_eq!(seen.holders[0].mode, HoldMode::Write);
+    assert_eq!(seen.holders[0].owner.client_id, a.id());
+    assert!(
+        !seen.holders[0].owner.field.ends_with(":write"),
+        "the writer's field, less its suffix"
+    );
+    w.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_other_kinds_are_told_from_their_layout() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+
+    let fenced = client.get_fenced_lock("fenced").unwrap();
+    let (guard, token) = fenced.lock_and_get_token().await.unwrap();
+    let seen = client.inspect("fenced").await.unwrap();
+    assert_eq!(seen.kind, Kind::FencedLock);
+    assert_eq!(seen.fencing_token, Some(token));
+    assert_eq!(seen.holders.len(), 1);
+    guard.unlock().await.unwrap();
+    let seen = client.inspect("fenced").await.unwrap();
+    assert_eq!(
+        (seen.kind.clone(), seen.holders.len()),
+        (Kind::FencedLock, 0),
+        "the counter stays"
+    );
+
+    let slots = client.get_semaphore("slots").unwrap();
+    slots.try_set_permits(3).await.unwrap();
+    slots.acquire().await.unwrap();
+    let seen = client.inspect("slots").await.unwrap();
+    assert_eq!((seen.kind.clone(), seen.count), (Kind::Counter, Some(2)));
+
+    let workers = client.get_permit_expirable_semaphore("workers").unwrap();
+    workers.try_set_permits(2).await.unwrap();
+    let permit = workers.acquire(Duration::from_secs(30)).await.unwrap();
+    let seen = client.inspect("workers").await.unwrap();
+    assert_eq!(seen.kind, Kind::PermitExpirableSemaphore);
+    assert_eq!((seen.count, seen.permits_out), (Some(1), 1));
+    assert_eq!(seen.permits[0].id, permit.to_string());
+    let left = seen.permits[0].lease_left.unwrap();
+    assert!(
+        left > Duration::from_secs(25) && left <= Duration::from_secs(30),
+        "{left:?}"
+    );
+    assert!(!seen.permits[0].expired);
+    workers.release(&permit).await.unwrap();
+
+    let ready = client.get_count_down_latch("ready").unwrap();
+    ready.try_set_count(5).await.unwrap();
+    let seen = client.inspect("ready").await.unwrap();
+    assert_eq!((seen.kind.clone(), seen.count), (Kind::Counter, Some(5)));
+
+    let seats = client.get_multi_lock("flight", ["12A", "12B"]).unwrap();
+    let booked = seats
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let seen = client.inspect("flight").await.unwrap();
+    assert_eq!(seen.kind, Kind::MultiLockGroup);
+    assert_eq!(seen.holders.len(), 2, "one per member: {seen:?}");
+    assert!(seen
+        .holders
+        .iter()
+        .all(|h| h.owner.mine && h.member.is_some() && h.lease_left.is_some()));
+    booked.unlock().await.unwrap();
+
+    let mut admin = server.admin().await;
+    let _: () = admin.set("plain", "hello").await.unwrap();
+    let _: () = admin.hset("profile", "name", "Ada").await.unwrap();
+    let _: () = admin.rpush("jobs", "a").await.unwrap();
+    for (name, redis_type) in [("plain", "string"), ("profile", "hash"), ("jobs", "list")] {
+        let seen = client.inspect(name).await.unwrap();
+        assert_eq!(
+            seen.kind,
+            Kind::Foreign {
+                redis_type: redis_type.into()
+            },
+            "{name}"
+        );
+        assert!(seen.holders.is_empty());
+    }
+    assert!(client.inspect("").await.unwrap_err().is_invalid_argument());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scan_lists_the_lock_family_under_a_pattern_and_nothing_else() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let mut guards = Vec::new();
+    for i in 0..30 {
+        guards.push(
+            client
+                .get_lock(format!("jobs:{i}"))
+                .unwrap()
+                .lock()
+                .await
+                .unwrap(),
+        );
+    }
+    let rw = client.get_read_write_lock("jobs:rw").unwrap();
+    let read = rw.read_lock().lock().await.unwrap();
+    client
+        .get_semaphore("jobs:slots")
+        .unwrap()
+        .try_set_permits(2)
+        .await
+        .unwrap();
+    client
+        .get_fenced_lock("jobs:fenced")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let mut admin = server.admin().await;
+    let _: () = admin.set("jobs:note", "not a lock").await.unwrap();
+    let _: () = admin.set("other:1", "7").await.unwrap();
+
+    let found = client.scan("jobs:*").await.unwrap();
+    assert!(found.complete);
+    let names: Vec<_> = found.objects.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(
+        names.len(),
+        32,
+        "30 locks, the read-write lock, the semaphore: {names:?}"
+    );
+    assert!(names.contains(&"jobs:rw") && names.contains(&"jobs:slots"));
+    assert!(
+        !names.contains(&"jobs:note"),
+        "a string that is no number is no synchronizer"
+    );
+    assert!(!names
+        .iter()
+        .any(|n| n.contains("rwlock_timeout") || n.starts_with("redisson")));
+    // The fenced lock is free: only its counter is left, and the counter is
+    // the fenced lock's, not an object of its own.
+    assert!(!names.contains(&"jobs:fenced"));
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    let lock = found.objects.iter().find(|o| o.name == "jobs:7").unwrap();
+    assert_eq!(
+        (lock.kind.clone(), lock.holders[0].owner.mine),
+        (Kind::Lock, true)
+    );
+    assert!(client.scan("").await.unwrap_err().is_invalid_argument());
+    assert_eq!(client.scan("nothing:*").await.unwrap().objects.len(), 0);
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    read.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_frees_each_lock_kind_and_refuses_the_synchronizers() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let operator = server.client().await;
+    let plain = holder.get_lock("p").unwrap().lock().await.unwrap();
+    let fair = holder.get_fair_lock("f").unwrap().lock().await.unwrap();
+    let rw = holder.get_read_write_lock("rw").unwrap();
+    let read = rw.read_lock().lock().await.unwrap();
+    let seats = holder
+        .get_multi_lock("g", ["1", "2"])
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    for name in ["p", "f", "rw", "g"] {
+        let (before, freed) = operator.force_unlock(name).await.unwrap();
+        assert!(freed, "{name}");
+        assert!(!before.holders.is_empty(), "{name}: what it freed");
+        assert!(!operator.inspect(name).await.unwrap().is_held(), "{name}");
+    }
+    for lost in [plain.lease_lost(), fair.lease_lost(), read.lease_lost()] {
+        within(Duration::from_secs(40), "holders learn it", lost).await;
+    }
+    drop((plain, fair, read, seats));
+    let (before, freed) = operator.force_unlock("p").await.unwrap();
+    assert!(!freed && before.kind == Kind::Absent);
+    operator
+        .get_semaphore("s")
+        .unwrap()
+        .try_set_permits(1)
+        .await
+        .unwrap();
+    assert!(operator
+        .force_unlock("s")
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert_eq!(
+        operator.inspect("s").await.unwrap().count,
+        Some(1),
+        "nothing changed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_sees_a_change_as_its_message_arrives() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let watcher = server.client().await;
+    let lock = holder.get_lock("w").unwrap();
+    let guard = lock.lock().await.unwrap();
+    // A long interval: only the unlock message can end the second wait early.
+    let mut watch = watcher.watch("w", Duration::from_secs(60)).unwrap();
+    assert!(watch.next().await.unwrap().is_held());
+    assert!(
+        eventually(SOON, || async {
+            server.subscribers("redisson_lock__channel:{w}").await == 1
+        })
+        .await
+    );
+    let next = tokio::spawn(async move { (watch.next().await, watch) });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    guard.unlock().await.unwrap();
+    let (seen, watch) = within(SOON, "the watch wakes on the unlock message", next)
+        .await
+        .unwrap();
+    assert!(!seen.unwrap().is_held());
+    drop(watch);
+    assert!(
+        eventually(SOON, || async { server.channels().await.is_empty() }).await,
+        "the watch unsubscribed"
+    );
+    assert!(watcher
+        .watch("w", Duration::ZERO)
+        .unwrap_err()
+        .is_invalid_argument());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_announces_itself_while_it_lives_and_withdraws_when_it_closes() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let id = client.id().to_owned();
+    let key = format!("{IDENTITY_PREFIX}{{{id}}}");
+    assert_eq!(server.identity_keys().await, vec![key.clone()]);
+    let mut admin = server.admin().await;
+    let ttl: i64 = admin.pttl(&key).await.unwrap();
+    assert!(ttl > 0 && ttl <= 30_000, "one watchdog lease: {ttl}");
+    let other = server.client().await;
+    assert_eq!(
+        other.identity_of(&id).await.unwrap().as_ref(),
+        Some(client.identity())
+    );
+    client.close().await;
+    assert!(
+        eventually(SOON, || async {
+            !server.identity_keys().await.contains(&key)
+        })
+        .await
+    );
+    assert_eq!(other.identity_of(&id).await.unwrap(), None);
+
+    let quiet = server.client_with(|c| c.announce = false).await;
+    assert!(!server
+        .identity_keys()
+        .await
+        .iter()
+        .any(|k| k.contains(quiet.id())));
+    let _held = quiet.get_lock("q").unwrap().lock().await.unwrap();
+    let seen = other.inspect("q").await.unwrap();
+    assert_eq!(seen.holders[0].owner.client_id, quiet.id());
+    assert!(seen.holders[0].owner.identity.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_identity_key_is_kept_fresh_by_the_watchdog() {
+    let server = RedisServer::start();
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = Duration::from_millis(600))
+        .await;
+    let key = format!("{IDENTITY_PREFIX}{{{}}}", client.id());
+    // Three leases later the key is still there: each tick set it again.
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    assert_eq!(server.identity_keys().await, vec![key]);
+}
