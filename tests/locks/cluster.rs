@@ -205,3 +205,41 @@ async fn sharded_pubsub_asked_for_is_refused_where_the_cluster_lacks_it() {
         assert!(err.to_string().contains("7.0"), "{err}");
     }
 }
+
+/// The inspector on a cluster: `scan` visits every primary (names on all
+/// three are found), `inspect` reads each kind in its slot, and the holders'
+/// identities are found wherever their keys live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_scans_every_primary_of_a_cluster() {
+    let cluster = RedisCluster::start();
+    let a = cluster.client().await;
+    let b = cluster.client().await;
+    let names: Vec<String> = (0..24).map(|i| format!("inv:{i}")).collect();
+    let mut primaries: Vec<usize> = names.iter().map(|n| cluster.primary_for(n)).collect();
+    primaries.sort();
+    primaries.dedup();
+    assert_eq!(primaries.len(), 3, "the names spread over every primary");
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(a.get_lock(name.as_str()).unwrap().lock().await.unwrap());
+    }
+    let rw = a.get_read_write_lock("inv:rw").unwrap();
+    let read = rw.read_lock().lock().await.unwrap();
+    let found = b.scan("inv:*").await.unwrap();
+    assert!(found.complete);
+    assert_eq!(found.objects.len(), 25, "{:?}", found.objects.iter().map(|o| &o.name).collect::<Vec<_>>());
+    for object in &found.objects {
+        assert!(object.is_held(), "{}", object.name);
+        let owner = &object.holders[0].owner;
+        assert_eq!(owner.client_id, a.id());
+        assert_eq!(owner.identity.as_ref(), Some(a.identity()), "{}", object.name);
+    }
+    let seen = b.inspect("inv:rw").await.unwrap();
+    assert_eq!(seen.kind, redisson_locks::inspect::Kind::ReadWriteLock { mode: "read".into() });
+    assert_eq!(seen.holders[0].read_leases.len(), 1);
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    read.unlock().await.unwrap();
+    assert!(b.scan("inv:*").await.unwrap().objects.is_empty());
+}
