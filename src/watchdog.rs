@@ -106,13 +106,16 @@ impl Registry {
 pub(crate) struct Watchdog {
     registry: Arc<Registry>,
     _stop: oneshot::Sender<()>,
+    _stop_announcing: Option<oneshot::Sender<()>>,
 }
 
 impl Watchdog {
     /// Starts the renewal task on the client's background runtime: every
-    /// `lease / 3`, restart `lease` on every active hold, and refresh the
-    /// client's `announcement` of who it is (its TTL is one lease too, so it
-    /// outlives a killed process by no more than its holds do).
+    /// `lease / 3`, restart `lease` on every active hold. Beside it, at the
+    /// same pace, a task of its own refreshes the client's `announcement` of
+    /// who it is (its TTL is one lease, so it outlives a killed process by no
+    /// more than its holds do); its own, so that a slow or refused refresh
+    /// never delays a renewal.
     pub(crate) fn start(
         conn: Conn,
         lease: Duration,
@@ -122,15 +125,16 @@ impl Watchdog {
         let registry = Arc::new(Registry::default());
         let (stop, stopped) = oneshot::channel();
         let spawner = conn.spawner().clone();
-        let rounds = Rounds {
-            lease,
-            sync,
-            announcement,
-        };
-        spawner.spawn(run_renewals(registry.clone(), conn, rounds, stopped));
+        let stop_announcing = announcement.map(|announcement| {
+            let (stop, stopped) = oneshot::channel();
+            spawner.spawn(keep_announcing(announcement, conn.clone(), lease, stopped));
+            stop
+        });
+        spawner.spawn(run_renewals(registry.clone(), conn, lease, sync, stopped));
         Watchdog {
             registry,
             _stop: stop,
+            _stop_announcing: stop_announcing,
         }
     }
 
@@ -277,28 +281,16 @@ impl Drop for Renewal {
     }
 }
 
-/// What each renewal round does besides renewing holds.
-struct Rounds {
-    lease: Duration,
-    sync: QuietSync,
-    announcement: Option<Announcement>,
-}
-
 async fn run_renewals(
     registry: Arc<Registry>,
     mut conn: Conn,
-    rounds: Rounds,
+    lease: Duration,
+    sync: QuietSync,
     mut stopped: oneshot::Receiver<()>,
 ) {
-    let Rounds {
-        lease,
-        sync,
-        announcement,
-    } = rounds;
     let mut ticks = tokio::time::interval(lease / 3);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await; // the first tick is immediate; nothing is due yet
-    let mut announce_failed = false;
     loop {
         tokio::select! {
             _ = &mut stopped => return,
@@ -306,20 +298,36 @@ async fn run_renewals(
                 if renew_all(&registry, &mut conn, lease).await {
                     sync.run(&mut conn).await;
                 }
-                if let Some(announcement) = &announcement {
-                    // Said once, not every tick: the locks work without it.
-                    match announcement.refresh(&mut conn).await {
-                        Err(e) if !announce_failed => {
-                            announce_failed = true;
-                            crate::trace::warn_event!(
-                                "refreshing this client's identity key failed (the inspector may not name it): {e}"
-                            );
-                        }
-                        Err(_) => {}
-                        Ok(()) => announce_failed = false,
-                    }
-                }
             }
+        }
+    }
+}
+
+/// Sets the client's identity key again every `lease / 3`. A failure is said
+/// once (until a refresh succeeds again): the locks work without it.
+async fn keep_announcing(
+    announcement: Announcement,
+    mut conn: Conn,
+    lease: Duration,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let mut ticks = tokio::time::interval(lease / 3);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await; // set at connect already
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            _ = &mut stopped => return,
+            _ = ticks.tick() => match announcement.refresh(&mut conn).await {
+                Err(e) if !failing => {
+                    failing = true;
+                    crate::trace::warn_event!(
+                        "refreshing this client's identity key failed (the inspector may not name it): {e}"
+                    );
+                }
+                Err(_) => {}
+                Ok(()) => failing = false,
+            },
         }
     }
 }

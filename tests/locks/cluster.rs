@@ -227,15 +227,30 @@ async fn the_inspector_scans_every_primary_of_a_cluster() {
     let read = rw.read_lock().lock().await.unwrap();
     let found = b.scan("inv:*").await.unwrap();
     assert!(found.complete);
-    assert_eq!(found.objects.len(), 25, "{:?}", found.objects.iter().map(|o| &o.name).collect::<Vec<_>>());
+    assert_eq!(
+        found.objects.len(),
+        25,
+        "{:?}",
+        found.objects.iter().map(|o| &o.name).collect::<Vec<_>>()
+    );
     for object in &found.objects {
         assert!(object.is_held(), "{}", object.name);
         let owner = &object.holders[0].owner;
         assert_eq!(owner.client_id, a.id());
-        assert_eq!(owner.identity.as_ref(), Some(a.identity()), "{}", object.name);
+        assert_eq!(
+            owner.identity.as_ref(),
+            Some(a.identity()),
+            "{}",
+            object.name
+        );
     }
     let seen = b.inspect("inv:rw").await.unwrap();
-    assert_eq!(seen.kind, redisson_locks::inspect::Kind::ReadWriteLock { mode: "read".into() });
+    assert_eq!(
+        seen.kind,
+        redisson_locks::inspect::Kind::ReadWriteLock {
+            mode: "read".into()
+        }
+    );
     assert_eq!(seen.holders[0].read_leases.len(), 1);
     for guard in guards {
         guard.unlock().await.unwrap();

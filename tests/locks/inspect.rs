@@ -451,3 +451,61 @@ async fn the_identity_key_is_kept_fresh_by_the_watchdog() {
     tokio::time::sleep(Duration::from_millis(1800)).await;
     assert_eq!(server.identity_keys().await, vec![key]);
 }
+
+/// Writes the server has counted since its last save (`INFO persistence`).
+async fn writes(server: &RedisServer) -> u64 {
+    let mut admin = server.admin().await;
+    let info: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("rdb_changes_since_last_save:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("rdb_changes_since_last_save")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspecting_and_scanning_write_nothing() {
+    let server = RedisServer::start();
+    // No identity refresh and no renewal in between (explicit leases): the
+    // only writes would be the inspector's.
+    let client = server.client_with(|c| c.announce = false).await;
+    let lease = Duration::from_secs(60);
+    let _lock = client
+        .get_lock("a")
+        .unwrap()
+        .lock_with_lease(lease)
+        .await
+        .unwrap();
+    let _fair = client
+        .get_fair_lock("b")
+        .unwrap()
+        .lock_with_lease(lease)
+        .await
+        .unwrap();
+    let rw = client.get_read_write_lock("c").unwrap();
+    let _read = rw
+        .read_lock()
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let pes = client.get_permit_expirable_semaphore("d").unwrap();
+    pes.try_set_permits(1).await.unwrap();
+    let _permit = pes.acquire(Duration::from_secs(60)).await.unwrap();
+    let fenced = client.get_fenced_lock("e").unwrap();
+    let _fenced = fenced
+        .try_lock_and_get_token(lease, Some(lease))
+        .await
+        .unwrap()
+        .unwrap();
+    let keys_before = server.all_keys().await;
+    let before = writes(&server).await;
+    for name in ["a", "b", "c", "d", "e", "absent"] {
+        client.inspect(name).await.unwrap();
+    }
+    assert_eq!(client.scan("*").await.unwrap().objects.len(), 5);
+    assert_eq!(writes(&server).await, before, "the inspector wrote");
+    assert_eq!(server.all_keys().await, keys_before);
+}

@@ -1517,7 +1517,10 @@ async fn the_inspector_reads_what_java_holds() {
     assert_eq!(holder.holds, 2);
     assert!(holder.owner.identity.is_none() && !holder.owner.mine);
     let lease = holder.lease_left.unwrap();
-    assert!(lease > Duration::from_secs(15) && lease <= WATCHDOG_30S, "{lease:?}");
+    assert!(
+        lease > Duration::from_secs(15) && lease <= WATCHDOG_30S,
+        "{lease:?}"
+    );
 
     // Fair: Java holds; a Rust waiter, then a Java one, queue behind.
     java.lock("j2", "fair", "if", 0, -1);
@@ -1532,12 +1535,22 @@ async fn the_inspector_reads_what_java_holds() {
     let seen = client.inspect("if").await.unwrap();
     assert_eq!(seen.kind, Kind::FairLock);
     assert_eq!(seen.holders[0].owner.client_id, java.client_id);
-    let queued: Vec<_> = seen.queue.iter().map(|q| q.owner.client_id.as_str()).collect();
+    let queued: Vec<_> = seen
+        .queue
+        .iter()
+        .map(|q| q.owner.client_id.as_str())
+        .collect();
     assert_eq!(queued, [client.id(), java.client_id.as_str()]);
     assert!(seen.queue[0].owner.identity.is_some() && seen.queue[1].owner.identity.is_none());
-    assert!(seen.queue.iter().all(|q| q.deadline_in_ms.is_some_and(|d| d > 0)));
+    assert!(seen
+        .queue
+        .iter()
+        .all(|q| q.deadline_in_ms.is_some_and(|d| d > 0)));
     java.unlock("j2", "fair", "if");
-    within(SOON, "the Rust fair waiter", rust_waiter).await.unwrap().unwrap();
+    within(SOON, "the Rust fair waiter", rust_waiter)
+        .await
+        .unwrap()
+        .unwrap();
     java.expect("acquired", Some("j3"), SOON).await;
     java.unlock("j3", "fair", "if");
     java.expect("unlocked", Some("j3"), SOON).await;
@@ -1545,13 +1558,30 @@ async fn the_inspector_reads_what_java_holds() {
     // Read-write: a Java reader and a Rust reader at once.
     java.lock("j4", "read", "irw", 0, -1);
     java.expect("acquired", Some("j4"), SOON).await;
-    let rust_read = client.get_read_write_lock("irw").unwrap().read_lock().lock().await.unwrap();
+    let rust_read = client
+        .get_read_write_lock("irw")
+        .unwrap()
+        .read_lock()
+        .lock()
+        .await
+        .unwrap();
     let seen = client.inspect("irw").await.unwrap();
-    assert_eq!(seen.kind, Kind::ReadWriteLock { mode: "read".into() });
+    assert_eq!(
+        seen.kind,
+        Kind::ReadWriteLock {
+            mode: "read".into()
+        }
+    );
     assert_eq!(seen.holders.len(), 2);
     for holder in &seen.holders {
-        assert_eq!((holder.mode, holder.holds, holder.read_leases.len()), (HoldMode::Read, 1, 1));
-        assert!(holder.read_leases[0].is_some(), "each read hold's own lease");
+        assert_eq!(
+            (holder.mode, holder.holds, holder.read_leases.len()),
+            (HoldMode::Read, 1, 1)
+        );
+        assert!(
+            holder.read_leases[0].is_some(),
+            "each read hold's own lease"
+        );
         let java_side = holder.owner.client_id == java.client_id;
         assert_eq!(holder.owner.identity.is_none(), java_side);
         assert_eq!(holder.owner.mine, !java_side);
@@ -1570,23 +1600,59 @@ async fn the_inspector_reads_what_java_holds() {
     java.expect("unlocked", Some("j5"), SOON).await;
 
     // The synchronizers.
-    sync_op(&mut java, "s", "sem_try_set", "isem", json!({ "permits": 3 }));
+    sync_op(
+        &mut java,
+        "s",
+        "sem_try_set",
+        "isem",
+        json!({ "permits": 3 }),
+    );
     java.expect("sem_set", Some("s"), SOON).await;
-    sync_op(&mut java, "s", "sem_acquire", "isem", json!({ "permits": 1 }));
+    sync_op(
+        &mut java,
+        "s",
+        "sem_acquire",
+        "isem",
+        json!({ "permits": 1 }),
+    );
     java.expect("sem_acquired", Some("s"), SOON).await;
     let seen = client.inspect("isem").await.unwrap();
     assert_eq!((seen.kind, seen.count), (Kind::Counter, Some(2)));
-    sync_op(&mut java, "p", "pes_try_set", "ipes", json!({ "permits": 2 }));
+    sync_op(
+        &mut java,
+        "p",
+        "pes_try_set",
+        "ipes",
+        json!({ "permits": 2 }),
+    );
     java.expect("pes_set", Some("p"), SOON).await;
-    sync_op(&mut java, "p", "pes_acquire", "ipes", json!({ "lease_ms": 60_000 }));
+    sync_op(
+        &mut java,
+        "p",
+        "pes_acquire",
+        "ipes",
+        json!({ "lease_ms": 60_000 }),
+    );
     let permit = java.expect("pes_acquired", Some("p"), SOON).await;
     let seen = client.inspect("ipes").await.unwrap();
     assert_eq!(seen.kind, Kind::PermitExpirableSemaphore);
     assert_eq!((seen.count, seen.permits.len()), (Some(1), 1));
-    assert_eq!(seen.permits[0].id, permit["id"].as_str().unwrap().to_lowercase());
+    assert_eq!(
+        seen.permits[0].id,
+        permit["id"].as_str().unwrap().to_lowercase()
+    );
     let left = seen.permits[0].lease_left.unwrap();
-    assert!(left > Duration::from_secs(50) && left <= Duration::from_secs(60), "{left:?}");
-    sync_op(&mut java, "l", "latch_try_set", "ilatch", json!({ "count": 4 }));
+    assert!(
+        left > Duration::from_secs(50) && left <= Duration::from_secs(60),
+        "{left:?}"
+    );
+    sync_op(
+        &mut java,
+        "l",
+        "latch_try_set",
+        "ilatch",
+        json!({ "count": 4 }),
+    );
     java.expect("latch_set", Some("l"), SOON).await;
     let seen = client.inspect("ilatch").await.unwrap();
     assert_eq!((seen.kind, seen.count), (Kind::Counter, Some(4)));
