@@ -114,6 +114,14 @@ impl Drop for ClientInner {
     }
 }
 
+impl Client {
+    /// The shared state, for the blocking facade.
+    #[cfg(feature = "blocking")]
+    pub(crate) fn inner(&self) -> &Arc<ClientInner> {
+        &self.inner
+    }
+}
+
 impl ClientInner {
     /// What this client does with a self-wait (see `self_wait.rs`).
     pub(crate) fn self_wait_policy(&self) -> crate::self_wait::Policy {

@@ -530,3 +530,24 @@ fn a_threads_self_wait_is_refused_at_once_when_asked() {
     assert!(err.to_string().contains("upgrade"), "{err}");
     assert_nothing_left(&server, &[&client]);
 }
+
+#[test]
+fn a_thread_inspects_scans_and_forces_out_a_hold() {
+    let server = RedisServer::start();
+    let client = connect(&server);
+    let guard = client.get_lock("seen").unwrap().lock().unwrap();
+    let snapshot = client.inspect("seen").unwrap();
+    assert_eq!(snapshot.holders.len(), 1);
+    let owner = &snapshot.holders[0].owner;
+    assert!(owner.mine);
+    assert_eq!(
+        owner.thread,
+        current_thread_id().to_string(),
+        "the thread is the owner"
+    );
+    assert_eq!(client.scan("se*").unwrap().objects.len(), 1);
+    let (before, freed) = client.force_unlock("seen").unwrap();
+    assert!(freed && before.is_held());
+    assert!(!client.inspect("seen").unwrap().is_held());
+    drop(guard);
+}

@@ -131,6 +131,66 @@ impl Client {
         self.client
     }
 
+    /// What lives under `name`, read at one instant: blocking
+    /// [`Client::inspect`](crate::Client::inspect).
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_locks::blocking::Client) -> Result<(), redisson_locks::Error> {
+    /// let snapshot = client.inspect("orders:42")?;
+    /// println!("{}: {} holder(s)", snapshot.kind.label(), snapshot.holders.len());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::inspect`](crate::Client::inspect).
+    pub fn inspect(&self, name: &str) -> Result<crate::inspect::Snapshot> {
+        let client = self.client.clone();
+        let owned = name.to_owned();
+        super::run(self.client.inner(), name, async move {
+            client.inspect(&owned).await
+        })
+    }
+
+    /// Every lock-family object under `pattern`: blocking
+    /// [`Client::scan`](crate::Client::scan).
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_locks::blocking::Client) -> Result<(), redisson_locks::Error> {
+    /// for object in client.scan("orders:*")?.objects {
+    ///     println!("{}", object.name);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::scan`](crate::Client::scan).
+    pub fn scan(&self, pattern: &str) -> Result<crate::inspect::Scanned> {
+        let client = self.client.clone();
+        let owned = pattern.to_owned();
+        super::run(self.client.inner(), pattern, async move {
+            client.scan(&owned).await
+        })
+    }
+
+    /// Frees `name` whoever holds it: blocking
+    /// [`Client::force_unlock`](crate::Client::force_unlock).
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_locks::blocking::Client) -> Result<(), redisson_locks::Error> {
+    /// let (before, freed) = client.force_unlock("orders:42")?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::force_unlock`](crate::Client::force_unlock).
+    pub fn force_unlock(&self, name: &str) -> Result<(crate::inspect::Snapshot, bool)> {
+        let client = self.client.clone();
+        let owned = name.to_owned();
+        super::run(self.client.inner(), name, async move {
+            client.force_unlock(&owned).await
+        })
+    }
+
     /// A reentrant lock (Redisson `getLock`) named `name`. No I/O happens here.
     ///
     /// ```no_run
