@@ -247,16 +247,7 @@ impl Client {
         let pubsub = pushes.start(conn.clone());
         let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let identity = crate::identity::Identity::of_this_process(&id, config.client_name.clone());
-        let announcement = config
-            .announce
-            .then(|| crate::identity::Announcement::new(&identity, config.lock_watchdog_timeout));
-        if let Some(announcement) = &announcement {
-            if let Err(e) = announcement.refresh(&mut conn.clone()).await {
-                warnings.push(format!(
-                    "this client could not announce who it is (the inspector will not name it): {e}"
-                ));
-            }
-        }
+        let announcement = announce(&config, &identity, &conn, &mut warnings).await;
         let watchdog = Watchdog::start(
             conn.clone(),
             config.lock_watchdog_timeout,
@@ -925,6 +916,26 @@ impl Client {
         }
         Ok(crate::RCountDownLatch::new(self.inner.clone(), name))
     }
+}
+
+/// Says on the server who the client is (when `config.announce`), before its
+/// first hold: a refusal (an ACL) is a warning, not a failure to connect.
+async fn announce(
+    config: &Config,
+    identity: &crate::identity::Identity,
+    conn: &Conn,
+    warnings: &mut Vec<String>,
+) -> Option<crate::identity::Announcement> {
+    if !config.announce {
+        return None;
+    }
+    let announcement = crate::identity::Announcement::new(identity, config.lock_watchdog_timeout);
+    if let Err(e) = announcement.refresh(&mut conn.clone()).await {
+        warnings.push(format!(
+            "this client could not announce who it is (the inspector will not name it): {e}"
+        ));
+    }
+    Some(announcement)
 }
 
 /// How much longer than one command's timeout a dropped client keeps sending
