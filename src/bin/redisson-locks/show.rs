@@ -192,11 +192,12 @@ fn listeners(page: &mut Page, s: &Snapshot) {
         page.field(0, "Listeners:", "none known");
         return;
     }
-    page.field(
-        0,
-        "Listeners:",
-        "clients subscribed (waiters asleep, watches)",
-    );
+    let what = match s.kind {
+        // Each fair waiter sleeps on a channel of its own, `<channel>:<owner>`.
+        Kind::FairLock => "clients subscribed (watches; fair waiters listen on their own channels)",
+        _ => "clients subscribed (waiters asleep, watches)",
+    };
+    page.field(0, "Listeners:", what);
     for l in &s.listeners {
         page.line(1, format!("{}  {}", l.channel, l.clients));
     }

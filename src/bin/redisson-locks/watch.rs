@@ -147,18 +147,23 @@ impl FirstSeen {
 /// One frame as text.
 fn render(s: &Snapshot, frame: u64, interval: Duration, held: &[Age], waited: &[Age]) -> String {
     let mut page = Page::default();
+    // A lock nobody holds has no key: to a watch that is a free lock, not a
+    // wrong name (the first frame of a name never used says so just as well).
+    let kind = match s.kind {
+        Kind::Absent => "nothing under the name",
+        ref kind => kind.label(),
+    };
     page.line(
         0,
         format!(
-            "{} ({}) at {} UTC, frame {frame}: redrawn on each change, at least every {}",
+            "{} ({kind}) at {} UTC, frame {frame}: redrawn on each change, at least every {}",
             s.name,
-            s.kind.label(),
             units::clock(s.server_time_ms),
             units::duration(interval)
         ),
     );
-    if let Some(why) = show::not_found(s) {
-        page.line(0, format!("Nothing to show: {why}."));
+    if let (Kind::Foreign { .. }, Some(why)) = (&s.kind, show::not_found(s)) {
+        page.line(0, format!("Nothing to watch: {why}."));
         return page.into_text();
     }
     if matches!(s.kind, Kind::Counter | Kind::PermitExpirableSemaphore) {
