@@ -1,1 +1,781 @@
-//! End-to-end tests of the `redisson-locks` command-line tool (being written).
+//! End-to-end tests of the `redisson-locks` command-line tool: the built
+//! binary, run as an operator would run it, against a real `redis-server` per
+//! test (see `support`), with locks held by this crate and by Java Redisson
+//! (`support/java.rs`).
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+
+use support::java::{java_field, JavaDriver};
+use support::{eventually, free_port, within, RedisServer};
+
+/// The tool under test, built by cargo for this test target.
+const BIN: &str = env!("CARGO_BIN_EXE_redisson-locks");
+
+/// The bound of one run of the tool: connecting, one script, printing.
+const RUN: Duration = Duration::from_secs(60);
+/// The bound of anything that should happen at once, on two loaded cores.
+const SOON: Duration = Duration::from_secs(20);
+const WATCHDOG_30S: Duration = Duration::from_secs(30);
+
+/// What one run of the tool did.
+#[derive(Debug)]
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    /// Asserts the exit code, showing everything the tool said otherwise.
+    fn exited(&self, code: i32) -> &Ran {
+        assert_eq!(self.code, Some(code), "{self:#?}");
+        self
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not one JSON value ({e}): {self:#?}"))
+    }
+}
+
+/// Runs the tool with `args` (and `input` on a piped stdin, else an empty
+/// one: never a terminal), bounded by [`RUN`]. `REDIS_URL` is cleared, so only
+/// what a test passes says where the server is.
+async fn run(args: &[&str], input: Option<&str>) -> Ran {
+    let mut command = tokio::process::Command::new(BIN);
+    command
+        .args(args)
+        .env_remove("REDIS_URL")
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("spawn the tool");
+    if let Some(input) = input {
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        stdin
+            .write_all(input.as_bytes())
+            .await
+            .expect("write stdin");
+    }
+    let output = within(
+        RUN,
+        &format!("redisson-locks {args:?}"),
+        child.wait_with_output(),
+    )
+    .await
+    .expect("the tool's output");
+    Ran {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Runs the tool against `server` (`--url` first, then `args`).
+async fn tool(server: &RedisServer, args: &[&str]) -> Ran {
+    let url = server.url();
+    let mut all = vec!["--url", url.as_str()];
+    all.extend_from_slice(args);
+    run(&all, None).await
+}
+
+/// The lines of `text` from the one that is `header` (after its indent) to
+/// the next at the same or a lesser indent: one holder's or waiter's block.
+fn block<'a>(text: &'a str, header: &str) -> &'a str {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines
+        .iter()
+        .position(|line| line.trim_start() == header)
+        .unwrap_or_else(|| panic!("no line {header:?} in:\n{text}"));
+    let indent = lines[start].len() - lines[start].trim_start().len();
+    let end = lines[start + 1..]
+        .iter()
+        .position(|line| line.len() - line.trim_start().len() <= indent)
+        .map_or(lines.len(), |n| start + 1 + n);
+    let from = text.find(lines[start]).expect("the line is in the text");
+    let to = if end < lines.len() {
+        text.find(lines[end]).unwrap_or(text.len())
+    } else {
+        text.len()
+    };
+    &text[from..to]
+}
+
+/// An owner as `list` and `watch` shorten it: 8 characters of the client id
+/// and the thread.
+fn short(client_id: &str, thread: &str) -> String {
+    format!("{}:{thread}", &client_id[..8])
+}
+
+// ---- list -------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_shows_every_kind_under_a_pattern_as_text_and_json() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let lock = client.get_lock("jobs:lock").unwrap().with_owner_id(7);
+    let outer = lock.lock().await.unwrap();
+    let inner = lock.lock().await.unwrap();
+    let rw = client.get_read_write_lock("jobs:rw").unwrap();
+    let read = rw.read_lock().with_owner_id(8).lock().await.unwrap();
+    let (fenced, _token) = client
+        .get_fenced_lock("jobs:fenced")
+        .unwrap()
+        .lock_and_get_token()
+        .await
+        .unwrap();
+    let slots = client.get_semaphore("jobs:slots").unwrap();
+    slots.try_set_permits(3).await.unwrap();
+    slots.acquire().await.unwrap();
+    let ready = client.get_count_down_latch("jobs:ready").unwrap();
+    ready.try_set_count(2).await.unwrap();
+    let workers = client
+        .get_permit_expirable_semaphore("jobs:workers")
+        .unwrap();
+    workers.try_set_permits(2).await.unwrap();
+    let permit = workers.acquire(Duration::from_secs(60)).await.unwrap();
+    let mut admin = server.admin().await;
+    let _: () = redis::cmd("SET")
+        .arg("jobs:note")
+        .arg("not a lock")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("elsewhere")
+        .arg("1")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+
+    let text = tool(&server, &["list", "jobs:*"]).await;
+    text.exited(0);
+    let line = |name: &str| -> String {
+        text.stdout
+            .lines()
+            .find(|line| line.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no line for {name}:\n{}", text.stdout))
+            .to_owned()
+    };
+    assert!(text.stdout.starts_with("NAME"), "{}", text.stdout);
+    let id = client.id();
+    let of_lock = line("jobs:lock");
+    assert!(of_lock.contains("  lock  "), "{of_lock}");
+    assert!(
+        of_lock.contains(&format!("{} (exclusive x2)", short(id, "7"))),
+        "{of_lock}"
+    );
+    let of_rw = line("jobs:rw");
+    assert!(
+        of_rw.contains("read-write lock")
+            && of_rw.contains(&format!("{} (read x1)", short(id, "8"))),
+        "{of_rw}"
+    );
+    assert!(line("jobs:fenced").contains("fenced lock"));
+    assert!(line("jobs:slots").contains("count 2"));
+    assert!(line("jobs:ready").contains("count 2"));
+    assert!(line("jobs:workers").contains("1 free, 1 out"));
+    assert!(!text.stdout.contains("jobs:note") && !text.stdout.contains("elsewhere"));
+    let summary = text.stdout.lines().last().unwrap();
+    assert_eq!(summary, "6 objects, 3 held, 0 waiting in fair queues");
+    assert!(
+        !text.stderr.contains("warning"),
+        "a complete scan: {text:#?}"
+    );
+
+    let json = tool(&server, &["--json", "list", "jobs:*"]).await;
+    let scanned = json.exited(0).json();
+    assert_eq!(scanned["complete"], true);
+    let names: Vec<&str> = scanned["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "jobs:fenced",
+            "jobs:lock",
+            "jobs:ready",
+            "jobs:rw",
+            "jobs:slots",
+            "jobs:workers"
+        ]
+    );
+    let of_lock = &scanned["objects"][1];
+    assert_eq!(of_lock["kind"]["type"], "lock");
+    assert_eq!(of_lock["holders"][0]["holds"], 2);
+    assert_eq!(of_lock["holders"][0]["owner"]["client_id"], id);
+
+    let none = tool(&server, &["list", "nothing:*"]).await;
+    assert!(none
+        .exited(0)
+        .stdout
+        .contains("No lock, semaphore or latch matches"));
+
+    inner.unlock().await.unwrap();
+    outer.unlock().await.unwrap();
+    read.unlock().await.unwrap();
+    fenced.unlock().await.unwrap();
+    workers.release(&permit).await.unwrap();
+}
+
+// ---- show -------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_names_the_holder_of_a_reentrant_lock_its_count_and_its_process() {
+    let server = RedisServer::start();
+    let holder = server
+        .client_with(|c| c.client_name = Some("billing".into()))
+        .await;
+    let lock = holder.get_lock("orders:42").unwrap().with_owner_id(7);
+    let outer = lock.lock().await.unwrap();
+    let inner = lock.lock().await.unwrap();
+
+    let ran = tool(&server, &["show", "orders:42"]).await;
+    let text = &ran.exited(0).stdout;
+    let field = format!("{}:7", holder.id());
+    assert!(text.contains("Kind:          lock"), "{text}");
+    assert!(text.contains("Holders:       1"), "{text}");
+    let of_holder = block(text, &field);
+    assert!(
+        of_holder.contains(&format!("Client id:   {}", holder.id())),
+        "{of_holder}"
+    );
+    assert!(of_holder.contains("Thread:      7"), "{of_holder}");
+    assert!(of_holder.contains("Holds:       2"), "{of_holder}");
+    assert!(of_holder.contains("Mode:        exclusive"), "{of_holder}");
+    assert!(
+        of_holder.contains(&format!("pid {} on ", std::process::id())),
+        "the identity names this test's process: {of_holder}"
+    );
+    assert!(of_holder.contains("\"billing\""), "{of_holder}");
+    assert!(of_holder.contains("Lease left:  "), "{of_holder}");
+    assert!(
+        text.contains("redisson_lock__channel:{orders:42}"),
+        "{text}"
+    );
+
+    let json = tool(&server, &["--json", "show", "orders:42"]).await;
+    let seen = json.exited(0).json();
+    let h = &seen["holders"][0];
+    assert_eq!(h["owner"]["field"], field.as_str());
+    assert_eq!(h["holds"], 2);
+    assert_eq!(h["owner"]["identity"]["pid"], std::process::id());
+    assert!(h["lease_left_ms"].as_u64().unwrap() > 0);
+    assert_eq!(h["owner"]["mine"], false, "the tool holds nothing");
+
+    inner.unlock().await.unwrap();
+    outer.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_lists_a_fair_queue_in_order_with_deadlines() {
+    let server = RedisServer::start();
+    let clients = [
+        server.client().await,
+        server.client().await,
+        server.client().await,
+    ];
+    let held = clients[0]
+        .get_fair_lock("line")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let mut waiters = Vec::new();
+    for (i, client) in clients.iter().enumerate().skip(1) {
+        let lock = client.get_fair_lock("line").unwrap();
+        waiters.push(tokio::spawn(async move {
+            lock.lock().await.unwrap().unlock().await
+        }));
+        assert!(
+            eventually(SOON, || async {
+                support::fair::queue_len(&server, "line").await == i
+            })
+            .await
+        );
+    }
+
+    let ran = tool(&server, &["show", "line"]).await;
+    let text = &ran.exited(0).stdout;
+    assert!(text.contains("Kind:          fair lock"), "{text}");
+    assert!(
+        text.contains("Fair queue:    2 waiting, first in line first"),
+        "{text}"
+    );
+    let first = text
+        .find(&format!("1. {}:", clients[1].id()))
+        .unwrap_or_else(|| panic!("the first waiter is first:\n{text}"));
+    let second = text
+        .find(&format!("2. {}:", clients[2].id()))
+        .unwrap_or_else(|| panic!("the second waiter is second:\n{text}"));
+    assert!(first < second, "{text}");
+    let deadlines = text
+        .lines()
+        .filter(|line| line.trim_start().starts_with("Deadline:    in "))
+        .count();
+    assert_eq!(deadlines, 2, "each waiter's deadline, ahead: {text}");
+    assert!(text.contains(&format!("pid {} on ", std::process::id())));
+
+    held.unlock().await.unwrap();
+    for waiter in waiters {
+        within(SOON, "a fair waiter", waiter)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_tells_a_java_reader_without_identity_from_a_rust_reader_with_one() {
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    java.lock("reader", "read", "doc", 0, -1);
+    let acquired = java.expect("acquired", Some("reader"), SOON).await;
+    let java_owner = java_field(&java, &acquired);
+    let rust_read = client
+        .get_read_write_lock("doc")
+        .unwrap()
+        .read_lock()
+        .with_owner_id(5)
+        .lock()
+        .await
+        .unwrap();
+    let rust_owner = format!("{}:5", client.id());
+
+    let ran = tool(&server, &["show", "doc"]).await;
+    let text = &ran.exited(0).stdout;
+    assert!(
+        text.contains("Kind:          read-write lock, in read mode"),
+        "{text}"
+    );
+    assert!(text.contains("Holders:       2"), "{text}");
+    let of_java = block(text, &java_owner);
+    assert!(
+        of_java.contains("not a redisson-locks client: no identity (a Java Redisson client"),
+        "{of_java}"
+    );
+    assert!(of_java.contains("Mode:        read"), "{of_java}");
+    assert!(of_java.contains("Read leases: "), "{of_java}");
+    let of_rust = block(text, &rust_owner);
+    assert!(
+        of_rust.contains(&format!("pid {} on ", std::process::id())),
+        "{of_rust}"
+    );
+    assert!(of_rust.contains("Mode:        read"), "{of_rust}");
+    assert!(
+        !of_rust.contains("not a redisson-locks client"),
+        "{of_rust}"
+    );
+
+    rust_read.unlock().await.unwrap();
+    java.unlock("reader", "read", "doc");
+    java.expect("unlocked", Some("reader"), SOON).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_reads_semaphores_latches_permits_and_a_fencing_token() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let slots = client.get_semaphore("slots").unwrap();
+    slots.try_set_permits(3).await.unwrap();
+    slots.acquire().await.unwrap();
+    let ready = client.get_count_down_latch("ready").unwrap();
+    ready.try_set_count(5).await.unwrap();
+    let workers = client.get_permit_expirable_semaphore("workers").unwrap();
+    workers.try_set_permits(2).await.unwrap();
+    let permit = workers.acquire(Duration::from_secs(60)).await.unwrap();
+    let fenced = client.get_fenced_lock("fenced").unwrap();
+    let (guard, token) = fenced.lock_and_get_token().await.unwrap();
+
+    let of_slots = tool(&server, &["show", "slots"]).await;
+    let text = &of_slots.exited(0).stdout;
+    assert!(
+        text.contains("Kind:          semaphore or count-down latch"),
+        "{text}"
+    );
+    assert!(text.contains("Count:         2 "), "{text}");
+    assert!(
+        !text.contains("Holders:"),
+        "a semaphore has no holders: {text}"
+    );
+
+    let of_ready = tool(&server, &["show", "ready"]).await;
+    assert!(of_ready.exited(0).stdout.contains("Count:         5 "));
+
+    let of_workers = tool(&server, &["show", "workers"]).await;
+    let text = &of_workers.exited(0).stdout;
+    assert!(
+        text.contains("Kind:          permit-expirable semaphore"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Count:         1 (permits available)"),
+        "{text}"
+    );
+    assert!(text.contains("Permits out:   1"), "{text}");
+    assert!(
+        text.contains(&format!("  {permit}  lease left ")),
+        "the permit with its lease: {text}"
+    );
+
+    let of_fenced = tool(&server, &["show", "fenced"]).await;
+    let text = &of_fenced.exited(0).stdout;
+    assert!(text.contains("Kind:          fenced lock"), "{text}");
+    assert!(
+        text.contains(&format!("Fencing token: {token} ")),
+        "{token}: {text}"
+    );
+    assert!(
+        text.contains(&format!("{}:", client.id())),
+        "its holder: {text}"
+    );
+
+    guard.unlock().await.unwrap();
+    workers.release(&permit).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_of_a_name_with_nothing_under_it_exits_3() {
+    let server = RedisServer::start();
+    let ran = tool(&server, &["show", "nothing-here"]).await;
+    ran.exited(3);
+    assert!(ran.stdout.is_empty(), "{ran:#?}");
+    assert!(
+        ran.stderr.contains("nothing lives under 'nothing-here'"),
+        "{ran:#?}"
+    );
+
+    let json = tool(&server, &["--json", "show", "nothing-here"]).await;
+    assert_eq!(json.exited(3).json()["kind"]["type"], "absent");
+
+    let mut admin = server.admin().await;
+    let _: () = redis::cmd("RPUSH")
+        .arg("queue-of-jobs")
+        .arg("a")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let foreign = tool(&server, &["show", "queue-of-jobs"]).await;
+    assert!(
+        foreign.exited(3).stderr.contains("is a list"),
+        "{foreign:#?}"
+    );
+}
+
+// ---- watch ------------------------------------------------------------------
+
+/// The next frame a watch prints on a pipe: its lines up to the blank one.
+async fn next_frame(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    what: &str,
+) -> String {
+    within(SOON, what, async {
+        let mut text = String::new();
+        while let Some(line) = lines.next_line().await.expect("read stdout") {
+            if line.is_empty() {
+                break;
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_redraws_when_the_holder_unlocks_not_at_the_interval() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let guard = holder
+        .get_lock("w")
+        .unwrap()
+        .with_owner_id(3)
+        .lock()
+        .await
+        .unwrap();
+    // A minute between redraws: a second frame well before it came from the
+    // unlock message.
+    let url = server.url();
+    let mut child = tokio::process::Command::new(BIN)
+        .args([
+            "--url",
+            &url,
+            "watch",
+            "w",
+            "--interval",
+            "60000",
+            "--count",
+            "2",
+        ])
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the tool");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = next_frame(&mut lines, "the first frame").await;
+    assert!(first.contains("frame 1"), "{first}");
+    assert!(
+        first.contains(&format!(
+            "Holder:        {} (exclusive x1)",
+            short(holder.id(), "3")
+        )),
+        "{first}"
+    );
+    assert!(first.contains("held for     at least "), "{first}");
+    assert!(
+        eventually(SOON, || async {
+            server.subscribers("redisson_lock__channel:{w}").await >= 1
+        })
+        .await,
+        "the watch listens on the lock's channel"
+    );
+    guard.unlock().await.unwrap();
+    let second = next_frame(&mut lines, "the frame the unlock message brings").await;
+    assert!(second.contains("frame 2"), "{second}");
+    assert!(second.contains("none: it is free"), "{second}");
+    let status = within(SOON, "the watch ends after --count 2", child.wait())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_json_prints_one_object_per_frame_with_how_long_each_holder_held() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let guard = holder
+        .get_lock("j")
+        .unwrap()
+        .with_owner_id(4)
+        .lock()
+        .await
+        .unwrap();
+    let ran = tool(
+        &server,
+        &["--json", "watch", "j", "--interval", "50", "--count", "3"],
+    )
+    .await;
+    ran.exited(0);
+    let frames: Vec<Value> = ran
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(frames.len(), 3, "{ran:#?}");
+    let field = format!("{}:4", holder.id());
+    for (i, frame) in frames.iter().enumerate() {
+        assert_eq!(frame["frame"], i + 1);
+        assert_eq!(
+            frame["snapshot"]["holders"][0]["owner"]["field"],
+            field.as_str()
+        );
+        assert_eq!(frame["held_for_ms"][0]["owner"], field.as_str());
+        assert_eq!(
+            frame["held_for_ms"][0]["at_least"], true,
+            "held before the watch began"
+        );
+    }
+    let ages: Vec<u64> = frames
+        .iter()
+        .map(|f| f["held_for_ms"][0]["ms"].as_u64().unwrap())
+        .collect();
+    assert!(ages.windows(2).all(|w| w[0] <= w[1]), "{ages:?}");
+    guard.unlock().await.unwrap();
+}
+
+// ---- force-unlock -----------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_yes_frees_a_lock_held_by_java() {
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    java.lock("k", "reentrant", "stuck", 0, -1);
+    let acquired = java.expect("acquired", Some("k"), SOON).await;
+    let owner = java_field(&java, &acquired);
+
+    let ran = tool(&server, &["force-unlock", "stuck", "--yes"]).await;
+    let text = &ran.exited(0).stdout;
+    assert!(text.contains(&owner), "what held it: {text}");
+    assert!(text.contains("Freed 'stuck'"), "{text}");
+
+    tool(&server, &["show", "stuck"]).await.exited(3);
+    java.unlock("k", "reentrant", "stuck");
+    let refused = java.expect("error", Some("k"), SOON).await;
+    assert_eq!(refused["error"], "not_held", "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_yes_frees_a_lock_held_by_rust_and_says_so_in_json() {
+    let server = RedisServer::start();
+    // A short watchdog: the holder learns of the loss at its next renewal.
+    let holder = server
+        .client_with(|c| c.lock_watchdog_timeout = Duration::from_secs(3))
+        .await;
+    let guard = holder.get_lock("held").unwrap().lock().await.unwrap();
+
+    let ran = tool(&server, &["--json", "force-unlock", "held", "--yes"]).await;
+    let out = ran.exited(0).json();
+    assert_eq!(out["freed"], true, "{ran:#?}");
+    assert_eq!(
+        out["before"]["holders"][0]["owner"]["client_id"],
+        holder.id()
+    );
+    assert!(!holder.inspect("held").await.unwrap().is_held());
+    within(
+        SOON,
+        "the holder learns it lost the lock",
+        guard.lease_lost(),
+    )
+    .await;
+    assert!(guard.is_lease_lost());
+
+    let again = tool(&server, &["force-unlock", "held", "--yes"]).await;
+    again.exited(3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_without_yes_on_a_pipe_refuses_and_changes_nothing() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let guard = holder.get_lock("keep").unwrap().lock().await.unwrap();
+    let url = server.url();
+    // A `y` that a script pipes in is no person's answer.
+    let ran = run(&["--url", &url, "force-unlock", "keep"], Some("y\n")).await;
+    ran.exited(4);
+    assert!(ran.stderr.contains("stdin is not a terminal"), "{ran:#?}");
+    assert!(ran.stderr.contains("--yes"), "{ran:#?}");
+    let seen = holder.inspect("keep").await.unwrap();
+    assert!(
+        seen.is_held() && seen.holders[0].owner.mine,
+        "still held: {seen:?}"
+    );
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_of_a_semaphore_is_refused_and_changes_nothing() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let slots = client.get_semaphore("slots").unwrap();
+    slots.try_set_permits(2).await.unwrap();
+    let ran = tool(&server, &["force-unlock", "slots", "--yes"]).await;
+    ran.exited(1);
+    assert!(ran.stderr.contains("semaphore"), "{ran:#?}");
+    assert_eq!(
+        slots.available_permits().await.unwrap(),
+        2,
+        "nothing changed"
+    );
+}
+
+// ---- connecting ---------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_files_in_yaml_and_json_name_the_server() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let guard = client.get_lock("via-file").unwrap().lock().await.unwrap();
+    let url = server.url();
+    let yaml = server.dir().join("redisson.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "singleServerConfig:\n  address: \"{url}\"\n  timeout: 3000\n\
+             codec: !<org.redisson.codec.Kryo5Codec> {{}}\nlockWatchdogTimeout: 10000\n"
+        ),
+    )
+    .unwrap();
+    let json_file = server.dir().join("redisson.json");
+    std::fs::write(
+        &json_file,
+        json!({ "singleServerConfig": { "address": url, "database": 0 }, "threads": 16 })
+            .to_string(),
+    )
+    .unwrap();
+    for file in [&yaml, &json_file] {
+        let path = file.to_str().unwrap();
+        let ran = run(&["--config", path, "show", "via-file"], None).await;
+        let text = &ran.exited(0).stdout;
+        assert!(
+            text.contains(&format!("{}:", client.id())),
+            "{path}: {text}"
+        );
+    }
+    // A file that is not Redisson's says so, naming the file.
+    let bad = server.dir().join("bad.json");
+    std::fs::write(&bad, "{ not json").unwrap();
+    let ran = run(&["--config", bad.to_str().unwrap(), "list"], None).await;
+    assert!(ran.exited(1).stderr.contains("bad.json"), "{ran:#?}");
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_url_or_an_absent_server_is_said_in_words_with_exit_1() {
+    let ran = run(&["--url", "not-a-url", "list"], None).await;
+    ran.exited(1);
+    assert!(ran.stderr.contains("not-a-url"), "{ran:#?}");
+    assert!(
+        ran.stderr.contains("redis://"),
+        "says what is expected: {ran:#?}"
+    );
+
+    let nobody = format!("redis://127.0.0.1:{}", free_port());
+    let ran = run(&["--url", &nobody, "list"], None).await;
+    ran.exited(1);
+    assert!(
+        ran.stderr.contains(&format!("cannot connect to {nobody}")),
+        "{ran:#?}"
+    );
+
+    let ran = run(&["--url", "redis://u:hunter2@127.0.0.1:1", "list"], None).await;
+    assert!(!ran.exited(1).stderr.contains("hunter2"), "{ran:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_explains_itself_and_usage_errors_exit_2() {
+    let help = run(&["--help"], None).await;
+    let text = &help.exited(0).stdout;
+    for part in [
+        "list",
+        "show",
+        "watch",
+        "force-unlock",
+        "REDIS_URL",
+        "--config",
+        "Exit codes",
+    ] {
+        assert!(text.contains(part), "--help mentions {part}: {text}");
+    }
+    let version = run(&["--version"], None).await;
+    assert!(version.exited(0).stdout.contains(env!("CARGO_PKG_VERSION")));
+    run(&["show"], None).await.exited(2);
+    run(&["watch", "w", "--interval", "0"], None)
+        .await
+        .exited(2);
+    run(
+        &["--url", "redis://h:1", "--config", "f.yaml", "list"],
+        None,
+    )
+    .await
+    .exited(2);
+}

@@ -1,0 +1,112 @@
+//! Reaching the server: a URL or a Redisson configuration file, read by the
+//! library as any application's would be (TLS, credentials, cluster and
+//! sentinel included), then a client that stays out of what it looks at.
+
+use std::path::Path;
+
+use redisson_locks::{Client, Config};
+
+use crate::args::Connection;
+use crate::exit::{words, Code, Failure};
+use crate::out::note;
+
+/// Where the tool connects when told nothing.
+const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+
+/// The name the tool's client goes by.
+const CLIENT_NAME: &str = "redisson-locks-cli";
+
+/// A client connected as `connection` says; a failure names the server.
+pub(crate) async fn connect(connection: &Connection) -> Result<Client, Failure> {
+    let (mut config, target) = config_of(connection)?;
+    // The tool never holds anything, so it never appears as an owner; it does
+    // not announce itself either, so that looking at a lock leaves no key
+    // behind (and needs no write access).
+    config.announce = false;
+    config.client_name = Some(CLIENT_NAME.to_owned());
+    let client = Client::connect(config).await.map_err(|e| {
+        Failure::new(
+            Code::Failed,
+            format!("cannot connect to {target}: {}", words(&e)),
+        )
+    })?;
+    for warning in client.warnings() {
+        note(&format!("redisson-locks: warning: {warning}"));
+    }
+    Ok(client)
+}
+
+/// The configuration `connection` names, and the server as messages call it
+/// (a URL with its password masked, or the file).
+fn config_of(connection: &Connection) -> Result<(Config, String), Failure> {
+    if let Some(path) = &connection.config {
+        let config = from_file(path).map_err(|e| {
+            Failure::new(
+                Code::Failed,
+                format!("cannot use --config {}: {}", path.display(), words(&e)),
+            )
+        })?;
+        return Ok((config, format!("the server of {}", path.display())));
+    }
+    let url = match &connection.url {
+        Some(url) => url.clone(),
+        None => std::env::var("REDIS_URL")
+            .ok()
+            .filter(|url| !url.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_URL.to_owned()),
+    };
+    let config = Config::from_url(&url).map_err(|e| {
+        Failure::new(
+            Code::Failed,
+            format!("cannot use the URL {}: {}", masked(&url), words(&e)),
+        )
+    })?;
+    Ok((config, masked(&url)))
+}
+
+/// A Redisson file: JSON when its name ends in `.json`, YAML otherwise (the
+/// format of Redisson 3 and 4).
+fn from_file(path: &Path) -> redisson_locks::Result<Config> {
+    let is_json = path
+        .extension()
+        .is_some_and(|ext| ext.eq_ignore_ascii_case("json"));
+    if is_json {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            redisson_locks::Error::Config(format!("cannot read {}: {e}", path.display()))
+        })?;
+        Config::from_json(&text)
+    } else {
+        Config::from_yaml_file(path)
+    }
+}
+
+/// `url` with any password replaced by `***`, for messages.
+fn masked(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.rsplit_once('@') {
+        Some((credentials, host)) => match credentials.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::masked;
+
+    #[test]
+    fn passwords_never_reach_a_message() {
+        assert_eq!(
+            masked("redis://app:s3cret@10.0.0.5:6380/1"),
+            "redis://app:***@10.0.0.5:6380/1"
+        );
+        assert_eq!(masked("redis://:s3cret@h:1"), "redis://:***@h:1");
+        assert_eq!(masked("redis://h:1"), "redis://h:1");
+        assert_eq!(masked("redis://app@h:1"), "redis://app@h:1");
+        assert_eq!(masked("not a url"), "not a url");
+    }
+}

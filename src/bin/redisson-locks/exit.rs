@@ -1,0 +1,81 @@
+//! How the tool ends: an exit code a script can branch on, and a sentence on
+//! stderr for the person who ran it.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use redisson_locks::Error;
+
+/// The exit codes, as `--help` lists them. 0 is success; 2 is clap's, for a
+/// wrong command line, before anything runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Code {
+    /// Something failed: the server could not be reached or refused, a
+    /// configuration is bad, or the name cannot be forced (a semaphore).
+    Failed = 1,
+    /// `show` or `force-unlock` found no lock, semaphore or latch under the name.
+    NotFound = 3,
+    /// `force-unlock` was not confirmed: declined at the prompt, or no
+    /// terminal to ask on and no `--yes`.
+    NotConfirmed = 4,
+}
+
+/// Why a command did not finish normally.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// Ends with `code`, after saying `message` on stderr.
+    Said {
+        /// The exit code.
+        code: Code,
+        /// What happened, in words (no `error:` prefix: [`finish`] adds it).
+        message: String,
+    },
+    /// Whoever read stdout went away (`| head`): stop quietly, as `cat` does.
+    ReaderGone,
+}
+
+impl Failure {
+    pub(crate) fn new(code: Code, message: impl Into<String>) -> Failure {
+        Failure::Said {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// An operational failure of the library, with what was being done.
+    pub(crate) fn of(doing: &str, error: &Error) -> Failure {
+        Failure::new(Code::Failed, format!("{doing}: {}", words(error)))
+    }
+}
+
+/// The library's error, as an operator reads it: an argument the library
+/// refused is the reason itself (its `invalid argument:` prefix speaks to a
+/// programmer, not to someone who typed a name).
+pub(crate) fn words(error: &Error) -> String {
+    match error {
+        Error::InvalidArgument(reason) => reason.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(error: std::io::Error) -> Failure {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            Failure::ReaderGone
+        } else {
+            Failure::new(Code::Failed, format!("cannot write the output: {error}"))
+        }
+    }
+}
+
+/// The process's exit code for `result`, having said what went wrong.
+pub(crate) fn finish(result: Result<(), Failure>) -> ExitCode {
+    match result {
+        Ok(()) | Err(Failure::ReaderGone) => ExitCode::SUCCESS,
+        Err(Failure::Said { code, message }) => {
+            // With stderr gone too there is nobody left to tell; the code still says it.
+            let _ = writeln!(std::io::stderr(), "redisson-locks: {message}");
+            ExitCode::from(code as u8)
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Times, dates and owners as a person reads them: `28.4s`, `2025-03-01
+//! 09:15:02 UTC`, `3f2a9c1e:7`. No date crate: the tool only ever prints UTC.
+
+use std::time::Duration;
+
+use redisson_locks::inspect::{HoldMode, Identity, Owner};
+
+/// A length of time, as precise as it matters at its size: `850ms`, `28.4s`,
+/// `12m03s`, `3h02m`, `2d03h`.
+pub(crate) fn duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    let s = d.as_secs();
+    match s {
+        _ if ms < 1_000 => format!("{ms}ms"),
+        0..60 => format!("{:.1}s", d.as_secs_f64()),
+        60..3_600 => format!("{}m{:02}s", s / 60, s % 60),
+        3_600..86_400 => format!("{}h{:02}m", s / 3_600, s % 3_600 / 60),
+        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3_600),
+    }
+}
+
+/// An optional lease: `28.4s`, or `none` (no TTL: it never expires by itself).
+pub(crate) fn lease(d: Option<Duration>) -> String {
+    d.map_or_else(|| "none".to_owned(), duration)
+}
+
+/// A fair waiter's deadline relative to the server's clock, in seconds:
+/// `in 298.1s`, or `overdue by 1.2s` (the next acquire or release evicts it).
+pub(crate) fn deadline(in_ms: Option<i64>) -> String {
+    match in_ms {
+        None => "none recorded".to_owned(),
+        Some(ms) if ms >= 0 => format!("in {:.1}s", ms as f64 / 1000.0),
+        Some(ms) => format!("overdue by {:.1}s", -ms as f64 / 1000.0),
+    }
+}
+
+/// An instant in epoch milliseconds as a UTC date and time, to the second.
+pub(crate) fn utc(epoch_ms: u64) -> String {
+    let secs = epoch_ms / 1000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
+    let (year, month, day) = civil_from_days(days);
+    let of_day = secs % 86_400;
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        of_day / 3_600,
+        of_day % 3_600 / 60,
+        of_day % 60
+    )
+}
+
+/// The time of day of an instant, UTC: `09:15:02`.
+pub(crate) fn clock(epoch_ms: u64) -> String {
+    let of_day = epoch_ms / 1000 % 86_400;
+    format!(
+        "{:02}:{:02}:{:02}",
+        of_day / 3_600,
+        of_day % 3_600 / 60,
+        of_day % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// An owner in a few characters: the first 8 of its client id and its
+/// thread (`3f2a9c1e:7`), enough to tell the owners of one object apart; a
+/// field not in Redisson's shape as it is.
+pub(crate) fn short_owner(owner: &Owner) -> String {
+    match owner.client_id.get(..8) {
+        Some(prefix) => format!("{prefix}:{}", owner.thread),
+        None => owner.field.clone(),
+    }
+}
+
+/// A hold's mode in one word.
+pub(crate) fn mode(mode: HoldMode) -> &'static str {
+    match mode {
+        HoldMode::Read => "read",
+        HoldMode::Write => "write",
+        // `HoldMode` is non-exhaustive: a mode added later is some exclusive hold.
+        _ => "exclusive",
+    }
+}
+
+/// Who is behind an owner, on one line: `pid 4121 on web-3 "billing",
+/// redisson-locks 0.1.0`; or why that cannot be said.
+pub(crate) fn identity(owner: &Owner) -> String {
+    match &owner.identity {
+        Some(who) => {
+            let mut line = format!("pid {} on {}", who.pid, who.host);
+            if let Some(name) = &who.name {
+                line.push_str(&format!(" \"{name}\""));
+            }
+            line.push_str(&format!(", {} {}", who.library, who.version));
+            line
+        }
+        None if owner.client_id.is_empty() => {
+            "unknown: the owner field is not Redisson's <client id>:<thread>".to_owned()
+        }
+        None => NO_IDENTITY.to_owned(),
+    }
+}
+
+/// What an owner without an identity is.
+pub(crate) const NO_IDENTITY: &str = "not a redisson-locks client: no identity (a Java \
+     Redisson client, a client with announce off, or one that has been gone longer than \
+     a watchdog lease)";
+
+/// An identity's start, for `show`: `connected 2025-03-01 09:15:02 UTC`.
+pub(crate) fn connected(who: &Identity) -> String {
+    format!("connected {} (its own clock)", utc(who.started_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_at_their_scale() {
+        assert_eq!(duration(Duration::from_millis(850)), "850ms");
+        assert_eq!(duration(Duration::from_millis(28_449)), "28.4s");
+        assert_eq!(duration(Duration::from_secs(723)), "12m03s");
+        assert_eq!(duration(Duration::from_secs(3 * 3600 + 125)), "3h02m");
+        assert_eq!(
+            duration(Duration::from_secs(2 * 86_400 + 3 * 3600)),
+            "2d03h"
+        );
+        assert_eq!(lease(None), "none");
+    }
+
+    #[test]
+    fn deadlines_say_when_they_are_overdue() {
+        assert_eq!(deadline(Some(298_140)), "in 298.1s");
+        assert_eq!(deadline(Some(-1_200)), "overdue by 1.2s");
+        assert_eq!(deadline(None), "none recorded");
+    }
+
+    #[test]
+    fn epoch_milliseconds_read_as_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        // 2024-02-29 (a leap day) 13:45:30.999 UTC.
+        assert_eq!(utc(1_709_214_330_999), "2024-02-29 13:45:30 UTC");
+        assert_eq!(clock(1_709_214_330_999), "13:45:30");
+    }
+}
