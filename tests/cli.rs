@@ -779,3 +779,44 @@ async fn the_command_line_explains_itself_and_usage_errors_exit_2() {
     .await
     .exited(2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_ends_a_watch_with_success_and_gives_its_subscription_back() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let _guard = holder.get_lock("c").unwrap().lock().await.unwrap();
+    let url = server.url();
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["--url", &url, "watch", "c", "--interval", "60000"])
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the tool");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    next_frame(&mut lines, "the first frame").await;
+    assert!(
+        eventually(SOON, || async {
+            server.subscribers("redisson_lock__channel:{c}").await == 1
+        })
+        .await,
+        "the watch listens"
+    );
+    let pid = child.id().expect("running").to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill -INT");
+    assert!(sent.success());
+    let status = within(SOON, "the tool ends on SIGINT", child.wait())
+        .await
+        .expect("wait");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert_eq!(
+        server.subscribers("redisson_lock__channel:{c}").await,
+        0,
+        "its subscription went with it"
+    );
+}

@@ -36,10 +36,10 @@ pub(crate) struct Options<'a> {
 
 /// Draws frames until `count` of them (or for ever).
 ///
-/// Ctrl-C takes the default path of SIGINT: the process ends at once. That is
-/// a clean end here: the tool holds nothing and wrote nothing, the server drops
-/// its subscription with its connection, and the terminal was never switched
-/// out of its normal mode (no alternate screen, no hidden cursor).
+/// Ctrl-C ends it between frames or during a wait, with success: the client
+/// is then closed in order (its subscription given back). The tool holds
+/// nothing and wrote nothing, and the terminal was never switched out of its
+/// normal mode (no alternate screen, no hidden cursor).
 pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Failure> {
     let name = options.name;
     let failed = |e: redisson_locks::Error| Failure::of(&format!("cannot watch '{name}'"), &e);
@@ -49,7 +49,10 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
     let mut waiters = FirstSeen::default();
     let mut frame = 0u64;
     loop {
-        let snapshot = watch.next().await.map_err(failed)?;
+        let snapshot = tokio::select! {
+            next = watch.next() => next.map_err(failed)?,
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        };
         let now = Instant::now();
         frame += 1;
         let held = holders.update(snapshot.holders.iter().map(|h| h.owner.field.as_str()), now);
