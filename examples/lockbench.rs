@@ -4,7 +4,7 @@
 //! cargo run --release --example lockbench -- \
 //!     [--kind reentrant|fair|read|write|rw-mix|fenced|spin|non-reentrant|multi|group|redlock|semaphore] [--tasks 16] [--clients 1]
 //!     [--locks 1] [--ops 100] [--hold-us 100] [--max-seconds 60]
-//!     [--write-pct 20] [--url redis://... | --port N]
+//!     [--write-pct 20] [--url redis://... | --port N] [--metrics]
 //! cargo run --release --example lockbench -- --scale watchdog [--watchdog-locks 10000]
 //!     [--watchdog-ms 3000]
 //! cargo run --release --example lockbench -- --scale waiters|spread [--waiters 10000]
@@ -17,6 +17,9 @@
 //! would be); task i uses lock i % L; each op is acquire, a busy hold of H µs that
 //! yields to the runtime, release. A run stops itself after `--max-seconds` and says
 //! so (`capped: true`). Without `--url`/`--port` it starts its own redis-server.
+//! `--metrics` (built with the `metrics` feature) first installs a Prometheus
+//! recorder, as a service exporting the crate's metrics would, so that a run
+//! measures what recording costs; the report then says `"metrics": true`.
 //! Every number is measured; none is estimated. See BENCHMARKS.md for what each
 //! field means.
 
@@ -129,6 +132,8 @@ struct Options {
     waiters: usize,
     watchdog_locks: usize,
     watchdog_ms: u64,
+    /// `--metrics`: record the crate's metrics into a Prometheus recorder.
+    metrics: bool,
 }
 
 fn parse() -> Result<Options, String> {
@@ -150,11 +155,16 @@ fn parse() -> Result<Options, String> {
         waiters: 10_000,
         watchdog_locks: 10_000,
         watchdog_ms: 3_000,
+        metrics: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "--bench" {
             continue; // passed by `cargo bench`-style runners
+        }
+        if flag == "--metrics" {
+            o.metrics = true;
+            continue;
         }
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
         let number = || {
@@ -429,6 +439,56 @@ async fn main() {
 
 async fn run() -> Result<serde_json::Value, String> {
     let o = parse()?;
+    let scrape = install_metrics(o.metrics)?;
+    let mut report = run_with(&o).await?;
+    if let Some(map) = report.as_object_mut() {
+        map.insert("metrics".into(), json!(o.metrics));
+        if let Some(scrape) = scrape {
+            // What the recorder holds at the end: proof that it recorded.
+            map.insert("metrics_scrape_bytes".into(), json!(scrape().len()));
+        }
+    }
+    Ok(report)
+}
+
+/// Renders the recorder's scrape.
+type Scrape = Box<dyn Fn() -> String>;
+
+/// With `--metrics`: installs a Prometheus recorder (histograms with buckets,
+/// upkeep every 5 s, as a service would run it) before any client exists, and
+/// returns what renders its scrape.
+#[cfg(feature = "metrics")]
+fn install_metrics(on: bool) -> Result<Option<Scrape>, String> {
+    if !on {
+        return Ok(None);
+    }
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets(&[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0])
+        .map_err(err)?
+        .build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder).map_err(err)?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(Some(Box::new(move || handle.render())))
+}
+
+/// Without the feature there is nothing to record.
+#[cfg(not(feature = "metrics"))]
+fn install_metrics(on: bool) -> Result<Option<Scrape>, String> {
+    if on {
+        return Err("--metrics needs a build with the `metrics` feature".into());
+    }
+    Ok(None)
+}
+
+/// The run the options ask for.
+async fn run_with(o: &Options) -> Result<serde_json::Value, String> {
     let (_server, url) = match &o.url {
         Some(url) => (None, url.clone()),
         None => {
@@ -437,7 +497,7 @@ async fn run() -> Result<serde_json::Value, String> {
         }
     };
     if o.scale_watchdog {
-        return watchdog_scale(&o, &url).await;
+        return watchdog_scale(o, &url).await;
     }
     if o.scale_waiters {
         let reentrant = waiters_scale(&url, Kind::Reentrant, o.waiters, 1).await?;
@@ -462,12 +522,12 @@ async fn run() -> Result<serde_json::Value, String> {
         return Ok(report);
     }
     if o.handoff_floor {
-        return handoff_floor(&o, &url).await;
+        return handoff_floor(o, &url).await;
     }
-    let mut report = workload(&o, &url).await?;
+    let mut report = workload(o, &url).await?;
     if o.tasks == 1 && !matches!(o.kind, Kind::Multi | Kind::RedLock | Kind::Semaphore) {
         // Uncontended: compare with the floor in this very process and moment.
-        let floor = floor_ratio(&o, &url).await?;
+        let floor = floor_ratio(o, &url).await?;
         if let Some(map) = report.as_object_mut() {
             map.insert("floor".into(), floor);
         }

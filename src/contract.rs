@@ -13,20 +13,24 @@ use tokio::time::Instant;
 use crate::config::MAX_DURATION;
 use crate::conn::Conn;
 use crate::error::{Error, Result};
+use crate::metrics::Labels;
 use crate::pubsub::Class;
 use crate::scripts::{BusyTtl, Released};
 
 /// A boxed future, as the lock kinds return from [`Acquirer`].
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
-/// What one acquisition is about: which lock, for which owner, and the channel
-/// whose messages announce that trying again may succeed.
+/// What one acquisition is about: which lock, for which owner, the channel
+/// whose messages announce that trying again may succeed, and the labels its
+/// measurements carry (feature `metrics`; zero-sized without it), so that
+/// every engine part that handles the acquisition can measure it.
 #[derive(Debug)]
 pub(crate) struct Target {
     pub(crate) name: Arc<str>,
     /// The owner field, `<client-uuid>:<id>`.
     pub(crate) owner: String,
     pub(crate) channel: String,
+    pub(crate) labels: Labels,
 }
 
 /// The lock-kind specific half of acquiring: the scripts, the channel to wait on.

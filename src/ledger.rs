@@ -173,7 +173,27 @@ impl Ledger {
 /// and the caller gets the release's outcome, not the failure of its first
 /// try; only when the settle cannot reach the server within Redisson's
 /// `retryAttempts` does the caller get the error (and the settle goes on).
+///
+/// A release that ends in an error, or finds no hold (`NotHeld`), is counted
+/// here (feature `metrics`): every release of a hold comes this way.
 pub(crate) async fn release_one(
+    slot: &Slot,
+    acquirer: &Arc<dyn Acquirer>,
+    releaser: &Releaser,
+    lease_ms: u64,
+) -> Result<Released> {
+    let released = release_gated(slot, acquirer, releaser, lease_ms).await;
+    if !matches!(
+        released,
+        Ok(Released::StillHeld | Released::Freed | Released::FreedAndWoke)
+    ) {
+        acquirer.target().labels.release_failed();
+    }
+    released
+}
+
+/// [`release_one`], unmeasured.
+async fn release_gated(
     slot: &Slot,
     acquirer: &Arc<dyn Acquirer>,
     releaser: &Releaser,
@@ -310,6 +330,8 @@ async fn settle_telling(
             let _ = caller.send(settled);
         }
     };
+    // Every settle of a lock's attempt or release comes this way.
+    acquirer.target().labels.settled();
     let deadline = Instant::now() + Duration::from_millis(lease_ms) + settling.budget;
     let believed = *gate;
     let settled = crate::retry::until_settled(

@@ -18,6 +18,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::metrics::HoldMeter;
+
 /// The fixed part of the clock-drift margin, as Redlock's (2 ms).
 pub(crate) const DRIFT_FLOOR: Duration = Duration::from_millis(2);
 
@@ -42,6 +44,10 @@ pub(crate) struct Validity {
     /// Notified when the hold is marked lost or its validity is extended.
     changed: Notify,
     drift: Drift,
+    /// The hold's measurements (feature `metrics`): this value is the one thing
+    /// the guard, the watchdog and the self-wait record share for a hold, and
+    /// the one place its loss is decided, so the hold is measured here.
+    meter: HoldMeter,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +66,15 @@ impl Validity {
             }),
             changed: Notify::new(),
             drift,
+            meter: HoldMeter::none(),
         }
+    }
+
+    /// The same, measured by `meter` until the hold ends (this value is
+    /// dropped) or is lost.
+    pub(crate) fn measured(mut self, meter: HoldMeter) -> Self {
+        self.meter = meter;
+        self
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -71,10 +85,18 @@ impl Validity {
     /// Reads the state at `now`, turning an expired validity into lost for good.
     fn settle(&self, now: Instant) -> State {
         let mut state = self.state();
-        if !state.lost && now >= state.valid_until {
-            state.lost = true;
+        if now >= state.valid_until {
+            self.lose(&mut state);
         }
         *state
+    }
+
+    /// The one way into lost: measured once, whoever finds it.
+    fn lose(&self, state: &mut State) {
+        if !state.lost {
+            state.lost = true;
+            self.meter.lost();
+        }
     }
 
     /// A renewal sent at `sent` was confirmed, setting `lease`. Extends the
@@ -85,11 +107,12 @@ impl Validity {
         let extended = {
             let mut state = self.state();
             if state.lost || now >= state.valid_until {
-                state.lost = true;
+                self.lose(&mut state);
                 false
             } else {
                 let until = sent + self.drift.trusted(lease);
                 state.valid_until = state.valid_until.max(until);
+                self.meter.renewed();
                 true
             }
         };
@@ -99,7 +122,7 @@ impl Validity {
 
     /// The server says the hold is gone (or it was force-unlocked).
     pub(crate) fn mark_lost(&self) {
-        self.state().lost = true;
+        self.lose(&mut self.state());
         self.changed.notify_waiters();
     }
 
@@ -129,6 +152,18 @@ impl Validity {
                 _ = tokio::time::sleep_until(state.valid_until) => {}
             }
         }
+    }
+}
+
+impl Drop for Validity {
+    /// The hold ends: a validity that ran out while nobody asked is a loss all
+    /// the same (without the feature, nothing is read).
+    fn drop(&mut self) {
+        let state = &mut self.state;
+        self.meter.ending(|| {
+            let state = state.get_mut().unwrap_or_else(|p| p.into_inner());
+            !state.lost && Instant::now() >= state.valid_until
+        });
     }
 }
 

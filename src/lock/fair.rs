@@ -17,16 +17,18 @@ use crate::config::duration_to_millis;
 use crate::contract::{plain, Acquirer, Between, BoxFuture, Outcome, Target, Wait, Waits};
 use crate::error::Result;
 use crate::keys::fair_waiter_channel;
+use crate::metrics::{kind, Kind, Labels};
 use crate::scripts::{self, FairKeys, Handoff, Reentry, Released};
 
 /// The fair lock's scripts for one acquisition; `reentry` says whether an owner
-/// that holds it may take it again.
+/// that holds it may take it again, `labels` are its kind's measurements'.
 pub(crate) fn fair_acquirer(
     client: &ClientInner,
     name: &Arc<str>,
     owner: String,
     wait: Wait,
     reentry: Reentry,
+    labels: Labels,
 ) -> Arc<dyn Acquirer> {
     let config = &client.config;
     // How long this waiter keeps its place while silent: a timed try uses its
@@ -42,6 +44,7 @@ pub(crate) fn fair_acquirer(
         handoff(config),
         config.lock_watchdog_timeout,
         reentry,
+        labels,
     ))
 }
 
@@ -57,7 +60,12 @@ impl LockKind for Fair {
         owner: String,
         wait: Wait,
     ) -> Arc<dyn Acquirer> {
-        fair_acquirer(client, name, owner, wait, Reentry::Allowed)
+        let labels = self.labels(client, name);
+        fair_acquirer(client, name, owner, wait, Reentry::Allowed, labels)
+    }
+
+    fn kind(&self) -> Kind {
+        kind!("fair")
     }
 
     fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
@@ -118,12 +126,14 @@ impl FairOps {
         handoff: Handoff,
         lease_bound: Duration,
         reentry: Reentry,
+        labels: Labels,
     ) -> Self {
         FairOps {
             target: Target {
                 channel: fair_waiter_channel(&name, &owner),
                 name: name.clone(),
                 owner,
+                labels,
             },
             keys: FairKeys::new(name),
             grace,

@@ -23,6 +23,7 @@ use crate::conn::Conn;
 use crate::contract::{Acquirer, BoxFuture, Drawn, Outcome, Target, Wait, Waits};
 use crate::error::{Error, Result};
 use crate::keys::fenced_token;
+use crate::metrics::{kind, Kind};
 use crate::scripts::{self, Reentry, Released};
 
 /// The fenced lock's kind.
@@ -32,15 +33,25 @@ pub(crate) struct Fenced;
 impl LockKind for Fenced {
     fn acquirer(
         &self,
-        _client: &ClientInner,
+        client: &ClientInner,
         name: &Arc<str>,
         owner: String,
         _wait: Wait,
     ) -> Arc<dyn Acquirer> {
+        let labels = self.labels(client, name);
         Arc::new(FencedOps {
             counter: fenced_token(name),
-            reentrant: Arc::new(ReentrantOps::new(name.clone(), owner, Reentry::Allowed)),
+            reentrant: Arc::new(ReentrantOps::new(
+                name.clone(),
+                owner,
+                Reentry::Allowed,
+                labels,
+            )),
         })
+    }
+
+    fn kind(&self) -> Kind {
+        kind!("fenced")
     }
 
     fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {

@@ -16,6 +16,7 @@ use crate::contract::RenewKind;
 use crate::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait};
 use crate::error::Result;
 use crate::keys::lock_channel;
+use crate::metrics::{kind, Kind};
 use crate::scripts::{self, Released};
 use crate::self_wait::Claim;
 
@@ -37,7 +38,7 @@ impl GroupMembers {
 impl LockKind for GroupMembers {
     fn acquirer(
         &self,
-        _client: &ClientInner,
+        client: &ClientInner,
         name: &Arc<str>,
         owner: String,
         _wait: Wait,
@@ -49,6 +50,7 @@ impl LockKind for GroupMembers {
                 channel: lock_channel(name),
                 name: name.clone(),
                 owner,
+                labels: self.labels(client, name),
             },
             ids: self.ids.clone(),
         })
@@ -58,6 +60,10 @@ impl LockKind for GroupMembers {
     fn field(&self, owner: String) -> String {
         let first = self.ids.first().map_or("", String::as_str);
         format!("{first}:{owner}:lock_count")
+    }
+
+    fn kind(&self) -> Kind {
+        kind!("group")
     }
 
     fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {

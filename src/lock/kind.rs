@@ -18,6 +18,7 @@ use redis::AsyncCommands;
 use crate::client::ClientInner;
 use crate::contract::{Acquirer, BoxFuture, Wait};
 use crate::error::{Error, Result};
+use crate::metrics::{Kind, Labels};
 use crate::self_wait::Claim;
 
 /// What one kind of lock is, as the shared handle sees it.
@@ -51,10 +52,13 @@ pub(crate) trait LockKind: std::fmt::Debug + Send + Sync + 'static {
         })
     }
 
-    /// The kind's name, for traces (the type's name).
-    fn kind_name(&self) -> &'static str {
-        let full = std::any::type_name::<Self>();
-        full.rsplit("::").next().unwrap_or(full)
+    /// The kind's name, `kind!("reentrant")`: the `kind` field of its traces
+    /// and the `kind` label of its metrics, so snake case and stable.
+    fn kind(&self) -> Kind;
+
+    /// The labels of one acquisition's measurements of lock `name`.
+    fn labels(&self, client: &ClientInner, name: &Arc<str>) -> Labels {
+        Labels::new(self.kind(), name, &client.config)
     }
 
     /// What a hold of this kind claims of the lock, to tell which holds keep

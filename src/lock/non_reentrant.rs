@@ -12,6 +12,7 @@ use super::reentrant::{Reentrant, ReentrantOps};
 use crate::client::ClientInner;
 use crate::contract::{Acquirer, BoxFuture, Wait};
 use crate::error::Result;
+use crate::metrics::{kind, Kind};
 use crate::scripts::Reentry;
 
 /// The non-reentrant lock: whoever asks first after a release gets it.
@@ -21,12 +22,22 @@ pub(crate) struct NonReentrant;
 impl LockKind for NonReentrant {
     fn acquirer(
         &self,
-        _client: &ClientInner,
+        client: &ClientInner,
         name: &Arc<str>,
         owner: String,
         _wait: Wait,
     ) -> Arc<dyn Acquirer> {
-        Arc::new(ReentrantOps::new(name.clone(), owner, Reentry::Refused))
+        let labels = self.labels(client, name);
+        Arc::new(ReentrantOps::new(
+            name.clone(),
+            owner,
+            Reentry::Refused,
+            labels,
+        ))
+    }
+
+    fn kind(&self) -> Kind {
+        kind!("non_reentrant")
     }
 
     fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
@@ -46,7 +57,12 @@ impl LockKind for NonReentrantFair {
         owner: String,
         wait: Wait,
     ) -> Arc<dyn Acquirer> {
-        fair_acquirer(client, name, owner, wait, Reentry::Refused)
+        let labels = self.labels(client, name);
+        fair_acquirer(client, name, owner, wait, Reentry::Refused, labels)
+    }
+
+    fn kind(&self) -> Kind {
+        kind!("non_reentrant_fair")
     }
 
     fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {

@@ -12,6 +12,7 @@ use crate::contract::RenewKind;
 use crate::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait, Waits};
 use crate::error::{Error, Result};
 use crate::keys::rwlock_channel;
+use crate::metrics::{kind, Kind, Labels};
 use crate::pubsub::Class;
 use crate::scripts::{self, Released, HOLDS_READ};
 use crate::self_wait::Claim;
@@ -124,12 +125,16 @@ fn force_side(
 impl LockKind for ReadSide {
     fn acquirer(
         &self,
-        _client: &ClientInner,
+        client: &ClientInner,
         name: &Arc<str>,
         owner: String,
         _wait: Wait,
     ) -> Arc<dyn Acquirer> {
-        Arc::new(ReadOps::new(name.clone(), owner))
+        Arc::new(ReadOps::new(name.clone(), owner, self.labels(client, name)))
+    }
+
+    fn kind(&self) -> Kind {
+        kind!("read")
     }
 
     fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
@@ -163,7 +168,7 @@ impl LockKind for ReadSide {
 impl LockKind for WriteSide {
     fn acquirer(
         &self,
-        _client: &ClientInner,
+        client: &ClientInner,
         name: &Arc<str>,
         owner: String,
         wait: Wait,
@@ -173,7 +178,12 @@ impl LockKind for WriteSide {
             name.clone(),
             owner,
             matches!(wait, Wait::Forever),
+            self.labels(client, name),
         ))
+    }
+
+    fn kind(&self) -> Kind {
+        kind!("write")
     }
 
     fn field(&self, owner: String) -> String {
@@ -207,18 +217,19 @@ pub(crate) struct ReadOps {
 }
 
 /// Both sides wait on the read-write lock's one channel.
-fn rw_target(name: Arc<str>, owner: String) -> Target {
+fn rw_target(name: Arc<str>, owner: String, labels: Labels) -> Target {
     Target {
         channel: rwlock_channel(&name),
         name,
         owner,
+        labels,
     }
 }
 
 impl ReadOps {
-    pub(crate) fn new(name: Arc<str>, owner: String) -> Self {
+    pub(crate) fn new(name: Arc<str>, owner: String, labels: Labels) -> Self {
         ReadOps {
-            target: rw_target(name, owner),
+            target: rw_target(name, owner, labels),
         }
     }
 }
@@ -270,10 +281,10 @@ pub(crate) struct WriteOps {
 }
 
 impl WriteOps {
-    pub(crate) fn new(name: Arc<str>, owner: String, refuse_upgrade: bool) -> Self {
+    pub(crate) fn new(name: Arc<str>, owner: String, refuse_upgrade: bool, labels: Labels) -> Self {
         WriteOps {
             field: writer_field(&owner),
-            target: rw_target(name, owner),
+            target: rw_target(name, owner, labels),
             refuse_upgrade,
         }
     }

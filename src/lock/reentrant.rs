@@ -9,6 +9,7 @@ use crate::conn::Conn;
 use crate::contract::{plain, Acquirer, Between, BoxFuture, Outcome, Target, Wait, Waits};
 use crate::error::Result;
 use crate::keys::lock_channel;
+use crate::metrics::{kind, Kind, Labels};
 use crate::scripts::{self, Notify, Reentry, Released};
 
 /// The reentrant lock (Redisson `getLock`): whoever asks first after a release
@@ -19,12 +20,22 @@ pub(crate) struct Reentrant;
 impl LockKind for Reentrant {
     fn acquirer(
         &self,
-        _client: &ClientInner,
+        client: &ClientInner,
         name: &Arc<str>,
         owner: String,
         _wait: Wait,
     ) -> Arc<dyn Acquirer> {
-        Arc::new(ReentrantOps::new(name.clone(), owner, Reentry::Allowed))
+        let labels = self.labels(client, name);
+        Arc::new(ReentrantOps::new(
+            name.clone(),
+            owner,
+            Reentry::Allowed,
+            labels,
+        ))
+    }
+
+    fn kind(&self) -> Kind {
+        kind!("reentrant")
     }
 
     fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
@@ -47,13 +58,15 @@ pub(crate) struct ReentrantOps {
 }
 
 impl ReentrantOps {
-    /// `reentry`: whether an owner that holds the lock may take it again.
-    pub(crate) fn new(name: Arc<str>, owner: String, reentry: Reentry) -> Self {
+    /// `reentry`: whether an owner that holds the lock may take it again;
+    /// `labels`: its kind's, for the measurements.
+    pub(crate) fn new(name: Arc<str>, owner: String, reentry: Reentry, labels: Labels) -> Self {
         ReentrantOps {
             target: Target {
                 channel: lock_channel(&name),
                 name,
                 owner,
+                labels,
             },
             reentry,
             notify: Notify::Publish,

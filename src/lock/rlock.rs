@@ -607,7 +607,7 @@ impl RLock {
         };
         let started = tokio::time::Instant::now();
         let acquiring = wait::acquire(&self.client, &ops, lease, wait, new_owner);
-        let hold = crate::trace::in_acquire_span(&self.name, self.kind.kind_name(), async {
+        let hold = crate::trace::in_acquire_span(&self.name, self.kind.kind().name(), async {
             match wait {
                 // One try never waits, so it never waits for itself.
                 Wait::Once => acquiring.await,
@@ -622,7 +622,7 @@ impl RLock {
         crate::trace::debug_event!(
             "lock {:?} ({}): acquire {} after {:?}",
             self.name,
-            self.kind.kind_name(),
+            self.kind.kind().name(),
             match &hold {
                 Ok(Some(_)) => "granted",
                 Ok(None) => "gave up",
@@ -647,7 +647,7 @@ impl RLock {
             return None;
         }
         let (mine, theirs) = (self.kind.claim(), other.kind.claim());
-        if self.kind.kind_name() == other.kind.kind_name()
+        if self.kind.kind().name() == other.kind.kind().name()
             && mine == theirs
             && self.owner == other.owner
         {

@@ -11,6 +11,7 @@ use crate::client::ClientInner;
 use crate::contract::{Acquirer, BoxFuture, Wait};
 use crate::error::Result;
 use crate::keys::lock_channel;
+use crate::metrics::{kind, Kind};
 use crate::scripts::{self, Notify, Reentry};
 
 /// The spin lock's kind, with its back-off.
@@ -22,12 +23,18 @@ pub(crate) struct Spin {
 impl LockKind for Spin {
     fn acquirer(
         &self,
-        _client: &ClientInner,
+        client: &ClientInner,
         name: &Arc<str>,
         owner: String,
         _wait: Wait,
     ) -> Arc<dyn Acquirer> {
-        Arc::new(ReentrantOps::new(name.clone(), owner, Reentry::Allowed).spinning(self.backoff))
+        let labels = self.labels(client, name);
+        let ops = ReentrantOps::new(name.clone(), owner, Reentry::Allowed, labels);
+        Arc::new(ops.spinning(self.backoff))
+    }
+
+    fn kind(&self) -> Kind {
+        kind!("spin")
     }
 
     fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {

@@ -9,6 +9,7 @@ use super::waiting::{wait_for, Attempt, Waiting};
 use crate::client::ClientInner;
 use crate::contract::Wait;
 use crate::error::{Error, Result};
+use crate::metrics::kind;
 use crate::pubsub::Class;
 use crate::scripts;
 
@@ -204,6 +205,7 @@ impl RCountDownLatch {
             channel: &self.channel,
             class: Class::All,
             local_line: false,
+            kind: kind!("count_down_latch"),
         };
         let opened = wait_for(waiting, wait, || async {
             Ok(match self.count().await? {

@@ -24,6 +24,7 @@ use crate::cleanup::OnDrop;
 use crate::conn::Conn;
 use crate::contract::BoxFuture;
 use crate::error::{Error, Result};
+use crate::metrics::Labels;
 
 /// The most permits one call may move: Redisson counts them in a Java `int`.
 const MAX_PERMITS: u32 = i32::MAX as u32;
@@ -53,7 +54,8 @@ enum Took<T> {
 /// took; if its reply never comes (the outcome is unknown), `undo` settles it
 /// from the client's thread, and the caller gets the error. `Ok(None)` from
 /// `call` took nothing. `undo` must be safe to run when nothing was taken: it
-/// reads what the attempt left on the server (its mark, its permit id).
+/// reads what the attempt left on the server (its mark, its permit id). Every
+/// undo run is a settle, counted with `labels` (feature `metrics`).
 ///
 /// # Cancel safety
 /// That is its purpose: dropped at any point, nothing taken stays taken.
@@ -61,6 +63,7 @@ async fn settled_acquire<T, U, UF>(
     conn: &Conn,
     call: BoxFuture<Result<Option<T>>>,
     undo: U,
+    labels: Labels,
 ) -> Result<Option<T>>
 where
     T: Send + 'static,
@@ -71,11 +74,12 @@ where
     // them last finishes the call and undoes what it may have taken.
     let in_flight = Arc::new(Mutex::new(Some((call, undo))));
     let mut guard = {
-        let in_flight = in_flight.clone();
+        let (in_flight, labels) = (in_flight.clone(), labels.clone());
         OnDrop::armed(conn, async move {
             let pending = in_flight.lock().unwrap_or_else(|p| p.into_inner()).take();
             if let Some((call, undo)) = pending {
                 if let Some(took) = doubt(call.await) {
+                    labels.settled();
                     undo(took).await;
                 }
             }
@@ -97,6 +101,7 @@ where
         Ok(taken) => Ok(taken),
         Err((e, undo)) => {
             if let Some(undo) = undo.filter(|_| may_have_run(&e)) {
+                labels.settled();
                 conn.spawn_cleanup(undo(Took::Maybe));
             }
             Err(e)

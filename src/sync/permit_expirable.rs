@@ -12,6 +12,7 @@ use crate::client::ClientInner;
 use crate::config::duration_to_millis;
 use crate::contract::{BoxFuture, Wait};
 use crate::error::{Error, Result};
+use crate::metrics::{kind, Kind, Labels};
 use crate::pubsub::Class;
 use crate::scripts::{self, epoch_millis, PermitKeys, PermitsTaken};
 
@@ -111,6 +112,9 @@ pub struct RPermitExpirableSemaphore {
 /// The score Redisson gives a permit taken without a lease; no lease may end
 /// at or after it.
 const NEVER_MS: u64 = 922_337_203_685_477;
+
+/// The permit-expirable semaphore's kind, as its measurements name it.
+const PERMIT_EXPIRABLE: Kind = kind!("permit_expirable_semaphore");
 
 impl RPermitExpirableSemaphore {
     pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Self {
@@ -352,6 +356,7 @@ impl RPermitExpirableSemaphore {
             channel: &self.keys.channel,
             class: Class::Counted,
             local_line: true,
+            kind: PERMIT_EXPIRABLE,
         };
         wait_for(waiting, wait, || self.attempt(lease_ms)).await
     }
@@ -367,7 +372,8 @@ impl RPermitExpirableSemaphore {
             let taken = scripts::pes_acquire(&mut conn, &keys, &[id.0], expiry).await?;
             Ok(Some(taken))
         });
-        let outcome = settled_acquire(&self.client.conn, call, self.give_back(id)).await;
+        let labels = Labels::new(PERMIT_EXPIRABLE, &self.keys.semaphore, &self.client.config);
+        let outcome = settled_acquire(&self.client.conn, call, self.give_back(id), labels).await;
         match outcome? {
             Some(PermitsTaken::Taken) => Ok(Attempt::Done(id)),
             Some(PermitsTaken::Busy(hint)) => Ok(Attempt::NotYet(hint)),

@@ -10,6 +10,7 @@ use super::{check_permits, settled_acquire};
 use crate::client::ClientInner;
 use crate::contract::{BoxFuture, Wait};
 use crate::error::{Error, Result};
+use crate::metrics::{kind, Kind, Labels};
 use crate::pubsub::Class;
 use crate::scripts;
 
@@ -75,6 +76,9 @@ impl Forget {
         }
     }
 }
+
+/// The semaphore's kind, as its measurements name it.
+const SEMAPHORE: Kind = kind!("semaphore");
 
 impl RSemaphore {
     pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Self {
@@ -393,6 +397,7 @@ impl RSemaphore {
             // Waiters of one permit wait in this client's local line: one in
             // Redis, the others parked (see `wait/in_line.rs`).
             local_line: permits == 1,
+            kind: SEMAPHORE,
         };
         let taken = wait_for(waiting, wait, || self.attempt(permits)).await?;
         Ok(taken.is_some())
@@ -436,7 +441,8 @@ impl RSemaphore {
             .await;
         };
         // On an error the forgotten marks may not have been deleted: they expire.
-        let taken = settled_acquire(&self.client.conn, call, undo).await?;
+        let labels = Labels::new(SEMAPHORE, &self.name, &self.client.config);
+        let taken = settled_acquire(&self.client.conn, call, undo, labels).await?;
         Ok(match taken {
             Some(()) => {
                 self.forget.remember(mark);

@@ -14,6 +14,7 @@ use crate::cleanup::OnDrop;
 use crate::client::ClientInner;
 use crate::contract::{Between, Wait, Waits};
 use crate::error::Result;
+use crate::metrics::{Kind, Labels};
 use crate::pubsub::Class;
 use crate::wait::{last_attempt, line_up, InRedis, Lined, Object, Pause, Place, Tried, Tries};
 
@@ -45,6 +46,8 @@ pub(crate) struct Waiting<'a> {
     /// waiters of one permit, who would otherwise all try for each permit
     /// released and all but one fail).
     pub(crate) local_line: bool,
+    /// What the object is, for its measurements.
+    pub(crate) kind: Kind,
 }
 
 /// Runs `attempt` until it is done, waiting as `wait` says between attempts on
@@ -57,9 +60,27 @@ pub(crate) struct Waiting<'a> {
 /// `retry_attempts` times, with pauses drawn up to `retry_interval`; any other
 /// error ends the wait.
 ///
+/// Measured here (feature `metrics`, see `metrics.rs`), the one entry every
+/// synchronizer waits through.
+///
 /// # Cancel safety
 /// Cancel safe if `attempt`'s futures are: the subscription is left on drop.
 pub(crate) async fn wait_for<T, F, Fut>(
+    waiting: Waiting<'_>,
+    wait: Wait,
+    attempt: F,
+) -> Result<Option<T>>
+where
+    T: Send,
+    F: Fn() -> Fut + Sync,
+    Fut: Future<Output = Result<Attempt<T>>> + Send,
+{
+    let labels = Labels::new(waiting.kind, waiting.name, &waiting.client.config);
+    crate::metrics::metered(&labels, wait, wait_unmetered(waiting, wait, attempt)).await
+}
+
+/// [`wait_for`], unmeasured.
+async fn wait_unmetered<T, F, Fut>(
     waiting: Waiting<'_>,
     wait: Wait,
     attempt: F,
@@ -75,6 +96,7 @@ where
         channel,
         class,
         local_line,
+        kind: _,
     } = waiting;
     // A synchronizer's waiters listen; none barges past a hand-off or keeps a
     // queue in Redis.

@@ -15,6 +15,7 @@ use crate::client::ClientInner;
 use crate::contract::{Acquirer, Wait};
 use crate::error::Result;
 use crate::line::Turn;
+use crate::metrics::HoldMeter;
 use crate::pubsub::Subscription;
 use crate::validity::{Drift, Validity};
 
@@ -59,7 +60,9 @@ pub(super) async fn wait_in_redis(
     let drift = Drift {
         factor: client.config.clock_drift_factor,
     };
-    let validity = Arc::new(Validity::new(sent, terms.lease, drift));
+    // Measured from the grant (the reply), until released or lost.
+    let meter = HoldMeter::start(&target.labels);
+    let validity = Arc::new(Validity::new(sent, terms.lease, drift).measured(meter));
     Ok(Some(Hold {
         renewal: registration.map(|r| r.activate(validity.clone())),
         validity,

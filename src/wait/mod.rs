@@ -69,11 +69,28 @@ pub(crate) struct Hold {
 /// `new_owner`: the owner was made for this acquisition alone (it may wait in the
 /// client's local line).
 ///
+/// Measured here (feature `metrics`, see `metrics.rs`), the one entry every lock
+/// kind acquires through: from the call to the hold, the local line, the wait
+/// in Redis and the replicas' confirmation included.
+///
 /// # Cancel safety
 /// Cancel safe at every await: the subscription, the watchdog registration, a queue
 /// place and any hold a detached attempt obtained are all given back when this
 /// future is dropped, and so is a hold whose replication was still awaited.
 pub(crate) async fn acquire(
+    client: &Arc<ClientInner>,
+    acquirer: &Arc<dyn Acquirer>,
+    lease: Lease,
+    wait: Wait,
+    new_owner: bool,
+) -> Result<Option<Hold>> {
+    let labels = &acquirer.target().labels;
+    let acquiring = acquire_confirmed(client, acquirer, lease, wait, new_owner);
+    crate::metrics::metered(labels, wait, acquiring).await
+}
+
+/// [`acquire`], unmeasured.
+async fn acquire_confirmed(
     client: &Arc<ClientInner>,
     acquirer: &Arc<dyn Acquirer>,
     lease: Lease,
