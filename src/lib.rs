@@ -87,6 +87,23 @@
 //! | Permit-expirable semaphore: permits with ids and leases | [`Client::get_permit_expirable_semaphore`] → [`RPermitExpirableSemaphore`] | `getPermitExpirableSemaphore` |
 //! | Count-down latch | [`Client::get_count_down_latch`] → [`RCountDownLatch`] | `getCountDownLatch` |
 //!
+//! # Who holds what
+//!
+//! [`Client::inspect`] reads everything under one name in one read-only script:
+//! its kind (told from the layout, whoever wrote it: this crate or Java
+//! Redisson), every holder with its client, thread, hold count, mode and lease
+//! left, a read-write lock's read leases, a fair lock's queue with deadlines, a
+//! semaphore's permits and leases, a latch's count, a fenced lock's token, and
+//! which are this client's. Each client of this crate says who it is on the
+//! server ([`Config::announce`], [`Config::client_name`]), so a holder carries
+//! its host and process id ([`inspect::Identity`]). [`Client::scan`] lists a
+//! pattern's objects (SCAN, on every primary), [`Client::watch`] is a live view,
+//! [`Client::force_unlock`] frees a stuck name of any lock kind. The
+//! `redisson-locks` tool (feature `cli`) does the same at a shell, and the
+//! `metrics` feature measures waits, holds, timeouts and lost leases through the
+//! [`metrics`](https://docs.rs/metrics) facade (the README's "Operating it" has
+//! the table).
+//!
 //! # Configuration
 //!
 //! [`Config`] has public fields with Redisson's defaults, and loads from a URL
@@ -108,6 +125,8 @@
 //! | `blocking` | no | A blocking API for thread-based code (`redisson_locks::blocking`): one owner per OS thread, as in Java. |
 //! | `yaml` | no | `Config::from_yaml`, reading Redisson's YAML config file. |
 //! | `serde` | no | `serde::Deserialize` for `Config`, to embed it in a service's own config. |
+//! | `metrics` | no | Wait and hold histograms, counters and gauges through the [`metrics`](https://docs.rs/metrics) facade. |
+//! | `cli` | no | The `redisson-locks` command-line tool: `list`, `show`, `watch`, `force-unlock` (with `yaml` and `tls`). |
 //!
 //! # Requirements
 //!

@@ -786,7 +786,7 @@ fn secret_range(address: &str) -> Option<std::ops::Range<usize>> {
 
 impl std::fmt::Debug for Config {
     /// Every field, with the password shown as `Some("***")` and the addresses
-    /// [`redact`]ed. Destructured, so that a new field cannot be forgotten here.
+    /// `redact`ed. Destructured, so that a new field cannot be forgotten here.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let Config {
             address,
