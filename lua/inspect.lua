@@ -16,9 +16,11 @@
 --          token or false, leases (member, score, ...), leases count,
 --          read hold TTLs }
 --   body: for a hash, its fields and values (field, value, ...) up to the
---   bound, then its length; for a string, { value }; otherwise {}.
+--   bound, a value longer than LONGEST_VALUE as '', then the hash's length;
+--   for a string, { value }, or {} when it is longer; otherwise {}.
 --   read hold TTLs: for each reader field of a read-write hash, in the body's
---   order, { field, PTTL of hold 1, PTTL of hold 2, ... }.
+--   order, { field, PTTL of hold 1, PTTL of hold 2, ... }, at most ARGV[1]
+--   PTTLs in all.
 
 local name, queue_key, deadlines_key, token_key, leases_key =
     KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -31,24 +33,44 @@ end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+-- The longest value read of a string or a hash field: a count, a token or
+-- an owner field is far shorter; a longer value (a cached blob) marks a key
+-- that is no lock, and is not sent back.
+local LONGEST_VALUE = 128
+
 local kind = type_of(name)
 local body = {}
 local read_ttls = {}
 if kind == 'hash' then
     local length = redis.call('hlen', name)
+    local fields
     if length <= bound then
-        body = redis.call('hgetall', name)
+        fields = redis.call('hkeys', name)
     else
         -- A foreign hash this large is no lock: a sample says what it is.
-        local cursor = redis.call('hscan', name, 0, 'count', bound)
-        body = cursor[2]
+        local sample = redis.call('hscan', name, 0, 'count', bound)[2]
+        fields = {}
+        for i = 1, #sample, 2 do
+            table.insert(fields, sample[i])
+        end
+    end
+    for _, field in ipairs(fields) do
+        table.insert(body, field)
+        if redis.call('hstrlen', name, field) <= LONGEST_VALUE then
+            table.insert(body, redis.call('hget', name, field))
+        else
+            table.insert(body, '')
+        end
     end
     table.insert(body, length)
     if redis.call('hexists', name, 'mode') == 1 then
+        -- One budget for every read hold's PTTL, however the holds spread.
+        local budget = bound
         for i = 1, #body - 1, 2 do
             local field = body[i]
             if field ~= 'mode' and not is_writer_field(field) then
-                local holds = math.min(tonumber(body[i + 1]) or 0, bound)
+                local holds = math.min(tonumber(body[i + 1]) or 0, budget)
+                budget = budget - holds
                 local ttls = { field }
                 for hold = 1, holds do
                     table.insert(ttls, redis.call('pttl', read_hold_key(name, field, hold)))
@@ -58,7 +80,9 @@ if kind == 'hash' then
         end
     end
 elseif kind == 'string' then
-    body = { redis.call('get', name) }
+    if redis.call('strlen', name) <= LONGEST_VALUE then
+        body = { redis.call('get', name) }
+    end
 end
 
 local queue, queue_length, deadlines = {}, 0, {}
@@ -71,7 +95,7 @@ if type_of(deadlines_key) == 'zset' then
 end
 
 local token = false
-if type_of(token_key) == 'string' then
+if type_of(token_key) == 'string' and redis.call('strlen', token_key) <= LONGEST_VALUE then
     token = redis.call('get', token_key)
 end
 

@@ -76,7 +76,6 @@ pub(crate) struct ClientInner {
     pub(crate) releaser: crate::release::Releaser,
     /// Who this client is, and how it says so on the server (see `identity.rs`).
     pub(crate) identity: crate::identity::Identity,
-    announcement: Option<crate::identity::Announcement>,
     warnings: Vec<String>,
     /// The client's thread; dropped last, after the releases it must still send
     /// have been queued. Taken out by [`Client::close`], which awaits its end.
@@ -98,13 +97,6 @@ impl Drop for ClientInner {
                         "lock {name:?}: releasing a detached hold as the client closed failed (it ends with its lease): {e}"
                     );
                 }
-            });
-        }
-        if let Some(announcement) = self.announcement.take() {
-            let mut conn = self.conn.clone();
-            self.conn.spawn_cleanup(async move {
-                // Best effort: left behind, the key ends with its TTL.
-                let _ = announcement.withdraw(&mut conn).await;
             });
         }
         // What is still to be sent goes out from the client's own thread.
@@ -163,6 +155,10 @@ impl Client {
     pub async fn close(self) {
         match Arc::try_unwrap(self.inner) {
             Ok(mut inner) => {
+                // Who it was goes first: a closed client is no longer named.
+                if let Some(answered) = inner.watchdog.withdraw() {
+                    let _ = tokio::time::timeout(inner.config.timeout, answered).await;
+                }
                 let background = inner.background.take();
                 // Queues the releases of detached holds on the client's thread.
                 drop(inner);
@@ -266,7 +262,6 @@ impl Client {
             inner: Arc::new(ClientInner {
                 id,
                 identity,
-                announcement,
                 config,
                 conn,
                 pubsub,
@@ -753,8 +748,10 @@ impl Client {
     /// for the keyspace; at most [`MAX_SCAN`](crate::inspect::MAX_SCAN) names
     /// are read ([`Scanned::complete`](crate::inspect::Scanned::complete) says
     /// when more matched). Each object is read consistently; the list is not
-    /// one instant. A fair lock that only has waiters, in the moment between
-    /// two holds, is not listed (inspect it by name).
+    /// one instant. A fair lock whose queue outlived its holder (a dead head
+    /// waiter, until its deadline) is listed too. A number stored by someone
+    /// else reads as a [`Kind::Counter`](crate::inspect::Kind::Counter): a
+    /// semaphore's permits look the same.
     ///
     /// ```no_run
     /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {

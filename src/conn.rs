@@ -249,10 +249,13 @@ impl Conn {
         Ok(link)
     }
 
-    /// The primaries a whole-keyspace command (SCAN) must visit: in a cluster
-    /// each primary's address, read from `CLUSTER NODES`; elsewhere the one
-    /// server, `None`.
-    pub(crate) async fn primaries(&self) -> redis::RedisResult<Vec<Option<(String, u16)>>> {
+    /// The primaries a whole-keyspace command (SCAN) must visit, each named by
+    /// a slot it serves (the cluster client routes by its own slot map, so
+    /// announced host names and addresses need no matching): in a cluster, one
+    /// slot per serving primary of `CLUSTER NODES`, and whether a primary had
+    /// to be left out (no address, in handshake); elsewhere the one server,
+    /// `None`.
+    pub(crate) async fn primaries(&self) -> redis::RedisResult<(Vec<Option<u16>>, bool)> {
         let (link, runtime) = self.link().await?;
         match link {
             #[cfg(feature = "cluster")]
@@ -268,44 +271,35 @@ impl Conn {
                 })
                 .await?;
                 let text: String = redis::FromRedisValue::from_redis_value(nodes)?;
-                Ok(cluster_primaries(&text).into_iter().map(Some).collect())
+                let (slots, left_out) = cluster_primaries(&text);
+                Ok((slots.into_iter().map(Some).collect(), left_out))
             }
             _ => {
                 let _ = runtime;
-                Ok(vec![None])
+                Ok((vec![None], false))
             }
         }
     }
 
-    /// Sends `cmd` to `node` (one of [`primaries`](Conn::primaries)), or as
-    /// any command when `node` is `None`.
-    pub(crate) async fn query_on(
-        &self,
-        node: Option<&(String, u16)>,
-        cmd: &Cmd,
-    ) -> redis::RedisResult<Value> {
-        let Some((host, port)) = node else {
+    /// Sends `cmd` to the primary serving `slot` (one of
+    /// [`primaries`](Conn::primaries)), or as any command when `slot` is `None`.
+    pub(crate) async fn query_on(&self, slot: Option<u16>, cmd: &Cmd) -> redis::RedisResult<Value> {
+        let Some(slot) = slot else {
             return cmd.query_async(&mut self.clone()).await;
         };
         let (link, runtime) = self.link().await?;
         match link {
             #[cfg(feature = "cluster")]
             Link::Cluster { mut conn, .. } => {
-                let routing = redis::cluster_routing::RoutingInfo::SingleNode(
-                    redis::cluster_routing::SingleNodeRoutingInfo::ByAddress {
-                        host: host.clone(),
-                        port: *port,
-                    },
-                );
+                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                    Route::new(slot, SlotAddr::Master),
+                ));
                 let cmd = cmd.clone();
-                entered(
-                    runtime,
-                    async move { conn.route_command(cmd, routing).await },
-                )
-                .await
+                entered(runtime, async move { conn.route_command(cmd, routing).await }).await
             }
             _ => {
-                let _ = (runtime, host, port);
+                let _ = (runtime, slot);
                 cmd.query_async(&mut self.clone()).await
             }
         }
@@ -322,24 +316,37 @@ impl Conn {
     }
 }
 
-/// The primaries in a `CLUSTER NODES` reply that serve slots and are not
-/// failed: `<id> <ip:port@cport[,hostname]> <flags> <master> ... <slots>`.
+/// One slot of each primary in a `CLUSTER NODES` reply that serves slots
+/// (`<id> <ip:port@cport[,hostname]> <flags> <master> <ping> <pong> <epoch>
+/// <link> <slot or range> ...`), and whether one was left out: a primary
+/// without an address (`noaddr`) or still in handshake. A primary only
+/// suspected of failing (`fail?`) is kept: it may answer.
 #[cfg(feature = "cluster")]
-fn cluster_primaries(nodes: &str) -> Vec<(String, u16)> {
-    nodes
-        .lines()
-        .filter_map(|line| {
-            let parts: Vec<&str> = line.split_whitespace().collect();
-            let flags = parts.get(2)?;
-            let serves = parts.len() > 8;
-            if !flags.split(',').any(|f| f == "master") || flags.contains("fail") || !serves {
-                return None;
-            }
-            let address = parts.get(1)?.split(['@', ',']).next()?;
-            let (host, port) = address.rsplit_once(':')?;
-            Some((host.to_owned(), port.parse().ok()?))
-        })
-        .collect()
+fn cluster_primaries(nodes: &str) -> (Vec<u16>, bool) {
+    let mut slots = Vec::new();
+    let mut left_out = false;
+    for line in nodes.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let Some(flags) = parts.get(2) else { continue };
+        let flags: Vec<&str> = flags.split(',').collect();
+        if !flags.contains(&"master") || flags.contains(&"fail") {
+            continue;
+        }
+        // The first slot it serves (ranges `a-b`; `[..]` entries are slots in
+        // migration, not served here).
+        let first = parts
+            .iter()
+            .skip(8)
+            .filter(|p| !p.starts_with('['))
+            .find_map(|p| p.split('-').next()?.parse::<u16>().ok());
+        let Some(first) = first else { continue };
+        if flags.contains(&"noaddr") || flags.contains(&"handshake") {
+            left_out = true;
+            continue;
+        }
+        slots.push(first);
+    }
+    (slots, left_out)
 }
 
 impl Link {
@@ -465,21 +472,17 @@ mod tests {
     use super::cluster_primaries;
 
     #[test]
-    fn cluster_nodes_give_the_serving_primaries() {
+    fn cluster_nodes_give_one_slot_of_each_serving_primary() {
         let nodes = "\
 07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.1:30004@31004,host-a slave e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 0 1426238317239 4 connected
-67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 127.0.0.1:30002@31002 master - 0 1426238316232 2 connected 5461-10922
-292f8b365bb7edb5e285caf0b7e6ddc7265d2f4f 127.0.0.1:30003@31003 master - 0 1426238318243 3 connected 10923-16383
-e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460
+67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 127.0.0.1:30002@31002,host-b master - 0 1426238316232 2 connected 5461-10922
+292f8b365bb7edb5e285caf0b7e6ddc7265d2f4f 127.0.0.1:30003@31003 master,fail? - 0 1426238318243 3 connected 10923-16383
+e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 myself,master - 0 0 1 connected [93->-292f8b365bb7edb5e285caf0b7e6ddc7265d2f4f] 0-5460
 6ec23923021cf3ffec47632106199cb7f496ce01 127.0.0.1:30005@31005 master,fail - 0 1426238316232 5 connected
 ";
-        assert_eq!(
-            cluster_primaries(nodes),
-            vec![
-                ("127.0.0.1".to_owned(), 30002),
-                ("127.0.0.1".to_owned(), 30003),
-                ("127.0.0.1".to_owned(), 30001),
-            ]
-        );
+        assert_eq!(cluster_primaries(nodes), (vec![5461, 10923, 0], false));
+        let lost = ":0@0 master,noaddr - 0 0 0 disconnected 100-200\n";
+        let lost = format!("abc {lost}");
+        assert_eq!(cluster_primaries(&lost), (vec![], true));
     }
 }

@@ -1,8 +1,9 @@
 //! Who a client is, said on the server: a small key per client,
 //! `redisson_locks_client:{<client id>}`, holding its host, process id, crate
-//! version and chosen name as JSON, with a TTL of one watchdog lease. The
-//! watchdog sets it again on every tick, so it lives as long as the client and
-//! at most one lease after a killed process; a closed client deletes it.
+//! version and chosen name as JSON, with a TTL of one watchdog lease. A task
+//! beside the watchdog's sets it again every lease / 3, so it lives as long as
+//! the client and at most one lease after a killed process or a dropped
+//! client; [`Client::close`](crate::Client::close) deletes it.
 //!
 //! Why a key and not `CLIENT SETNAME` (see `DESIGN.md`, "Owners you can name"):
 //! an owner field carries the client id, and a key named by that id is found

@@ -106,7 +106,9 @@ impl Registry {
 pub(crate) struct Watchdog {
     registry: Arc<Registry>,
     _stop: oneshot::Sender<()>,
-    _stop_announcing: Option<oneshot::Sender<()>>,
+    /// Stops the identity refresh: dropped, it just stops (the key ends with
+    /// its TTL); sent a reply channel, it deletes the key first, then answers.
+    announcer: Option<oneshot::Sender<oneshot::Sender<()>>>,
 }
 
 impl Watchdog {
@@ -125,17 +127,26 @@ impl Watchdog {
         let registry = Arc::new(Registry::default());
         let (stop, stopped) = oneshot::channel();
         let spawner = conn.spawner().clone();
-        let stop_announcing = announcement.map(|announcement| {
-            let (stop, stopped) = oneshot::channel();
-            spawner.spawn(keep_announcing(announcement, conn.clone(), lease, stopped));
-            stop
+        let announcer = announcement.map(|announcement| {
+            let (withdraw, withdrawn) = oneshot::channel();
+            spawner.spawn(keep_announcing(announcement, conn.clone(), lease, withdrawn));
+            withdraw
         });
         spawner.spawn(run_renewals(registry.clone(), conn, lease, sync, stopped));
         Watchdog {
             registry,
             _stop: stop,
-            _stop_announcing: stop_announcing,
+            announcer,
         }
+    }
+
+    /// Stops refreshing the client's identity and deletes its key; the
+    /// receiver answers once the DEL has been answered (or the refresh had
+    /// already stopped). Nothing when the client announces nothing.
+    pub(crate) fn withdraw(&mut self) -> Option<oneshot::Receiver<()>> {
+        let (done, answered) = oneshot::channel();
+        self.announcer.take()?.send(done).ok()?;
+        Some(answered)
     }
 
     /// Registers a hold about to be acquired on `name`, counted in hash field `field`.
@@ -303,13 +314,16 @@ async fn run_renewals(
     }
 }
 
-/// Sets the client's identity key again every `lease / 3`. A failure is said
-/// once (until a refresh succeeds again): the locks work without it.
+/// Sets the client's identity key again every `lease / 3`, until told to
+/// withdraw it (then it deletes the key, after any refresh in flight, so that
+/// no SET lands after the DEL) or dropped (then the key ends with its TTL). A
+/// failure is said once until a refresh succeeds again; a refusal by the
+/// server's ACL ends the refreshing: it would be refused for ever.
 async fn keep_announcing(
     announcement: Announcement,
     mut conn: Conn,
     lease: Duration,
-    mut stopped: oneshot::Receiver<()>,
+    mut withdrawn: oneshot::Receiver<oneshot::Sender<()>>,
 ) {
     let mut ticks = tokio::time::interval(lease / 3);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -317,8 +331,24 @@ async fn keep_announcing(
     let mut failing = false;
     loop {
         tokio::select! {
-            _ = &mut stopped => return,
+            biased;
+            withdraw = &mut withdrawn => {
+                if let Ok(done) = withdraw {
+                    // Best effort: left behind, the key ends with its TTL.
+                    let _ = announcement.withdraw(&mut conn).await;
+                    let _ = done.send(());
+                }
+                return;
+            }
             _ = ticks.tick() => match announcement.refresh(&mut conn).await {
+                Err(crate::Error::Redis(failure))
+                    if failure.kind() == crate::RedisErrorKind::NoPermission =>
+                {
+                    crate::trace::warn_event!(
+                        "this client may not write its identity key (ACL): the inspector will not name it: {failure}"
+                    );
+                    return;
+                }
                 Err(e) if !failing => {
                     failing = true;
                     crate::trace::warn_event!(

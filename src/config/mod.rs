@@ -241,7 +241,8 @@ pub struct Config {
     /// Whether the client says who it is on the server: a small key,
     /// `redisson_locks_client:{<id>}`, holding its host, process id, crate
     /// version and [`client_name`](Config::client_name), kept fresh while the
-    /// client lives and deleted when it closes, so that
+    /// client lives (its TTL is one `lock_watchdog_timeout`) and deleted by
+    /// [`Client::close`](crate::Client::close), so that
     /// [`Client::inspect`](crate::Client::inspect) can name the process behind an
     /// owner. Default `true`. See `DESIGN.md`, "Owners you can name".
     pub announce: bool,

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{HoldMode, Kind, Snapshot};
+use super::{Kind, Snapshot};
 use crate::client::{Client, ClientInner};
 use crate::error::{Error, Result};
 
@@ -21,30 +21,25 @@ pub(crate) async fn force_unlock(
         Kind::Lock => client.get_lock(name)?.force_unlock().await?,
         Kind::FairLock => client.get_fair_lock(name)?.force_unlock().await?,
         Kind::FencedLock => client.get_fenced_lock(name)?.force_unlock().await?,
+        // Each side's force frees the lock only in its own mode.
+        Kind::ReadWriteLock { mode } if mode == "write" => {
+            client.get_read_write_lock(name)?.write_lock().force_unlock().await?
+        }
         Kind::ReadWriteLock { .. } => {
-            let rw = client.get_read_write_lock(name)?;
-            let writing = before.holders.iter().any(|h| h.mode == HoldMode::Write);
-            if writing {
-                rw.write_lock().force_unlock().await?
-            } else {
-                rw.read_lock().force_unlock().await?
-            }
+            client.get_read_write_lock(name)?.read_lock().force_unlock().await?
         }
         Kind::MultiLockGroup => {
-            let ids: Vec<String> = before
-                .holders
-                .iter()
-                .filter_map(|h| h.member.clone())
-                .collect();
+            let ids: Vec<String> = before.holders.iter().filter_map(|h| h.member.clone()).collect();
             let channel = crate::keys::lock_channel(name);
-            !ids.is_empty()
-                && crate::scripts::group_force_release(
-                    &mut inner.conn.clone(),
-                    name,
-                    &channel,
-                    &ids,
-                )
-                .await?
+            let freed = !ids.is_empty()
+                && crate::scripts::group_force_release(&mut inner.conn.clone(), name, &channel, &ids)
+                    .await?;
+            if freed {
+                // As `RLock::force_unlock` does: this client's holds went too.
+                inner.watchdog.forget_lock(name);
+                inner.holdings.forget_detached_of(name);
+            }
+            freed
         }
         Kind::Counter | Kind::PermitExpirableSemaphore => {
             return Err(Error::invalid(format!(

@@ -1,7 +1,6 @@
 //! The inspector's operations on a client: one snapshot, a scan, a watch.
 
 use std::collections::HashMap;
-use std::future::Future as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +25,10 @@ pub(crate) async fn inspect(
     known: &mut Known,
 ) -> Result<Snapshot> {
     keys::validate_name(name)?;
+    if client.conn.is_cluster() {
+        // Its auxiliary keys would live in other slots than its key.
+        keys::validate_cluster_name(name)?;
+    }
     let mut conn = client.conn.clone();
     let reply = crate::scripts::inspect(&mut conn, name, MAX_ENTRIES).await?;
     let mut snapshot = read_snapshot(name, reply, &client.id)?;
@@ -35,7 +38,12 @@ pub(crate) async fn inspect(
             continue;
         }
         if !known.contains_key(&owner.client_id) {
-            let found = crate::identity::look_up(&mut conn, &owner.client_id).await?;
+            // A refusal (an ACL written for Redisson's keys only, a key of
+            // another type) leaves the owner unnamed, not the snapshot unread.
+            let found = crate::identity::look_up(&mut conn, &owner.client_id)
+                .await
+                .ok()
+                .flatten();
             known.insert(owner.client_id.clone(), found);
         }
         owner.identity = known.get(&owner.client_id).cloned().flatten();
@@ -85,10 +93,14 @@ pub(crate) async fn scan(client: &ClientInner, pattern: &str) -> Result<Scanned>
             "scan pattern must not be empty (use * for every name)",
         ));
     }
-    let (names, more) = scan_names(&client.conn, pattern, MAX_SCAN).await?;
+    let (names, incomplete) = scan_names(&client.conn, pattern, MAX_SCAN).await?;
     let mut known = Known::new();
     let mut objects = Vec::new();
     for name in names {
+        if client.conn.is_cluster() && keys::validate_cluster_name(&name).is_err() {
+            // A name this crate and Redisson refuse in a cluster: no lock.
+            continue;
+        }
         let snapshot = inspect(client, &name, &mut known).await?;
         if snapshot.kind.is_lock_family() {
             objects.push(snapshot);
@@ -96,7 +108,7 @@ pub(crate) async fn scan(client: &ClientInner, pattern: &str) -> Result<Scanned>
     }
     Ok(Scanned {
         objects,
-        complete: !more,
+        complete: !incomplete,
     })
 }
 
@@ -107,7 +119,8 @@ pub struct Scanned {
     /// Every lock-family object found, by name.
     pub objects: Vec<Snapshot>,
     /// `false` when more than [`MAX_SCAN`] names matched and the rest were
-    /// left out: narrow the pattern.
+    /// left out (narrow the pattern), or when a cluster primary without an
+    /// address could not be asked.
     pub complete: bool,
 }
 
@@ -116,15 +129,31 @@ pub struct Scanned {
 /// the latest after the watch's interval.
 ///
 /// It listens as one more waiter of the client's subscription (no second
-/// connection). A fair lock's releases speak on the next waiter's own channel,
-/// so its changes show at the interval.
+/// connection), in the class every message wakes, so it never takes a
+/// wake-up from a waiter. A message that arrives while a snapshot is read is
+/// kept for the next call. A fair lock's releases speak on the next waiter's
+/// own channel, and an acquire announces nothing, so those changes show at
+/// the interval.
+///
+/// **Its cost to the lock's users**: a release counts the clients its message
+/// reached, and a watch is one of them, so a releasing client of this crate
+/// believes a waiter was woken and holds its own next caller back for up to
+/// 5 ms (the hand-off window, `DESIGN.md`, "The local line"). A client that
+/// takes and frees the lock back to back is slowed while it is watched;
+/// [`polling`](Watch::polling) watches without listening.
 #[derive(Debug)]
 pub struct Watch {
     client: Arc<ClientInner>,
     name: String,
     every: Duration,
-    subscriptions: Vec<Subscription>,
-    kind: Option<Kind>,
+    listen: bool,
+    /// Woken by the relays of the channels listened on; a wake-up that comes
+    /// while nobody waits is kept (one permit).
+    woken: Arc<tokio::sync::Notify>,
+    /// Channels listened on, each relayed by a task that stops when its
+    /// sender is dropped (with the watch).
+    relays: Vec<(String, tokio::sync::oneshot::Sender<()>)>,
+    seen_first: bool,
     known: Known,
 }
 
@@ -138,10 +167,28 @@ impl Watch {
             client,
             name,
             every,
-            subscriptions: Vec::new(),
-            kind: None,
+            listen: true,
+            woken: Arc::new(tokio::sync::Notify::new()),
+            relays: Vec::new(),
+            seen_first: false,
             known: Known::new(),
         })
+    }
+
+    /// This watch, reading at its interval only: it subscribes to nothing,
+    /// so the lock's releases count no extra listener.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// let mut watch = client.watch("orders:42", Duration::from_millis(250))?.polling();
+    /// let now = watch.next().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn polling(mut self) -> Watch {
+        self.listen = false;
+        self.relays.clear();
+        self
     }
 
     /// The next snapshot: the first at once, each later one when a message
@@ -150,40 +197,53 @@ impl Watch {
     /// # Cancel safety
     /// Cancel safe: a dropped call loses nothing but its wait.
     pub async fn next(&mut self) -> Result<Snapshot> {
-        if self.kind.is_some() {
-            let woken = futures_any(&self.subscriptions);
-            let _ = tokio::time::timeout(self.every, woken).await;
+        if self.seen_first {
+            let _ = tokio::time::timeout(self.every, self.woken.notified()).await;
         }
         let snapshot = inspect(&self.client, &self.name, &mut self.known).await?;
-        if self.kind.as_ref() != Some(&snapshot.kind) {
-            // (Re)listen where this kind speaks; a channel kept stays subscribed.
-            let lock: Arc<str> = self.name.as_str().into();
-            self.subscriptions = channels_of(&self.name, &snapshot.kind)
-                .iter()
-                .map(|channel| self.client.pubsub.subscribe(channel, &lock, Class::All))
-                .collect();
-            self.kind = Some(snapshot.kind.clone());
+        self.seen_first = true;
+        if self.listen {
+            self.listen_for(&snapshot.kind);
         }
         Ok(snapshot)
     }
+
+    /// Listens where an object of `kind` speaks. A name gone free (absent)
+    /// keeps the channels it had: its next holder is likely of the same kind.
+    fn listen_for(&mut self, kind: &Kind) {
+        let wanted = channels_of(&self.name, kind);
+        if wanted.is_empty() || self.relays.iter().map(|(c, _)| c).eq(wanted.iter()) {
+            return;
+        }
+        let lock: Arc<str> = self.name.as_str().into();
+        self.relays = wanted
+            .into_iter()
+            .map(|channel| {
+                let subscription = self.client.pubsub.subscribe(&channel, &lock, Class::All);
+                let (stop, stopped) = tokio::sync::oneshot::channel();
+                let woken = self.woken.clone();
+                self.client.conn.spawner().spawn(relay(subscription, woken, stopped));
+                (channel, stop)
+            })
+            .collect();
+    }
 }
 
-/// Completes when any of `subscriptions` is woken (never, for none).
-async fn futures_any(subscriptions: &[Subscription]) {
-    if subscriptions.is_empty() {
-        return std::future::pending().await;
-    }
-    let mut waits: Vec<_> = subscriptions
-        .iter()
-        .map(|s| Box::pin(s.notified()))
-        .collect();
-    std::future::poll_fn(|cx| {
-        for wait in &mut waits {
-            if wait.as_mut().poll(cx).is_ready() {
-                return std::task::Poll::Ready(());
-            }
+/// Passes every wake-up of `subscription` on to `woken` until stopped; the
+/// subscription ends with it.
+async fn relay(
+    subscription: Subscription,
+    woken: Arc<tokio::sync::Notify>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    loop {
+        let notified = subscription.notified();
+        tokio::pin!(notified);
+        // Registered before anything else is awaited: nothing in between is lost.
+        notified.as_mut().enable();
+        tokio::select! {
+            _ = &mut stopped => return,
+            _ = notified => woken.notify_one(),
         }
-        std::task::Poll::Pending
-    })
-    .await;
+    }
 }

@@ -22,7 +22,7 @@ struct Reply {
     body: Vec<Value>,
     queue: Vec<String>,
     queue_len: usize,
-    deadlines: HashMap<String, i64>,
+    deadlines: HashMap<String, Option<i64>>,
     token: Option<u64>,
     leases: Vec<(Vec<u8>, i64)>,
     leases_count: usize,
@@ -38,13 +38,21 @@ fn int(value: &Value) -> Result<i64> {
         Value::Int(n) => Ok(*n),
         Value::BulkString(bytes) => std::str::from_utf8(bytes)
             .ok()
-            .and_then(|text| text.parse::<f64>().ok())
-            // A zset score in Lua arrives as a string, possibly "1.7e12".
-            .filter(|n| n.is_finite())
-            .map(|n| n as i64)
+            .and_then(parse_number)
             .ok_or_else(|| unexpected(value)),
         other => Err(unexpected(other)),
     }
+}
+
+/// An integer exactly (a fencing token may pass 2^53), else a finite float
+/// as Lua hands a zset score over ("1.7e12"), truncated.
+fn parse_number(text: &str) -> Option<i64> {
+    text.parse::<i64>().ok().or_else(|| {
+        text.parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite())
+            .map(|n| n as i64)
+    })
 }
 
 fn text(value: &Value) -> Result<String> {
@@ -64,13 +72,14 @@ fn array(value: Value) -> Result<Vec<Value>> {
     }
 }
 
-/// A flat `member, score, ...` list as pairs.
-fn pairs(value: Value) -> Result<Vec<(Value, i64)>> {
+/// A flat `member, score, ...` list as pairs; a score that is no number
+/// (someone else's zset) reads as `None` rather than failing the snapshot.
+fn pairs(value: Value) -> Result<Vec<(Value, Option<i64>)>> {
     let items = array(value)?;
     items
         .chunks(2)
         .map(|pair| match pair {
-            [member, score] => Ok((member.clone(), int(score)?)),
+            [member, score] => Ok((member.clone(), int(score).ok())),
             other => Err(unexpected(other)),
         })
         .collect()
@@ -100,17 +109,15 @@ impl Reply {
                 .into_iter()
                 .map(|(member, score)| Ok((text(&member)?, score)))
                 .collect::<Result<_>>()?,
-            token: match token {
-                Value::Nil => None,
-                other => Some(u64::try_from(int(&other)?).unwrap_or(0)),
-            },
+            // A counter that is no positive integer is no token of ours.
+            token: int(&token).ok().and_then(|t| u64::try_from(t).ok()),
             leases: pairs(leases)?
                 .into_iter()
-                .map(|(member, score)| match member {
-                    Value::BulkString(bytes) => Ok((bytes, score)),
-                    other => Err(unexpected(other)),
+                .filter_map(|(member, score)| match (member, score) {
+                    (Value::BulkString(bytes), Some(score)) => Some((bytes, score)),
+                    _ => None,
                 })
-                .collect::<Result<_>>()?,
+                .collect(),
             leases_count: usize::try_from(int(&leases_count)?).unwrap_or(0),
             read_ttls,
         })
@@ -198,7 +205,10 @@ fn foreign(redis_type: &str) -> Kind {
     }
 }
 
-/// A lock's hash: which lock, and its holders.
+/// A lock's hash: which lock, and its holders. Each layout is taken only when
+/// every field fits it (owner fields with counts, `mode` with `read` or
+/// `write`, a group's member and hold fields): a user's hash that merely has
+/// a `mode` field is foreign, and so never forced open as a lock.
 fn read_hash(reply: &Reply, my_id: &str, snapshot: &mut Snapshot) -> Result<()> {
     let (fields, length) = reply.hash()?;
     snapshot.truncated |= length > MAX_ENTRIES;
@@ -206,61 +216,73 @@ fn read_hash(reply: &Reply, my_id: &str, snapshot: &mut Snapshot) -> Result<()> 
         .iter()
         .map(|(f, v)| (f.as_str(), v.as_str()))
         .collect();
-    if let Some(mode) = values.get("mode") {
-        snapshot.kind = Kind::ReadWriteLock {
-            mode: (*mode).to_owned(),
-        };
-        snapshot.holders = read_write_holders(reply, &fields, my_id);
-        return Ok(());
-    }
-    if fields
+    let read = if let Some(mode) = values.get("mode") {
+        read_write_holders(reply, &fields, my_id)
+            .filter(|_| matches!(*mode, "read" | "write"))
+            .map(|holders| (Kind::ReadWriteLock { mode: (*mode).to_owned() }, holders))
+    } else if fields
         .iter()
         .any(|(f, _)| f.ends_with(":expire_time") || f.ends_with(":lock_count"))
     {
-        snapshot.kind = Kind::MultiLockGroup;
-        snapshot.holders = group_holders(reply, &fields, &values, my_id);
-        return Ok(());
-    }
-    let holders: Option<Vec<Holder>> = fields
-        .iter()
-        .map(|(field, count)| {
-            let holds = count.parse::<u64>().ok()?;
-            let owner = Owner::parse(field, my_id);
-            (!owner.client_id.is_empty()).then(|| Holder {
-                owner,
-                mode: HoldMode::Exclusive,
-                holds,
-                lease_left: reply.ttl(),
-                read_leases: Vec::new(),
-                member: None,
-            })
-        })
-        .collect();
-    match holders {
-        Some(holders) => {
-            snapshot.holders = holders;
-            snapshot.kind = if reply.has_queue() {
+        group_holders(reply, &fields, &values, my_id).map(|holders| (Kind::MultiLockGroup, holders))
+    } else {
+        lock_holders(reply, &fields, my_id).map(|holders| {
+            let kind = if reply.has_queue() {
                 Kind::FairLock
             } else if reply.token.is_some() {
                 Kind::FencedLock
             } else {
                 Kind::Lock
             };
+            (kind, holders)
+        })
+    };
+    match read {
+        Some((kind, holders)) => {
+            snapshot.kind = kind;
+            snapshot.holders = holders;
         }
         None => snapshot.kind = foreign("hash"),
     }
     Ok(())
 }
 
-fn read_write_holders(reply: &Reply, fields: &[(String, String)], my_id: &str) -> Vec<Holder> {
+/// The owner a field names, when it is in Redisson's shape.
+fn owner_of(field: &str, my_id: &str) -> Option<Owner> {
+    let owner = Owner::parse(field, my_id);
+    (!owner.client_id.is_empty()).then_some(owner)
+}
+
+/// A lock hash's holders: every field an owner, every value a count.
+fn lock_holders(reply: &Reply, fields: &[(String, String)], my_id: &str) -> Option<Vec<Holder>> {
+    fields
+        .iter()
+        .map(|(field, count)| {
+            Some(Holder {
+                owner: owner_of(field, my_id)?,
+                mode: HoldMode::Exclusive,
+                holds: count.parse::<u64>().ok()?,
+                lease_left: reply.ttl(),
+                read_leases: Vec::new(),
+                member: None,
+            })
+        })
+        .collect()
+}
+
+fn read_write_holders(
+    reply: &Reply,
+    fields: &[(String, String)],
+    my_id: &str,
+) -> Option<Vec<Holder>> {
     fields
         .iter()
         .filter(|(field, _)| field != "mode")
         .map(|(field, count)| {
-            let holds = count.parse::<u64>().unwrap_or(0);
-            match field.strip_suffix(":write") {
+            let holds = count.parse::<u64>().ok()?;
+            Some(match field.strip_suffix(":write") {
                 Some(writer) => Holder {
-                    owner: Owner::parse(writer, my_id),
+                    owner: owner_of(writer, my_id)?,
                     mode: HoldMode::Write,
                     holds,
                     lease_left: reply.ttl(),
@@ -278,7 +300,7 @@ fn read_write_holders(reply: &Reply, fields: &[(String, String)], my_id: &str) -
                         })
                         .unwrap_or_default();
                     Holder {
-                        owner: Owner::parse(field, my_id),
+                        owner: owner_of(field, my_id)?,
                         mode: HoldMode::Read,
                         holds,
                         lease_left: read_leases.iter().flatten().max().copied(),
@@ -286,7 +308,7 @@ fn read_write_holders(reply: &Reply, fields: &[(String, String)], my_id: &str) -
                         member: None,
                     }
                 }
-            }
+            })
         })
         .collect()
 }
@@ -294,13 +316,26 @@ fn read_write_holders(reply: &Reply, fields: &[(String, String)], my_id: &str) -
 /// A single-hash multi-lock's holds: `<member id>` names the owner, whose
 /// `<id>:<owner>:expire_time` and `:lock_count` say until when and how often.
 /// A member whose hold has ended is free, whatever its fields still say.
+/// `None` when a field does not fit that layout.
 fn group_holders(
     reply: &Reply,
     fields: &[(String, String)],
     values: &HashMap<&str, &str>,
     my_id: &str,
-) -> Vec<Holder> {
-    fields
+) -> Option<Vec<Holder>> {
+    let fits = fields.iter().all(|(field, value)| match field.split_once(':') {
+        None => owner_of(value, my_id).is_some(),
+        Some((_member, rest)) => {
+            let owner = rest
+                .strip_suffix(":expire_time")
+                .or_else(|| rest.strip_suffix(":lock_count"));
+            owner.is_some_and(|o| owner_of(o, my_id).is_some()) && value.parse::<i64>().is_ok()
+        }
+    });
+    if !fits {
+        return None;
+    }
+    let holders = fields
         .iter()
         .filter(|(field, _)| !field.contains(':'))
         .filter_map(|(member, owner)| {
@@ -322,7 +357,8 @@ fn group_holders(
                 member: Some(member.clone()),
             })
         })
-        .collect()
+        .collect();
+    Some(holders)
 }
 
 fn queue(reply: &Reply, my_id: &str) -> Vec<Queued> {
@@ -330,7 +366,7 @@ fn queue(reply: &Reply, my_id: &str) -> Vec<Queued> {
         .queue
         .iter()
         .map(|field| {
-            let deadline = reply.deadlines.get(field).copied();
+            let deadline = reply.deadlines.get(field).copied().flatten();
             Queued {
                 owner: Owner::parse(field, my_id),
                 deadline_ms: deadline,

@@ -1,8 +1,9 @@
 //! The names worth inspecting under a pattern, found at bounded cost: SCAN
 //! with MATCH, COUNT and TYPE on every primary (never KEYS, which blocks the
-//! server for the whole keyspace), once for hashes (the locks) and once for
+//! server for the whole keyspace), once for hashes (the locks), once for
 //! strings (the synchronizers' counts), less the auxiliary keys of the
-//! layout, which belong to an object listed under its own name.
+//! layout, which belong to an object listed under its own name, and once for
+//! fair queues, whose lock may be gone while its line still waits.
 
 use std::collections::BTreeSet;
 
@@ -14,36 +15,46 @@ use crate::error::{Error, Result};
 /// How many keys each SCAN step asks the server to look at.
 pub(crate) const SCAN_COUNT: usize = 1000;
 
-/// Every name matching `pattern` whose key is a hash or a string, sorted, at
-/// most `limit` of them (and whether there were more).
+/// Every name matching `pattern` whose key is a hash or a string, or that has
+/// a fair queue, sorted, at
+/// most `limit` of them, and whether the list may be incomplete (more names
+/// matched, or a primary could not be asked).
 pub(crate) async fn scan_names(
     conn: &Conn,
     pattern: &str,
     limit: usize,
 ) -> Result<(Vec<String>, bool)> {
     let mut names = BTreeSet::new();
-    let mut more = false;
-    'nodes: for node in conn.primaries().await.map_err(Error::redis)? {
-        for redis_type in ["hash", "string"] {
+    let (primaries, mut incomplete) = conn.primaries().await.map_err(Error::redis)?;
+    'primaries: for primary in primaries {
+        for redis_type in ["hash", "string", "list"] {
+            let matching = if redis_type == "list" {
+                format!("{QUEUE_PREFIX}*")
+            } else {
+                pattern.to_owned()
+            };
             let mut cursor = 0u64;
             loop {
                 let mut cmd = redis::cmd("SCAN");
                 cmd.arg(cursor)
                     .arg("MATCH")
-                    .arg(pattern)
+                    .arg(&matching)
                     .arg("COUNT")
                     .arg(SCAN_COUNT)
                     .arg("TYPE")
                     .arg(redis_type);
-                let reply = conn
-                    .query_on(node.as_ref(), &cmd)
-                    .await
-                    .map_err(Error::redis)?;
+                let reply = conn.query_on(primary, &cmd).await.map_err(Error::redis)?;
                 let (next, keys) = decode_step(reply)?;
-                for key in keys.into_iter().filter(|key| !is_auxiliary(key)) {
-                    if names.len() == limit {
-                        more = true;
-                        break 'nodes;
+                let names_found = keys.into_iter().filter_map(|key| match redis_type {
+                    // A fair lock whose queue outlives its hash (a dead head
+                    // waiter, until its deadline): the stuck lock to find.
+                    "list" => queued_lock(&key).filter(|name| glob_match(pattern, name)),
+                    _ => (!is_auxiliary(&key)).then_some(key),
+                });
+                for key in names_found {
+                    if names.len() == limit && !names.contains(&key) {
+                        incomplete = true;
+                        break 'primaries;
                     }
                     names.insert(key);
                 }
@@ -54,7 +65,73 @@ pub(crate) async fn scan_names(
             }
         }
     }
-    Ok((names.into_iter().collect(), more))
+    Ok((names.into_iter().collect(), incomplete))
+}
+
+/// How a fair lock's queue key begins (see `keys::fair_queue`).
+const QUEUE_PREFIX: &str = "redisson_lock_queue:";
+
+/// The lock a fair queue key belongs to: `redisson_lock_queue:{N}` names `N`,
+/// and `redisson_lock_queue:N` a name `N` with its own hash tag.
+fn queued_lock(key: &str) -> Option<String> {
+    let rest = key.strip_prefix(QUEUE_PREFIX)?;
+    let name = match rest.strip_prefix('{').and_then(|r| r.strip_suffix('}')) {
+        Some(inner) if !inner.contains('{') && !inner.contains('}') => inner,
+        _ => rest,
+    };
+    (crate::keys::fair_queue(name) == key).then(|| name.to_owned())
+}
+
+/// Whether `text` matches the glob `pattern` as Redis's MATCH reads it: `*`,
+/// `?`, `[abc]`, `[^a-z]`, and `\` escaping the next character.
+fn glob_match(pattern: &str, text: &str) -> bool {
+    fn matches(p: &[char], t: &[char]) -> bool {
+        match p.split_first() {
+            None => t.is_empty(),
+            Some(('*', rest)) => (0..=t.len()).any(|skip| matches(rest, &t[skip..])),
+            Some(('?', rest)) => !t.is_empty() && matches(rest, &t[1..]),
+            Some(('[', rest)) => {
+                let Some((&c, t_rest)) = t.split_first() else {
+                    return false;
+                };
+                let (negate, mut body) = match rest.split_first() {
+                    Some(('^', body)) => (true, body),
+                    _ => (false, rest),
+                };
+                let mut found = false;
+                loop {
+                    match body {
+                        [] => return false, // unclosed: Redis matches nothing
+                        [']', after @ ..] => {
+                            body = after;
+                            break;
+                        }
+                        ['\\', x, after @ ..] => {
+                            found |= *x == c;
+                            body = after;
+                        }
+                        [a, '-', b, after @ ..] if *b != ']' => {
+                            let (lo, hi) = if a <= b { (*a, *b) } else { (*b, *a) };
+                            found |= (lo..=hi).contains(&c);
+                            body = after;
+                        }
+                        [x, after @ ..] => {
+                            found |= *x == c;
+                            body = after;
+                        }
+                    }
+                }
+                found != negate && matches(body, t_rest)
+            }
+            Some(('\\', rest)) if !rest.is_empty() => {
+                t.first() == rest.first() && matches(&rest[1..], &t[1..])
+            }
+            Some((c, rest)) => t.first() == Some(c) && matches(rest, &t[1..]),
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    matches(&p, &t)
 }
 
 /// One SCAN reply: the next cursor and the keys of this step.
@@ -111,6 +188,33 @@ mod tests {
             "redisson_locks_client:{6c47fd2f-1b3c-4a5d-9e8f-0a1b2c3d4e5f}"
         ));
         assert!(!is_auxiliary("orders:42"));
+    }
+
+    #[test]
+    fn fair_queue_keys_name_their_lock() {
+        assert_eq!(queued_lock("redisson_lock_queue:{orders}").as_deref(), Some("orders"));
+        assert_eq!(queued_lock("redisson_lock_queue:{o}:a").as_deref(), Some("{o}:a"));
+        assert_eq!(queued_lock("jobs"), None);
+    }
+
+    #[test]
+    fn globs_match_as_redis_reads_them() {
+        for (pattern, text, expected) in [
+            ("*", "anything", true),
+            ("orders:*", "orders:42", true),
+            ("orders:*", "order:42", false),
+            ("h?llo", "hello", true),
+            ("h?llo", "hllo", false),
+            ("h[ae]llo", "hallo", true),
+            ("h[^e]llo", "hello", false),
+            ("h[a-c]llo", "hbllo", true),
+            ("a\\*b", "a*b", true),
+            ("a\\*b", "axb", false),
+            ("*:42", "orders:42", true),
+            ("[", "[", false),
+        ] {
+            assert_eq!(glob_match(pattern, text), expected, "{pattern} ~ {text}");
+        }
     }
 
     #[test]

@@ -509,3 +509,123 @@ async fn inspecting_and_scanning_write_nothing() {
     assert_eq!(writes(&server).await, before, "the inspector wrote");
     assert_eq!(server.all_keys().await, keys_before);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_data_that_looks_a_little_like_a_lock_is_foreign_and_never_forced() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let mut admin = server.admin().await;
+    // A `mode` field, a `:lock_count` field, an owner-shaped field with a
+    // word for a count, a blob, a number far too long to be a count.
+    let _: () = redis::cmd("HSET")
+        .arg("file:42")
+        .arg(&["mode", "read", "owner", "bob", "size", "12"])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let _: () = admin.hset("stats", "x:lock_count", "3").await.unwrap();
+    let owner_like = format!("{}:1", client.id());
+    let _: () = admin.hset("profile", &owner_like, "many").await.unwrap();
+    let _: () = admin.set("blob", "7".repeat(4096)).await.unwrap();
+    for name in ["file:42", "stats", "profile", "blob"] {
+        let seen = client.inspect(name).await.unwrap();
+        assert!(matches!(seen.kind, Kind::Foreign { .. }), "{name}: {seen:?}");
+        assert!(seen.holders.is_empty(), "{name}");
+        assert!(client.force_unlock(name).await.unwrap_err().is_invalid_argument(), "{name}");
+    }
+    let found = client.scan("*").await.unwrap();
+    assert!(found.objects.is_empty(), "{:?}", found.objects);
+    let kept: Vec<String> = admin.hkeys("file:42").await.unwrap();
+    assert_eq!(kept.len(), 3, "nothing was changed");
+    let blob: String = admin.get("blob").await.unwrap();
+    assert_eq!(blob.len(), 4096);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_write_lock_is_forced_on_the_side_its_mode_names() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let operator = server.client().await;
+    let rw = holder.get_read_write_lock("rwf").unwrap();
+    // A writer who also reads (a downgrade on its way): write mode, with a
+    // reader field too.
+    let write = rw.write_lock().lock().await.unwrap();
+    let read = write.scope(rw.read_lock().lock()).await.unwrap();
+    let seen = operator.inspect("rwf").await.unwrap();
+    assert_eq!(seen.kind, Kind::ReadWriteLock { mode: "write".into() });
+    let (_, freed) = operator.force_unlock("rwf").await.unwrap();
+    assert!(freed);
+    assert_eq!(operator.inspect("rwf").await.unwrap().kind, Kind::Absent);
+    drop((read, write));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inspector_the_acl_keeps_from_identities_still_reads_the_lock() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let _held = holder.get_lock("q").unwrap().lock().await.unwrap();
+    let mut admin = server.admin().await;
+    // Redisson's keys and channels only: no `redisson_locks_client:*`.
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "ops", "on", ">pw", "~q", "~redisson_lock_*", "~{q}*", "&*", "+@all"])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let limited = server
+        .client_with(|c| {
+            c.username = Some("ops".into());
+            c.password = Some("pw".into());
+        })
+        .await;
+    assert!(
+        limited.warnings().iter().any(|w| w.contains("announce")),
+        "its own refused announcement is a warning: {:?}",
+        limited.warnings()
+    );
+    let seen = limited.inspect("q").await.unwrap();
+    assert_eq!(seen.holders.len(), 1);
+    assert_eq!(seen.holders[0].owner.client_id, holder.id());
+    assert!(seen.holders[0].owner.identity.is_none(), "unnamed, not unread");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polling_watch_listens_to_nothing() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let _held = client.get_lock("pw").unwrap().lock().await.unwrap();
+    let mut watch = client
+        .watch("pw", Duration::from_millis(50))
+        .unwrap()
+        .polling();
+    for _ in 0..3 {
+        assert!(watch.next().await.unwrap().is_held());
+    }
+    assert_eq!(server.subscribers("redisson_lock__channel:{pw}").await, 0);
+    assert_eq!(client.subscribed_channels(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scan_finds_a_fair_line_whose_lock_is_gone() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let mut admin = server.admin().await;
+    // A head waiter that died in line: its entry stays until its deadline,
+    // and nobody holds the lock.
+    let dead = "0b9c6e1e-6a2f-4c4b-9d7e-1f2a3b4c5d6e:1";
+    let deadline = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 120_000;
+    let _: () = admin.rpush("redisson_lock_queue:{stuck}", dead).await.unwrap();
+    let _: () = admin.zadd("redisson_lock_timeout:{stuck}", dead, deadline).await.unwrap();
+    let _: () = admin.rpush("redisson_lock_queue:{other}", dead).await.unwrap();
+    let found = client.scan("st*").await.unwrap();
+    let names: Vec<_> = found.objects.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["stuck"]);
+    let stuck = &found.objects[0];
+    assert_eq!(stuck.kind, Kind::FairLock);
+    assert!(stuck.holders.is_empty());
+    assert_eq!(stuck.queue[0].owner.field, dead);
+    assert!(stuck.queue[0].deadline_in_ms.unwrap() > 100_000);
+}

@@ -133,7 +133,8 @@ With --json: one object per line per frame, {\"frame\", \"snapshot\",
 
 Examples:
   redisson-locks watch orders:42
-  redisson-locks watch orders:42 --interval 2000 --count 10")]
+  redisson-locks watch orders:42 --interval 2000 --count 10
+  redisson-locks watch orders:42 --poll --interval 250")]
     Watch {
         /// The object's name.
         name: String,
@@ -146,6 +147,12 @@ Examples:
         /// Stop after N frames (for scripts and tests); without it, until Ctrl-C.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         count: Option<u64>,
+        /// Read at the interval only, without listening on the channel. A
+        /// listening watch counts as one more woken waiter in each release, so a
+        /// client of redisson-locks that frees and retakes the lock back to back
+        /// waits up to 5 ms for it each time; --poll leaves it alone.
+        #[arg(long)]
+        poll: bool,
     },
     /// Free a stuck lock, whoever holds it (asks first)
     ///

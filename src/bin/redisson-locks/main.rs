@@ -59,11 +59,13 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             name,
             interval,
             count,
+            poll,
         } => {
             let options = watch::Options {
                 name,
                 interval: Duration::from_millis(*interval),
                 count: *count,
+                poll: *poll,
                 json,
             };
             watch::run(&client, options).await

@@ -31,6 +31,8 @@ pub(crate) struct Options<'a> {
     pub(crate) interval: Duration,
     /// Stop after this many frames; `None`: until Ctrl-C.
     pub(crate) count: Option<u64>,
+    /// Read at the interval only (see `--poll`).
+    pub(crate) poll: bool,
     pub(crate) json: bool,
 }
 
@@ -44,6 +46,9 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
     let name = options.name;
     let failed = |e: redisson_locks::Error| Failure::of(&format!("cannot watch '{name}'"), &e);
     let mut watch = client.watch(name, options.interval).map_err(failed)?;
+    if options.poll {
+        watch = watch.polling();
+    }
     let terminal = !options.json && std::io::stdout().is_terminal();
     let mut holders = FirstSeen::default();
     let mut waiters = FirstSeen::default();
