@@ -85,6 +85,9 @@ impl Held {
 }
 use serde_json::json;
 
+#[cfg(feature = "metrics")]
+#[path = "support/prometheus_recorder.rs"]
+mod prometheus_recorder;
 #[path = "support/throwaway_server.rs"]
 mod throwaway_server;
 use throwaway_server::ThrowawayServer;
@@ -462,19 +465,7 @@ fn install_metrics(on: bool) -> Result<Option<Scrape>, String> {
     if !on {
         return Ok(None);
     }
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
-        .set_buckets(&[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0])
-        .map_err(err)?
-        .build_recorder();
-    let handle = recorder.handle();
-    metrics::set_global_recorder(recorder).map_err(err)?;
-    let upkeep = handle.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            upkeep.run_upkeep();
-        }
-    });
+    let handle = prometheus_recorder::install()?;
     Ok(Some(Box::new(move || handle.render())))
 }
 

@@ -21,11 +21,13 @@
 
 use std::time::Duration;
 
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusHandle;
 use redisson_locks::{Client, Config};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+#[path = "support/prometheus_recorder.rs"]
+mod prometheus_recorder;
 #[path = "support/throwaway_server.rs"]
 mod throwaway_server;
 use throwaway_server::ThrowawayServer;
@@ -33,10 +35,6 @@ use throwaway_server::ThrowawayServer;
 const USAGE: &str = "usage: prometheus [--serve] [--port 9898]\n\
     Without --serve: one scrape printed, then exit (on a free port unless --port).\n\
     REDIS_URL selects a server; otherwise a throwaway redis-server is started.";
-
-/// Bucket bounds of the `_seconds` histograms: from a loopback round trip to
-/// a long wait for a busy lock.
-const BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0];
 
 struct Options {
     serve: bool,
@@ -86,7 +84,7 @@ fn err(e: impl std::fmt::Display) -> String {
 async fn run() -> Result<(), String> {
     let options = parse_options()?;
     // First of all: what is recorded before a recorder is installed is lost.
-    let handle = install_recorder()?;
+    let handle = prometheus_recorder::install()?;
 
     let (_server, url) = match std::env::var("REDIS_URL") {
         Ok(url) => (None, url),
@@ -120,27 +118,6 @@ async fn run() -> Result<(), String> {
         tokio::time::sleep(Duration::from_secs(5)).await;
         contend(&client).await?;
     }
-}
-
-/// The Prometheus recorder, installed as the process's global recorder, and
-/// the handle that renders what it recorded. Its histograms are kept in
-/// windows that `run_upkeep` rolls: a task does it, as the exporter's own HTTP
-/// listener (not built here) would.
-fn install_recorder() -> Result<PrometheusHandle, String> {
-    let recorder = PrometheusBuilder::new()
-        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS)
-        .map_err(err)?
-        .build_recorder();
-    let handle = recorder.handle();
-    metrics::set_global_recorder(recorder).map_err(err)?;
-    let upkeep = handle.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            upkeep.run_upkeep();
-        }
-    });
-    Ok(handle)
 }
 
 /// One round of work: eight tasks take turns on `orders`, three give up

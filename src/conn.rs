@@ -296,7 +296,11 @@ impl Conn {
                     Route::new(slot, SlotAddr::Master),
                 ));
                 let cmd = cmd.clone();
-                entered(runtime, async move { conn.route_command(cmd, routing).await }).await
+                entered(
+                    runtime,
+                    async move { conn.route_command(cmd, routing).await },
+                )
+                .await
             }
             _ => {
                 let _ = (runtime, slot);

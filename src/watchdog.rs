@@ -129,7 +129,12 @@ impl Watchdog {
         let spawner = conn.spawner().clone();
         let announcer = announcement.map(|announcement| {
             let (withdraw, withdrawn) = oneshot::channel();
-            spawner.spawn(keep_announcing(announcement, conn.clone(), lease, withdrawn));
+            spawner.spawn(keep_announcing(
+                announcement,
+                conn.clone(),
+                lease,
+                withdrawn,
+            ));
             withdraw
         });
         spawner.spawn(run_renewals(registry.clone(), conn, lease, sync, stopped));

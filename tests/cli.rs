@@ -9,6 +9,7 @@ mod support;
 use std::process::Stdio;
 use std::time::Duration;
 
+use redis::AsyncCommands as _;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
@@ -147,18 +148,8 @@ async fn list_shows_every_kind_under_a_pattern_as_text_and_json() {
     workers.try_set_permits(2).await.unwrap();
     let permit = workers.acquire(Duration::from_secs(60)).await.unwrap();
     let mut admin = server.admin().await;
-    let _: () = redis::cmd("SET")
-        .arg("jobs:note")
-        .arg("not a lock")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    let _: () = redis::cmd("SET")
-        .arg("elsewhere")
-        .arg("1")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    let _: () = admin.set("jobs:note", "not a lock").await.unwrap();
+    let _: () = admin.set("elsewhere", "1").await.unwrap();
 
     let text = tool(&server, &["list", "jobs:*"]).await;
     text.exited(0);
@@ -465,12 +456,7 @@ async fn show_of_a_name_with_nothing_under_it_exits_3() {
     assert_eq!(json.exited(3).json()["kind"]["type"], "absent");
 
     let mut admin = server.admin().await;
-    let _: () = redis::cmd("RPUSH")
-        .arg("queue-of-jobs")
-        .arg("a")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    let _: () = admin.rpush("queue-of-jobs", "a").await.unwrap();
     let foreign = tool(&server, &["show", "queue-of-jobs"]).await;
     assert!(
         foreign.exited(3).stderr.contains("is a list"),

@@ -23,17 +23,34 @@ pub(crate) async fn force_unlock(
         Kind::FencedLock => client.get_fenced_lock(name)?.force_unlock().await?,
         // Each side's force frees the lock only in its own mode.
         Kind::ReadWriteLock { mode } if mode == "write" => {
-            client.get_read_write_lock(name)?.write_lock().force_unlock().await?
+            client
+                .get_read_write_lock(name)?
+                .write_lock()
+                .force_unlock()
+                .await?
         }
         Kind::ReadWriteLock { .. } => {
-            client.get_read_write_lock(name)?.read_lock().force_unlock().await?
+            client
+                .get_read_write_lock(name)?
+                .read_lock()
+                .force_unlock()
+                .await?
         }
         Kind::MultiLockGroup => {
-            let ids: Vec<String> = before.holders.iter().filter_map(|h| h.member.clone()).collect();
+            let ids: Vec<String> = before
+                .holders
+                .iter()
+                .filter_map(|h| h.member.clone())
+                .collect();
             let channel = crate::keys::lock_channel(name);
             let freed = !ids.is_empty()
-                && crate::scripts::group_force_release(&mut inner.conn.clone(), name, &channel, &ids)
-                    .await?;
+                && crate::scripts::group_force_release(
+                    &mut inner.conn.clone(),
+                    name,
+                    &channel,
+                    &ids,
+                )
+                .await?;
             if freed {
                 // As `RLock::force_unlock` does: this client's holds went too.
                 inner.watchdog.forget_lock(name);

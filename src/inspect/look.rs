@@ -222,7 +222,10 @@ impl Watch {
                 let subscription = self.client.pubsub.subscribe(&channel, &lock, Class::All);
                 let (stop, stopped) = tokio::sync::oneshot::channel();
                 let woken = self.woken.clone();
-                self.client.conn.spawner().spawn(relay(subscription, woken, stopped));
+                self.client
+                    .conn
+                    .spawner()
+                    .spawn(relay(subscription, woken, stopped));
                 (channel, stop)
             })
             .collect();

@@ -219,7 +219,14 @@ fn read_hash(reply: &Reply, my_id: &str, snapshot: &mut Snapshot) -> Result<()> 
     let read = if let Some(mode) = values.get("mode") {
         read_write_holders(reply, &fields, my_id)
             .filter(|_| matches!(*mode, "read" | "write"))
-            .map(|holders| (Kind::ReadWriteLock { mode: (*mode).to_owned() }, holders))
+            .map(|holders| {
+                (
+                    Kind::ReadWriteLock {
+                        mode: (*mode).to_owned(),
+                    },
+                    holders,
+                )
+            })
     } else if fields
         .iter()
         .any(|(f, _)| f.ends_with(":expire_time") || f.ends_with(":lock_count"))
@@ -323,15 +330,17 @@ fn group_holders(
     values: &HashMap<&str, &str>,
     my_id: &str,
 ) -> Option<Vec<Holder>> {
-    let fits = fields.iter().all(|(field, value)| match field.split_once(':') {
-        None => owner_of(value, my_id).is_some(),
-        Some((_member, rest)) => {
-            let owner = rest
-                .strip_suffix(":expire_time")
-                .or_else(|| rest.strip_suffix(":lock_count"));
-            owner.is_some_and(|o| owner_of(o, my_id).is_some()) && value.parse::<i64>().is_ok()
-        }
-    });
+    let fits = fields
+        .iter()
+        .all(|(field, value)| match field.split_once(':') {
+            None => owner_of(value, my_id).is_some(),
+            Some((_member, rest)) => {
+                let owner = rest
+                    .strip_suffix(":expire_time")
+                    .or_else(|| rest.strip_suffix(":lock_count"));
+                owner.is_some_and(|o| owner_of(o, my_id).is_some()) && value.parse::<i64>().is_ok()
+            }
+        });
     if !fits {
         return None;
     }

@@ -192,8 +192,14 @@ mod tests {
 
     #[test]
     fn fair_queue_keys_name_their_lock() {
-        assert_eq!(queued_lock("redisson_lock_queue:{orders}").as_deref(), Some("orders"));
-        assert_eq!(queued_lock("redisson_lock_queue:{o}:a").as_deref(), Some("{o}:a"));
+        assert_eq!(
+            queued_lock("redisson_lock_queue:{orders}").as_deref(),
+            Some("orders")
+        );
+        assert_eq!(
+            queued_lock("redisson_lock_queue:{o}:a").as_deref(),
+            Some("{o}:a")
+        );
         assert_eq!(queued_lock("jobs"), None);
     }
 

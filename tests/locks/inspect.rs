@@ -529,9 +529,19 @@ async fn user_data_that_looks_a_little_like_a_lock_is_foreign_and_never_forced()
     let _: () = admin.set("blob", "7".repeat(4096)).await.unwrap();
     for name in ["file:42", "stats", "profile", "blob"] {
         let seen = client.inspect(name).await.unwrap();
-        assert!(matches!(seen.kind, Kind::Foreign { .. }), "{name}: {seen:?}");
+        assert!(
+            matches!(seen.kind, Kind::Foreign { .. }),
+            "{name}: {seen:?}"
+        );
         assert!(seen.holders.is_empty(), "{name}");
-        assert!(client.force_unlock(name).await.unwrap_err().is_invalid_argument(), "{name}");
+        assert!(
+            client
+                .force_unlock(name)
+                .await
+                .unwrap_err()
+                .is_invalid_argument(),
+            "{name}"
+        );
     }
     let found = client.scan("*").await.unwrap();
     assert!(found.objects.is_empty(), "{:?}", found.objects);
@@ -552,7 +562,12 @@ async fn a_read_write_lock_is_forced_on_the_side_its_mode_names() {
     let write = rw.write_lock().lock().await.unwrap();
     let read = write.scope(rw.read_lock().lock()).await.unwrap();
     let seen = operator.inspect("rwf").await.unwrap();
-    assert_eq!(seen.kind, Kind::ReadWriteLock { mode: "write".into() });
+    assert_eq!(
+        seen.kind,
+        Kind::ReadWriteLock {
+            mode: "write".into()
+        }
+    );
     let (_, freed) = operator.force_unlock("rwf").await.unwrap();
     assert!(freed);
     assert_eq!(operator.inspect("rwf").await.unwrap().kind, Kind::Absent);
@@ -567,7 +582,17 @@ async fn an_inspector_the_acl_keeps_from_identities_still_reads_the_lock() {
     let mut admin = server.admin().await;
     // Redisson's keys and channels only: no `redisson_locks_client:*`.
     let _: () = redis::cmd("ACL")
-        .arg(&["SETUSER", "ops", "on", ">pw", "~q", "~redisson_lock_*", "~{q}*", "&*", "+@all"])
+        .arg(&[
+            "SETUSER",
+            "ops",
+            "on",
+            ">pw",
+            "~q",
+            "~redisson_lock_*",
+            "~{q}*",
+            "&*",
+            "+@all",
+        ])
         .query_async(&mut admin)
         .await
         .unwrap();
@@ -585,7 +610,10 @@ async fn an_inspector_the_acl_keeps_from_identities_still_reads_the_lock() {
     let seen = limited.inspect("q").await.unwrap();
     assert_eq!(seen.holders.len(), 1);
     assert_eq!(seen.holders[0].owner.client_id, holder.id());
-    assert!(seen.holders[0].owner.identity.is_none(), "unnamed, not unread");
+    assert!(
+        seen.holders[0].owner.identity.is_none(),
+        "unnamed, not unread"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -617,9 +645,18 @@ async fn scan_finds_a_fair_line_whose_lock_is_gone() {
         .unwrap()
         .as_millis() as u64
         + 120_000;
-    let _: () = admin.rpush("redisson_lock_queue:{stuck}", dead).await.unwrap();
-    let _: () = admin.zadd("redisson_lock_timeout:{stuck}", dead, deadline).await.unwrap();
-    let _: () = admin.rpush("redisson_lock_queue:{other}", dead).await.unwrap();
+    let _: () = admin
+        .rpush("redisson_lock_queue:{stuck}", dead)
+        .await
+        .unwrap();
+    let _: () = admin
+        .zadd("redisson_lock_timeout:{stuck}", dead, deadline)
+        .await
+        .unwrap();
+    let _: () = admin
+        .rpush("redisson_lock_queue:{other}", dead)
+        .await
+        .unwrap();
     let found = client.scan("st*").await.unwrap();
     let names: Vec<_> = found.objects.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(names, ["stuck"]);
