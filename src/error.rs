@@ -73,6 +73,13 @@ pub enum Error {
     /// the `redis` crate's version; the driver's error is the
     /// [`source`](std::error::Error::source).
     Redis(RedisFailure),
+    /// The hold (or leadership) that bounded a piece of work was no longer
+    /// surely valid (its lease lost, forced open, or past its term), so the
+    /// work was dropped before it finished (`LockGuard::run` and friends).
+    LeaseLost {
+        /// The lock name.
+        name: String,
+    },
     /// Redis answered with a reply this crate does not understand.
     UnexpectedReply {
         /// What was being done.
@@ -264,6 +271,22 @@ impl Error {
     /// ```
     pub fn is_unexpected_reply(&self) -> bool {
         matches!(self, Error::UnexpectedReply { .. })
+    }
+
+    /// Was work dropped because the hold that bounded it was lost?
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: redisson_locks::LockGuard) -> Result<(), redisson_locks::Error> {
+    /// match guard.run(async { /* the critical section */ }).await {
+    ///     Ok(()) => {}
+    ///     // Stopped the moment the hold was no longer surely valid.
+    ///     Err(e) if e.is_lease_lost() => eprintln!("abandoned: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lease_lost(&self) -> bool {
+        matches!(self, Error::LeaseLost { .. })
     }
 
     /// Did a command, or connecting, run out of time (`timeout`,
@@ -601,6 +624,11 @@ impl fmt::Display for Error {
                  it in time; it was released"
             ),
             Error::Redis(e) => write!(f, "redis error: {e}"),
+            Error::LeaseLost { name } => write!(
+                f,
+                "the hold of '{name}' was lost (its lease ran out, it was forced open, or its \
+                 term ended): the work it bounded was stopped"
+            ),
             Error::UnexpectedReply { operation, reply } => {
                 write!(f, "unexpected reply from redis to {operation}: {reply}")
             }

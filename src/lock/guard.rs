@@ -170,6 +170,48 @@ impl LockGuard {
         .await
     }
 
+    /// Runs the critical section `section` inside this hold's scope (as
+    /// [`scope`](LockGuard::scope)) and drops it the moment the hold is no
+    /// longer surely valid: its validity ran out on this client's clock, a
+    /// renewal found it gone, it was forced open, or its term ended. So the
+    /// section's side effects stop before another holder can get in (the
+    /// validity ends before the lease does, by the drift margin).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let guard = client.get_lock("orders:42")?.lock().await?;
+    /// match guard.run(async { /* the critical section */ 42 }).await {
+    ///     Ok(answer) => println!("done: {answer}"),
+    ///     Err(e) if e.is_lease_lost() => eprintln!("stopped: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost) when the hold was lost
+    /// first (a lost hold wins a tie: the section's result is not trusted).
+    ///
+    /// # Cancel safety
+    /// Dropping the call drops the section where it stands, as the loss does.
+    pub async fn run<F: std::future::Future>(&self, section: F) -> crate::Result<F::Output> {
+        let section = self.scope(section);
+        tokio::select! {
+            biased;
+            () = self.lease_lost() => Err(crate::Error::LeaseLost {
+                name: self.ops.name().to_owned(),
+            }),
+            output = section => {
+                if self.is_lease_lost() {
+                    Err(crate::Error::LeaseLost { name: self.ops.name().to_owned() })
+                } else {
+                    Ok(output)
+                }
+            }
+        }
+    }
+
     /// Releases this hold.
     ///
     /// ```no_run

@@ -222,6 +222,42 @@ impl RLock {
         Ok(output)
     }
 
+    /// As [`with`](RLock::with), with the section bounded by the hold
+    /// ([`LockGuard::run`]): acquires (waiting as long as it takes), runs the
+    /// section inside the hold's scope, drops it the moment the hold is no
+    /// longer surely valid, and releases.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("nightly-report")?;
+    /// match lock.run(|| async { /* write the report */ }).await {
+    ///     Ok(()) => {}
+    ///     Err(e) if e.is_lease_lost() => eprintln!("report abandoned: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`lock`](RLock::lock); [`Error::LeaseLost`](crate::Error::LeaseLost)
+    /// when the hold was lost first (the release is still tried, and its
+    /// "not held" is not reported over the loss).
+    ///
+    /// # Cancel safety
+    /// As [`with`](RLock::with).
+    pub async fn run<F, Fut, T>(&self, section: F) -> Result<T>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        let guard = self.lock().await?;
+        let output = guard.run(section()).await;
+        let released = guard.unlock().await;
+        let output = output?;
+        released?;
+        Ok(output)
+    }
+
     /// Acquires the lock, waiting as long as it takes; the watchdog renews it while
     /// held (Redisson `lock()`).
     ///

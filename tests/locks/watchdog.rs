@@ -257,3 +257,45 @@ async fn an_explicit_lease_counts_from_the_acquisition_not_the_wait() {
     guard.unlock().await.unwrap();
     assert!(server.keys().await.is_empty());
 }
+
+/// `guard.run(section)` drops the section the moment the hold is lost: a
+/// section that writes a mark every 20 ms stops writing before another
+/// client holds the lock (its marks all precede the new holder's grant).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_stops_the_section_before_another_holder_gets_in() {
+    use std::sync::{Arc, Mutex};
+    let server = crate::support::RedisServer::start();
+    let holder = server.client().await;
+    let other = server.client().await;
+    let lock = holder.get_lock("bounded").unwrap();
+    let guard = lock
+        .lock_with_lease(Duration::from_millis(600))
+        .await
+        .unwrap();
+    let marks: Arc<Mutex<Vec<tokio::time::Instant>>> = Arc::default();
+    let section = {
+        let marks = marks.clone();
+        async move {
+            loop {
+                marks.lock().unwrap().push(tokio::time::Instant::now());
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let theirs = other.get_lock("bounded").unwrap();
+    let (ran, taken) = tokio::join!(guard.run(section), async {
+        let g = theirs.lock().await.unwrap();
+        (tokio::time::Instant::now(), g)
+    });
+    let (granted, their_guard) = taken;
+    let err = ran.expect_err("the section never ends by itself");
+    assert!(err.is_lease_lost(), "{err}");
+    let last = *marks.lock().unwrap().last().unwrap();
+    assert!(last < granted, "a side effect after the next holder got in");
+    their_guard.unlock().await.unwrap();
+
+    // The closure form: acquire, run bounded, release; a section that ends
+    // in time gives its value.
+    assert_eq!(lock.run(|| async { 7 }).await.unwrap(), 7);
+    assert!(!lock.is_locked().await.unwrap());
+}
