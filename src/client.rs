@@ -398,6 +398,27 @@ impl Client {
         Ok(RFencedLock::new(self.inner.clone(), name))
     }
 
+    /// A leader election named `name`, on the keys of the fenced lock `name`
+    /// (see [`LeaderElection`](crate::LeaderElection)): the leader holds that
+    /// lock and leads in the epoch of the token it drew, so a Java service
+    /// holding Redisson's `RFencedLock(name)` leads too. No I/O happens here.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let election = client.get_leader_election("scheduler")?;
+    /// let leadership = election.campaign().await?;
+    /// println!("leading in epoch {}", leadership.epoch());
+    /// leadership.resign().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`get_lock`](Client::get_lock).
+    pub fn get_leader_election(&self, name: impl Into<String>) -> Result<crate::LeaderElection> {
+        let name = self.checked_name(name.into())?;
+        Ok(crate::LeaderElection::new(self.inner.clone(), name))
+    }
+
     /// A spin lock (Redisson `getSpinLock`) named `name`, with Redisson's default
     /// back-off ([`BackOff::default`]): the reentrant lock's layout with no
     /// channel and no message; waiters back off and retry. For deployments whose

@@ -60,6 +60,7 @@
 //! | Multi-lock: all of several locks (any clients) or none | [`MultiLock::new`] → [`MultiGuard`] | `getMultiLock(locks...)` |
 //! | Single-hash multi-lock: several values of one group | [`Client::get_multi_lock`] → [`RLock`] | `getMultiLock(group, values)` |
 //! | RedLock: a quorum of independent servers | [`RedLock::new`] → [`RedGuard`] | `getRedLock` |
+//! | Leader election on a fenced lock's keys: epochs, loss, changes | [`Client::get_leader_election`] → [`LeaderElection`] → [`Leadership`] | none (`RFencedLock` holders lead) |
 //!
 //! Every single-name kind is an [`RLock`] (the fenced lock through `Deref`), so the
 //! acquiring methods ([`lock`](RLock::lock), [`try_lock`](RLock::try_lock),
@@ -167,6 +168,7 @@ mod home;
 mod identity;
 pub mod inspect;
 mod keys;
+mod leader;
 mod ledger;
 mod line;
 mod lock;
@@ -191,6 +193,7 @@ pub use client::Client;
 pub use config::{Config, OwnerMode, SelfWait, TlsConfig, MAX_DURATION, MAX_RETRY_ATTEMPTS};
 pub use error::{Error, RedisErrorKind, RedisFailure, Result};
 pub use keys::MAX_NAME_LEN;
+pub use leader::{Leader, LeaderChange, LeaderElection, Leadership, Observer};
 pub use lock::{
     BackOff, LockGuard, MultiGuard, MultiLock, RFencedLock, RLock, RReadWriteLock, RedGuard,
     RedLock, RemainingTtl,

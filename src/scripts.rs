@@ -33,6 +33,7 @@ lua_script!(LOCK_RELEASE, "lock_release.lua");
 lua_script!(LOCK_FORCE_RELEASE, "lock_force_release.lua");
 lua_script!(LOCK_RENEW, "lock_renew.lua");
 lua_script!(FENCED_ACQUIRE, "fenced_acquire.lua");
+lua_script!(LEADER_RECORD, "leader_record.lua");
 
 // The fair lock's scripts share the queue rules of `fair_common.lua`.
 lua_script!(FAIR_ACQUIRE, "fair_common.lua" + "fair_acquire.lua");
@@ -225,6 +226,43 @@ pub(crate) async fn fenced_acquire(
         },
         Value::Int(ttl) => Ok(Err(ttl)),
         other => Err(Error::unexpected("fenced lock acquire", other)),
+    }
+}
+
+/// The keys of one election's record (see `leader/record.rs`).
+#[derive(Debug)]
+pub(crate) struct LeaderKeys<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) counter: &'a str,
+    pub(crate) record: &'a str,
+    pub(crate) channel: &'a str,
+}
+
+/// Records `owner`'s win of epoch `epoch` and announces it: `Some(since_ms)`,
+/// the server's clock when written; `None` when that win is already over (the
+/// owner holds no more, or a later token was drawn) and nothing was written.
+pub(crate) async fn leader_record(
+    conn: &mut Conn,
+    keys: &LeaderKeys<'_>,
+    owner: &str,
+    epoch: u64,
+) -> Result<Option<u64>> {
+    let mut invocation = LEADER_RECORD.key(keys.name);
+    invocation
+        .key(keys.counter)
+        .key(keys.record)
+        .key(keys.channel)
+        .arg(owner)
+        .arg(epoch)
+        .arg(conn.publish_command());
+    match call_naming(conn, keys.name, Some(keys.record), &invocation).await? {
+        Value::Nil => Ok(None),
+        Value::BulkString(ms) => std::str::from_utf8(&ms)
+            .ok()
+            .and_then(|ms| ms.parse::<u64>().ok())
+            .map(Some)
+            .ok_or_else(|| Error::unexpected("leader record", ms)),
+        other => Err(Error::unexpected("leader record", other)),
     }
 }
 

@@ -233,8 +233,8 @@ impl Watch {
 }
 
 /// Passes every wake-up of `subscription` on to `woken` until stopped; the
-/// subscription ends with it.
-async fn relay(
+/// subscription ends with it (a watch's, and an election observer's).
+pub(crate) async fn relay(
     subscription: Subscription,
     woken: Arc<tokio::sync::Notify>,
     mut stopped: tokio::sync::oneshot::Receiver<()>,

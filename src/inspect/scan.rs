@@ -163,10 +163,11 @@ fn decode_step(reply: Value) -> Result<(u64, Vec<String>)> {
 /// read hold's lease, a semaphore acquire's mark, a release's latch, a
 /// client's identity.
 fn is_auxiliary(key: &str) -> bool {
-    const PREFIXES: [&str; 3] = [
+    const PREFIXES: [&str; 4] = [
         "redisson_lock_token:",
         "redisson_unlock_latch:",
         "redisson_locks_client:",
+        "redisson_locks_leader:",
     ];
     PREFIXES.iter().any(|prefix| key.starts_with(prefix))
         || key.contains(":rwlock_timeout:")
@@ -187,6 +188,7 @@ mod tests {
         assert!(is_auxiliary(
             "redisson_locks_client:{6c47fd2f-1b3c-4a5d-9e8f-0a1b2c3d4e5f}"
         ));
+        assert!(is_auxiliary("redisson_locks_leader:{orders}"));
         assert!(!is_auxiliary("orders:42"));
     }
 

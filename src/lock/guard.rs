@@ -124,6 +124,11 @@ impl LockGuard {
         self.token
     }
 
+    /// The owner field this hold lives under in the lock's hash.
+    pub(crate) fn owner_field(&self) -> &str {
+        self.ops.owner()
+    }
+
     /// The id (task, thread, explicit, or one of its own for a default handle
     /// outside any scope) of the owner holding this guard.
     ///

@@ -1,0 +1,155 @@
+//! Watching leadership change, for anyone: wake on the messages that
+//! announce a change (a release on the lock's unlock channel, a win of this
+//! crate's participant on the election's channel), read who leads, report
+//! it when it differs from what was reported last. A change nothing
+//! announces (a leader whose lease ran out, a Java win) is found by the
+//! re-read every `lock_watchdog_timeout / 3`, so a lost message costs at most
+//! that, a third of a lease.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{oneshot, Notify};
+
+use crate::client::ClientInner;
+use crate::error::Result;
+use crate::keys::lock_channel;
+use crate::pubsub::Class;
+
+use super::current::{self, Leader};
+use super::record::leader_channel;
+
+/// One change of leadership, as [`Observer::next`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaderChange {
+    /// A leader in a new epoch, greater than every epoch reported before.
+    Elected(Leader),
+    /// Nobody leads.
+    Vacant,
+}
+
+/// What was reported last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reported {
+    Nothing,
+    Vacant,
+    Epoch(u64),
+}
+
+/// Leadership changes of one election, in order: see
+/// [`LeaderElection::observe`](crate::LeaderElection::observe).
+///
+/// It listens as one more waiter of the client's subscription (no second
+/// connection), in the class every message wakes, so it never takes a
+/// wake-up from a participant. Dropping it unsubscribes.
+#[derive(Debug)]
+pub struct Observer {
+    client: Arc<ClientInner>,
+    name: String,
+    every: Duration,
+    woken: Arc<Notify>,
+    /// Each channel's relay stops when its sender is dropped (with this).
+    _relays: Vec<oneshot::Sender<()>>,
+    reported: Reported,
+    /// The greatest epoch reported.
+    highest: Option<u64>,
+}
+
+impl Observer {
+    pub(super) fn new(client: Arc<ClientInner>, name: String) -> Observer {
+        let every = (client.config.lock_watchdog_timeout / 3).max(Duration::from_millis(1));
+        let woken = Arc::new(Notify::new());
+        let lock: Arc<str> = name.as_str().into();
+        let relays = [lock_channel(&name), leader_channel(&name)]
+            .iter()
+            .map(|channel| {
+                let subscription = client.pubsub.subscribe(channel, &lock, Class::All);
+                let (stop, stopped) = oneshot::channel();
+                client.conn.spawner().spawn(crate::inspect::relay(
+                    subscription,
+                    woken.clone(),
+                    stopped,
+                ));
+                stop
+            })
+            .collect();
+        Observer {
+            client,
+            name,
+            every,
+            woken,
+            _relays: relays,
+            reported: Reported::Nothing,
+            highest: None,
+        }
+    }
+
+    /// The next change: the first call reports who leads now (or
+    /// [`LeaderChange::Vacant`]); each later one waits until leadership
+    /// differs from what was reported last. Epochs only grow: two changes
+    /// between two readings are reported as the later one (a skipped epoch),
+    /// never out of order, and a vacancy that came and went between two
+    /// readings is not seen.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::LeaderChange;
+    ///
+    /// let mut changes = client.get_leader_election("scheduler")?.observe();
+    /// loop {
+    ///     match changes.next().await? {
+    ///         LeaderChange::Elected(leader) => println!("epoch {}: {}", leader.epoch, leader.owner.field),
+    ///         LeaderChange::Vacant => println!("nobody leads"),
+    ///         _ => {}
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`LeaderElection::leader`](crate::LeaderElection::leader); the
+    /// observer stays usable (the next call reads again).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call reports nothing and loses nothing; the next
+    /// call reports the change it would have.
+    pub async fn next(&mut self) -> Result<LeaderChange> {
+        loop {
+            if self.reported != Reported::Nothing {
+                // A wake-up that came while reading is kept by the Notify (one
+                // permit), so this wait returns at once after it.
+                let _ = tokio::time::timeout(self.every, self.woken.notified()).await;
+            }
+            let now = current::read(&self.client, &self.name).await?;
+            if let Some(change) = self.change(now) {
+                return Ok(change);
+            }
+        }
+    }
+
+    /// The change `now` is from what was reported last, if any; records it.
+    fn change(&mut self, now: Option<Leader>) -> Option<LeaderChange> {
+        let (seen, change) = match now {
+            None => (Reported::Vacant, LeaderChange::Vacant),
+            Some(leader) => (Reported::Epoch(leader.epoch), LeaderChange::Elected(leader)),
+        };
+        let news = match (self.reported, seen) {
+            (Reported::Nothing, _) => true,
+            (Reported::Vacant, Reported::Vacant) => false,
+            (Reported::Epoch(_), Reported::Vacant) => true,
+            (Reported::Epoch(last), Reported::Epoch(e)) => e > last,
+            // After a vacancy, only a newer epoch than any reported.
+            (Reported::Vacant, Reported::Epoch(e)) => self.highest.is_none_or(|h| e > h),
+            (_, Reported::Nothing) => false,
+        };
+        if !news {
+            return None;
+        }
+        if let Reported::Epoch(e) = seen {
+            self.highest = Some(e);
+        }
+        self.reported = seen;
+        Some(change)
+    }
+}
