@@ -19,6 +19,7 @@ mod locks {
     mod interop;
     mod java;
     mod latch;
+    mod leader;
     mod local_line;
     mod multi;
     mod non_reentrant;

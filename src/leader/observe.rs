@@ -23,8 +23,9 @@ use super::record::leader_channel;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LeaderChange {
-    /// A leader in a new epoch, greater than every epoch reported before.
-    Elected(Leader),
+    /// A leader in a new epoch, greater than every epoch reported before
+    /// (boxed: a vacancy carries nothing).
+    Elected(Box<Leader>),
     /// Nobody leads.
     Vacant,
 }
@@ -51,6 +52,12 @@ pub struct Observer {
     woken: Arc<Notify>,
     /// Each channel's relay stops when its sender is dropped (with this).
     _relays: Vec<oneshot::Sender<()>>,
+    decider: Decider,
+}
+
+/// The reporting rule: what is news after what was reported.
+#[derive(Debug)]
+struct Decider {
     reported: Reported,
     /// The greatest epoch reported.
     highest: Option<u64>,
@@ -80,8 +87,10 @@ impl Observer {
             every,
             woken,
             _relays: relays,
-            reported: Reported::Nothing,
-            highest: None,
+            decider: Decider {
+                reported: Reported::Nothing,
+                highest: None,
+            },
         }
     }
 
@@ -116,23 +125,28 @@ impl Observer {
     /// call reports the change it would have.
     pub async fn next(&mut self) -> Result<LeaderChange> {
         loop {
-            if self.reported != Reported::Nothing {
+            if self.decider.reported != Reported::Nothing {
                 // A wake-up that came while reading is kept by the Notify (one
                 // permit), so this wait returns at once after it.
                 let _ = tokio::time::timeout(self.every, self.woken.notified()).await;
             }
             let now = current::read(&self.client, &self.name).await?;
-            if let Some(change) = self.change(now) {
+            if let Some(change) = self.decider.change(now) {
                 return Ok(change);
             }
         }
     }
+}
 
+impl Decider {
     /// The change `now` is from what was reported last, if any; records it.
     fn change(&mut self, now: Option<Leader>) -> Option<LeaderChange> {
         let (seen, change) = match now {
             None => (Reported::Vacant, LeaderChange::Vacant),
-            Some(leader) => (Reported::Epoch(leader.epoch), LeaderChange::Elected(leader)),
+            Some(leader) => (
+                Reported::Epoch(leader.epoch),
+                LeaderChange::Elected(Box::new(leader)),
+            ),
         };
         let news = match (self.reported, seen) {
             (Reported::Nothing, _) => true,
@@ -151,5 +165,63 @@ impl Observer {
         }
         self.reported = seen;
         Some(change)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inspect::Owner;
+
+    fn leader(epoch: u64) -> Option<Leader> {
+        Some(Leader {
+            owner: Owner::parse("c:1", "me"),
+            epoch,
+            since_ms: None,
+            lease_left: None,
+        })
+    }
+
+    /// The reporting rule alone, without a server: the epochs it reports.
+    fn reported(readings: Vec<Option<Leader>>) -> Vec<Option<u64>> {
+        let mut state = (Reported::Nothing, None);
+        readings
+            .into_iter()
+            .filter_map(|now| {
+                let mut observer = Decider {
+                    reported: state.0,
+                    highest: state.1,
+                };
+                let change = observer.change(now);
+                state = (observer.reported, observer.highest);
+                change
+            })
+            .map(|change| match change {
+                LeaderChange::Elected(l) => Some(l.epoch),
+                LeaderChange::Vacant => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn changes_are_reported_once_in_order_and_skips_as_the_latest() {
+        // The first reading, then repeats are not news.
+        assert_eq!(
+            reported(vec![None, None, leader(3), leader(3)]),
+            [None, Some(3)]
+        );
+        // A skipped epoch (3 -> 5) is reported as the latest; an older
+        // reading after a newer one is never reported.
+        assert_eq!(
+            reported(vec![
+                leader(3),
+                leader(5),
+                leader(4),
+                None,
+                leader(5),
+                leader(6)
+            ]),
+            [Some(3), Some(5), None, Some(6)]
+        );
     }
 }

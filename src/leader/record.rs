@@ -74,7 +74,10 @@ mod tests {
     #[test]
     fn keys_share_the_lock_slot() {
         assert_eq!(record_key("jobs"), "redisson_locks_leader:{jobs}");
-        assert_eq!(leader_channel("jobs"), "redisson_locks_leader__channel:{jobs}");
+        assert_eq!(
+            leader_channel("jobs"),
+            "redisson_locks_leader__channel:{jobs}"
+        );
         assert_eq!(record_key("{app}:jobs"), "redisson_locks_leader:{app}:jobs");
     }
 

@@ -100,6 +100,7 @@ async fn child_process_entry() {
             std::future::pending::<()>().await;
             drop(guard);
         }
+        "campaign" => super::leader::campaign_child(client).await,
         "pes-hold" => {
             // Takes a permit of a permit-expirable semaphore and keeps it.
             let sem = client.get_permit_expirable_semaphore(var("LOCK")).unwrap();

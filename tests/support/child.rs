@@ -58,6 +58,24 @@ impl ChildHolder {
         }
     }
 
+    /// Reads the child's output until a line containing `prefix` (the harness
+    /// may print "test <name> ... " before it on the same line) and returns
+    /// the line from `prefix` on; `None` when the child ended first.
+    pub fn line_starting(&mut self, prefix: &str) -> Option<String> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match self.stdout.read_line(&mut line) {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {
+                    if let Some(at) = line.find(prefix) {
+                        return Some(line[at..].trim().to_owned());
+                    }
+                }
+            }
+        }
+    }
+
     /// Waits for the child to exit on its own; its success.
     pub fn wait(&mut self, limit: Duration) -> bool {
         let deadline = std::time::Instant::now() + limit;

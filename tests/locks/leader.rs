@@ -1,0 +1,693 @@
+//! Leader election (`Client::get_leader_election`): participants in their own
+//! processes killed and frozen, a Java `RFencedLock` holder as the leader,
+//! observers, cancellation. Every term is logged with CLOCK_MONOTONIC times,
+//! and no two terms may be valid at one instant.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redisson_locks::{Client, LeaderChange, Leadership};
+
+use crate::support::checker::monotonic_ns;
+use crate::support::child::ChildHolder;
+use crate::support::java::JavaDriver;
+use crate::support::{assert_nothing_left_but, eventually, within, RedisServer, LATE};
+
+const WATCHDOG: Duration = Duration::from_secs(1);
+const SOON: Duration = Duration::from_secs(10);
+
+/// A term log shared by processes: `WON who epoch ns`, `VALID who epoch
+/// until_ns` (each time the term's validity moves), `END who epoch ns`
+/// (resigned or found lost). One line per write (O_APPEND keeps lines whole).
+#[derive(Debug, Clone)]
+struct TermLog {
+    path: PathBuf,
+}
+
+/// A term's logged instants: its win, its greatest validity, its end.
+type Marks = (Option<u64>, Option<u64>, Option<u64>);
+
+/// One term as its leader saw it: valid from `won` until the earlier of its
+/// end and the last validity it logged (a killed leader logs no end).
+#[derive(Debug, Clone, PartialEq)]
+struct Term {
+    who: String,
+    epoch: u64,
+    won: u64,
+    valid_until: u64,
+}
+
+impl TermLog {
+    fn create(dir: &Path) -> TermLog {
+        let path = dir.join(format!("terms-{}.log", monotonic_ns()));
+        std::fs::write(&path, b"").unwrap();
+        TermLog { path }
+    }
+
+    fn line(&self, what: &str, who: &str, epoch: u64, ns: u64) {
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .unwrap();
+        file.write_all(format!("{what} {who} {epoch} {ns}\n").as_bytes())
+            .unwrap();
+    }
+
+    fn terms(&self) -> Vec<Term> {
+        let text = std::fs::read_to_string(&self.path).unwrap();
+        // (who, epoch) -> (won, greatest validity, end)
+        let mut terms: HashMap<(String, u64), Marks> = HashMap::new();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            let [what, who, epoch, ns] = f[..] else {
+                panic!("bad term line {line:?}")
+            };
+            let (epoch, ns): (u64, u64) = (epoch.parse().unwrap(), ns.parse().unwrap());
+            let term = terms.entry((who.to_owned(), epoch)).or_default();
+            match what {
+                "WON" => term.0 = Some(ns),
+                "VALID" => term.1 = Some(term.1.map_or(ns, |v| v.max(ns))),
+                "END" => term.2 = Some(ns),
+                other => panic!("bad term line kind {other}"),
+            }
+        }
+        let mut terms: Vec<Term> = terms
+            .into_iter()
+            .map(|((who, epoch), (won, valid, end))| {
+                let won = won.expect("a term without its win");
+                let valid = valid.expect("a term without its validity");
+                Term {
+                    who,
+                    epoch,
+                    won,
+                    valid_until: end.map_or(valid, |end| end.min(valid)),
+                }
+            })
+            .collect();
+        terms.sort_by_key(|t| t.won);
+        terms
+    }
+
+    /// Every pair of terms valid at one instant.
+    fn overlaps(&self) -> Vec<(Term, Term)> {
+        let terms = self.terms();
+        let mut found = Vec::new();
+        for (i, a) in terms.iter().enumerate() {
+            for b in &terms[i + 1..] {
+                if b.won < a.valid_until && b.won < b.valid_until {
+                    found.push((a.clone(), b.clone()));
+                }
+            }
+        }
+        found
+    }
+}
+
+/// Leads `leadership` (logged as `who`) for `hold` (until lost when `None`),
+/// logging its validity as it moves; `true` when it was lost. A belief that
+/// outlived its validity (not lost though the last validity passed) panics.
+async fn lead(leadership: &Leadership, who: &str, log: &TermLog, hold: Option<Duration>) -> bool {
+    let epoch = leadership.epoch();
+    let started = tokio::time::Instant::now();
+    let mut until = 0;
+    loop {
+        if leadership.is_lost() {
+            log.line("END", who, epoch, monotonic_ns());
+            return true;
+        }
+        let now = monotonic_ns();
+        if let Some(left) = leadership.valid_for() {
+            let new = now + left.as_nanos() as u64;
+            if new.abs_diff(until) > 1_000_000 {
+                until = new;
+                log.line("VALID", who, epoch, until);
+                println!("VALID {until}");
+            }
+        }
+        assert!(
+            now <= until || leadership.is_lost(),
+            "{who}: still believed to lead {} ms past its validity",
+            (now - until) / 1_000_000
+        );
+        if hold.is_some_and(|hold| started.elapsed() >= hold) {
+            log.line("END", who, epoch, monotonic_ns());
+            return false;
+        }
+        tokio::select! {
+            biased;
+            () = leadership.lost() => {}
+            () = tokio::time::sleep(Duration::from_millis(5)) => {}
+        }
+    }
+}
+
+/// A fenced store: writes `epoch` to `key` unless a greater or equal one was
+/// written; 1 when accepted.
+async fn fenced_write(conn: &mut redis::aio::MultiplexedConnection, key: &str, epoch: u64) -> i64 {
+    redis::Script::new(
+        "local top = tonumber(redis.call('get', KEYS[1]) or '0') \
+         if tonumber(ARGV[1]) > top then redis.call('set', KEYS[1], ARGV[1]) return 1 end \
+         return 0",
+    )
+    .key(key)
+    .arg(epoch)
+    .invoke_async(conn)
+    .await
+    .unwrap()
+}
+
+/// The child's part (`LOCKS_CHILD=campaign`, see `faults::child_process_entry`):
+/// campaigns for `LOCK` `ROUNDS` times (0: once, then leads until lost and
+/// stays), leading `HOLD_MS` each time (0: until lost), logging to `LOG`.
+/// Once lost it prints `LOST <epoch> <ns>` and, given `FENCE_KEY`, tries a
+/// fenced write with its stale epoch and prints `FENCED <0|1>`.
+pub(super) async fn campaign_child(client: Client) {
+    let var = |name: &str| std::env::var(format!("LOCKS_{name}")).expect(name);
+    let election = client.get_leader_election(var("LOCK")).unwrap();
+    let log = TermLog {
+        path: var("LOG").into(),
+    };
+    let rounds: u64 = var("ROUNDS").parse().unwrap();
+    let hold = match var("HOLD_MS").parse().unwrap() {
+        0 => None,
+        ms => Some(Duration::from_millis(ms)),
+    };
+    let who = std::process::id().to_string();
+    for _ in 0..rounds.max(1) {
+        let leadership = election.campaign().await.unwrap();
+        let won = monotonic_ns();
+        log.line("WON", &who, leadership.epoch(), won);
+        println!("LEADING {} {won}", leadership.epoch());
+        if lead(&leadership, &who, &log, hold).await {
+            println!("LOST {} {}", leadership.epoch(), monotonic_ns());
+            if let Ok(key) = std::env::var("LOCKS_FENCE_KEY") {
+                let mut conn = redis::Client::open(var("URL"))
+                    .unwrap()
+                    .get_multiplexed_async_connection()
+                    .await
+                    .unwrap();
+                println!(
+                    "FENCED {}",
+                    fenced_write(&mut conn, &key, leadership.epoch()).await
+                );
+            }
+        } else {
+            leadership.resign().await.unwrap();
+        }
+    }
+    println!("DONE");
+    if rounds == 0 {
+        std::future::pending::<()>().await;
+    }
+}
+
+fn spawn_participant(
+    server: &RedisServer,
+    name: &str,
+    log: &TermLog,
+    extra: &[(&str, String)],
+) -> ChildHolder {
+    let mut orders = vec![
+        ("CHILD", "campaign".to_owned()),
+        ("URL", server.url()),
+        ("LOCK", name.to_owned()),
+        ("LOG", log.path.display().to_string()),
+        ("WATCHDOG_MS", WATCHDOG.as_millis().to_string()),
+        ("ROUNDS", "0".to_owned()),
+        ("HOLD_MS", "0".to_owned()),
+    ];
+    orders.extend(extra.iter().map(|(k, v)| (*k, v.clone())));
+    ChildHolder::spawn(&orders)
+}
+
+/// Collects an observer's changes in a task, until aborted.
+fn collect_changes(
+    client: &Client,
+    name: &str,
+) -> (
+    tokio::task::JoinHandle<()>,
+    tokio::sync::mpsc::UnboundedReceiver<LeaderChange>,
+) {
+    let mut observer = client.get_leader_election(name).unwrap().observe();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        loop {
+            if tx.send(observer.next().await.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    (task, rx)
+}
+
+/// The epochs of `changes` (0 for a vacancy), asserting they only grow.
+fn assert_in_order(changes: &[LeaderChange]) -> Vec<u64> {
+    let mut last = 0;
+    let mut seen = Vec::new();
+    for (i, change) in changes.iter().enumerate() {
+        match change {
+            LeaderChange::Elected(leader) => {
+                assert!(
+                    leader.epoch > last,
+                    "change {i}: epoch {} after {last}: {changes:?}",
+                    leader.epoch
+                );
+                last = leader.epoch;
+                seen.push(leader.epoch);
+            }
+            LeaderChange::Vacant => {
+                if i > 0 {
+                    assert!(
+                        !matches!(changes[i - 1], LeaderChange::Vacant),
+                        "two vacancies in a row: {changes:?}"
+                    );
+                }
+                seen.push(0);
+            }
+            other => panic!("unknown change {other:?}"),
+        }
+    }
+    seen
+}
+
+/// Requirement 1 (and 3, 4 across processes): three participants; the leader
+/// is SIGKILLed; another leads within its lease plus a margin, with a greater
+/// epoch; an observer saw each change in order; no two terms overlapped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leader_is_replaced_within_its_lease_by_a_greater_epoch() {
+    let server = RedisServer::start();
+    let log = TermLog::create(server.dir());
+    let client = server.client().await;
+    let election = client.get_leader_election("jobs").unwrap();
+    let (observing, mut changes) = collect_changes(&client, "jobs");
+    let mut children: Vec<ChildHolder> = (0..3)
+        .map(|_| spawn_participant(&server, "jobs", &log, &[]))
+        .collect();
+    // One leads, the two others wait on the unlock channel (the observer listens there too).
+    assert!(
+        eventually(SOON, || async {
+            election.leader().await.unwrap().is_some()
+                && server.subscribers("redisson_lock__channel:{jobs}").await == 3
+        })
+        .await,
+        "no leader with two participants waiting"
+    );
+    let first = election.leader().await.unwrap().unwrap();
+    let pid = first
+        .owner
+        .identity
+        .as_ref()
+        .expect("a participant of this crate announces itself")
+        .pid;
+    assert!(first.since_ms.is_some(), "{first:?}");
+    let victim = children
+        .iter()
+        .position(|c| c.pid() == pid)
+        .expect("the leader is one of the children");
+    let killed = monotonic_ns();
+    children[victim].kill();
+    let next = within(WATCHDOG + LATE, "a new leader after SIGKILL", async {
+        loop {
+            if let Some(leader) = election.leader().await.unwrap() {
+                if leader.epoch > first.epoch {
+                    return leader;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let new_pid = next.owner.identity.as_ref().unwrap().pid;
+    assert_ne!(new_pid, pid);
+    let won = log
+        .terms()
+        .iter()
+        .find(|t| t.epoch == next.epoch)
+        .expect("the new leader logged its win")
+        .won;
+    println!(
+        "failover after SIGKILL: {} ms (lease {} ms); epochs {} -> {}",
+        (won - killed) / 1_000_000,
+        WATCHDOG.as_millis(),
+        first.epoch,
+        next.epoch
+    );
+    // The observer: the first leader, then (a vacancy, then) the next, in order.
+    let mut seen = Vec::new();
+    within(SOON, "the observer sees the new epoch", async {
+        while !seen
+            .iter()
+            .any(|c| matches!(c, LeaderChange::Elected(l) if l.epoch == next.epoch))
+        {
+            seen.push(changes.recv().await.unwrap());
+        }
+    })
+    .await;
+    observing.abort();
+    let epochs = assert_in_order(&seen);
+    assert!(
+        epochs.contains(&first.epoch),
+        "the observer missed the first leader: {seen:?}"
+    );
+    drop(children);
+    let overlaps = log.overlaps();
+    assert!(overlaps.is_empty(), "two leaders at once: {overlaps:?}");
+}
+
+/// Requirement 2: a leader frozen past its lease. The new leader's campaign
+/// returns only after the frozen one's validity ended (CLOCK_MONOTONIC, both
+/// logged), the frozen one learns it lost as soon as it runs again, and a
+/// fenced store refuses its stale epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_leader_learns_it_lost_and_its_stale_epoch_is_refused() {
+    let server = RedisServer::start();
+    let log = TermLog::create(server.dir());
+    let mut frozen = spawn_participant(
+        &server,
+        "frozen",
+        &log,
+        &[("FENCE_KEY", "store".to_owned())],
+    );
+    let leading =
+        tokio::task::block_in_place(|| frozen.line_starting("LEADING")).expect("the child leads");
+    let stale: u64 = leading.split(' ').nth(1).unwrap().parse().unwrap();
+    // Freeze it just after a renewal moved its validity (the next is a third
+    // of a lease away), so the validity it logged last is the one it has.
+    tokio::task::block_in_place(|| frozen.line_starting("VALID")).expect("a validity line");
+    frozen.signal("STOP");
+    let client = server.client().await;
+    let election = client.get_leader_election("frozen").unwrap();
+    let leadership = within(
+        WATCHDOG + LATE,
+        "a campaign behind a frozen leader",
+        election.campaign(),
+    )
+    .await
+    .unwrap();
+    let won = monotonic_ns();
+    log.line("WON", "test", leadership.epoch(), won);
+    let until = monotonic_ns() + leadership.valid_for().unwrap().as_nanos() as u64;
+    log.line("VALID", "test", leadership.epoch(), until);
+    assert!(leadership.epoch() > stale);
+    let mut conn = server.admin().await;
+    assert_eq!(
+        fenced_write(&mut conn, "store", leadership.epoch()).await,
+        1
+    );
+    frozen.signal("CONT");
+    let lost = tokio::task::block_in_place(|| frozen.line_starting("LOST"))
+        .expect("the thawed leader says it lost");
+    assert_eq!(
+        lost.split(' ').nth(1).unwrap().parse::<u64>().unwrap(),
+        stale
+    );
+    let fenced = tokio::task::block_in_place(|| frozen.line_starting("FENCED")).unwrap();
+    assert_eq!(fenced, "FENCED 0", "the stale epoch was accepted");
+    let stale_term = log.terms().into_iter().find(|t| t.epoch == stale).unwrap();
+    assert!(
+        stale_term.valid_until <= won,
+        "the new leader won {} ms before the frozen one's validity ended",
+        (stale_term.valid_until - won) / 1_000_000
+    );
+    println!(
+        "SIGSTOP: the frozen leader's validity ended {} ms before the new campaign returned",
+        (won - stale_term.valid_until) / 1_000_000
+    );
+    log.line("END", "test", leadership.epoch(), monotonic_ns());
+    leadership.resign().await.unwrap();
+    let overlaps = log.overlaps();
+    assert!(overlaps.is_empty(), "two leaders at once: {overlaps:?}");
+}
+
+/// Requirement 4: three processes campaign, lead briefly and resign, again
+/// and again; no two terms are valid at one instant, and epochs grow with
+/// every win.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn participants_taking_turns_never_lead_at_once() {
+    let server = RedisServer::start();
+    let log = TermLog::create(server.dir());
+    let extra = [("ROUNDS", "12".to_owned()), ("HOLD_MS", "15".to_owned())];
+    let mut children: Vec<ChildHolder> = (0..3)
+        .map(|_| spawn_participant(&server, "turns", &log, &extra))
+        .collect();
+    for child in &mut children {
+        assert!(
+            tokio::task::block_in_place(|| child.wait(Duration::from_secs(60))),
+            "a participant failed"
+        );
+    }
+    let terms = log.terms();
+    assert_eq!(terms.len(), 36, "{terms:?}");
+    assert!(
+        terms.windows(2).all(|w| w[0].epoch < w[1].epoch),
+        "epochs out of win order: {terms:?}"
+    );
+    let overlaps = log.overlaps();
+    assert!(overlaps.is_empty(), "two leaders at once: {overlaps:?}");
+}
+
+/// The checker can fail: two overlapping terms are caught, and a killed
+/// leader's term ends at its last logged validity.
+#[test]
+fn the_term_checker_catches_overlaps() {
+    let dir = std::env::temp_dir().join(format!("term-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = TermLog::create(&dir);
+    log.line("WON", "a", 1, 100);
+    log.line("VALID", "a", 1, 1_000);
+    log.line("WON", "b", 2, 900);
+    log.line("VALID", "b", 2, 2_000);
+    log.line("END", "b", 2, 1_500);
+    assert_eq!(log.overlaps().len(), 1);
+    let clean = TermLog::create(&dir);
+    clean.line("WON", "a", 1, 100);
+    clean.line("VALID", "a", 1, 1_000);
+    clean.line("END", "a", 1, 800);
+    clean.line("WON", "b", 2, 900);
+    clean.line("VALID", "b", 2, 2_000);
+    assert!(clean.overlaps().is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Requirement 3 in one process: the observer reports vacancy, A's epoch,
+/// vacancy, B's greater epoch, vacancy, in that order, each promptly (from
+/// the messages, not the re-read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observe_reports_every_change_in_order() {
+    let server = RedisServer::start();
+    let a = server
+        .client_with(|c| c.lock_watchdog_timeout = Duration::from_secs(30))
+        .await;
+    let b = server
+        .client_with(|c| c.lock_watchdog_timeout = Duration::from_secs(30))
+        .await;
+    let watcher = server
+        .client_with(|c| c.lock_watchdog_timeout = Duration::from_secs(30))
+        .await;
+    let mut observer = watcher.get_leader_election("seq").unwrap().observe();
+    assert_eq!(
+        within(SOON, "first reading", observer.next())
+            .await
+            .unwrap(),
+        LeaderChange::Vacant
+    );
+    // Listening on both channels before anything changes.
+    assert!(
+        eventually(SOON, || async {
+            server
+                .subscribers("redisson_locks_leader__channel:{seq}")
+                .await
+                == 1
+                && server.subscribers("redisson_lock__channel:{seq}").await == 1
+        })
+        .await
+    );
+    let mut seen = vec![LeaderChange::Vacant];
+    let mut step = |change: LeaderChange| seen.push(change);
+    let a_lead = a
+        .get_leader_election("seq")
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    // A re-read comes every 10 s here: a change within it came from a message.
+    let change = within(Duration::from_secs(5), "A's win", observer.next())
+        .await
+        .unwrap();
+    let LeaderChange::Elected(leader) = &change else {
+        panic!("{change:?}")
+    };
+    assert_eq!(
+        (leader.epoch, leader.owner.client_id.as_str()),
+        (a_lead.epoch(), a.id())
+    );
+    assert_eq!(leader.since_ms, Some(a_lead.since_ms()));
+    step(change);
+    a_lead.resign().await.unwrap();
+    let change = within(Duration::from_secs(5), "A's resignation", observer.next())
+        .await
+        .unwrap();
+    assert_eq!(change, LeaderChange::Vacant);
+    step(change);
+    let b_lead = b
+        .get_leader_election("seq")
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    let change = within(Duration::from_secs(5), "B's win", observer.next())
+        .await
+        .unwrap();
+    let LeaderChange::Elected(leader) = &change else {
+        panic!("{change:?}")
+    };
+    assert_eq!(
+        (leader.epoch, leader.owner.client_id.as_str()),
+        (b_lead.epoch(), b.id())
+    );
+    step(change);
+    drop(b_lead); // dropping resigns
+    let change = within(Duration::from_secs(5), "B's drop", observer.next())
+        .await
+        .unwrap();
+    assert_eq!(change, LeaderChange::Vacant);
+    step(change);
+    assert_eq!(assert_in_order(&seen).len(), 5);
+    drop(observer);
+    let record = |k: &str| k == "redisson_lock_token:{seq}" || k == "redisson_locks_leader:{seq}";
+    assert_nothing_left_but(&server, &[&a, &b, &watcher], record).await;
+}
+
+/// Requirement 5: a Java `RFencedLock(name)` holder is the leader (no
+/// identity, no since); a Rust campaign waits for it and wins with an epoch
+/// greater than Java's token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_java_fenced_lock_holder_leads_until_it_unlocks() {
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), Duration::from_secs(30), None).await;
+    let client = server.client().await;
+    let election = client.get_leader_election("java-led").unwrap();
+    java.lock("j", "fenced", "java-led", 0, -1);
+    let acquired = java.expect("acquired", Some("j"), SOON).await;
+    let token = acquired["token"].as_u64().expect("Java's token");
+    let leader = election.leader().await.unwrap().expect("Java leads");
+    assert_eq!(leader.epoch, token);
+    assert_eq!(leader.owner.identity, None);
+    assert_eq!(leader.since_ms, None);
+    assert!(
+        !leader.owner.client_id.is_empty() && !leader.owner.mine,
+        "{leader:?}"
+    );
+    let campaign = tokio::spawn({
+        let election = election.clone();
+        async move { election.campaign().await }
+    });
+    assert!(
+        eventually(SOON, || async {
+            server
+                .subscribers("redisson_lock__channel:{java-led}")
+                .await
+                == 1
+        })
+        .await,
+        "the campaign does not wait on the unlock channel"
+    );
+    assert!(
+        !campaign.is_finished(),
+        "the campaign won while Java held the lock"
+    );
+    assert_eq!(election.leader().await.unwrap().unwrap().epoch, token);
+    java.unlock("j", "fenced", "java-led");
+    java.expect("unlocked", Some("j"), SOON).await;
+    let leadership = within(SOON, "the campaign after Java's unlock", campaign)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        leadership.epoch() > token,
+        "epoch {} after Java's {token}",
+        leadership.epoch()
+    );
+    let now = election.leader().await.unwrap().unwrap();
+    assert!(
+        now.owner.mine && now.epoch == leadership.epoch() && now.since_ms.is_some(),
+        "{now:?}"
+    );
+    leadership.resign().await.unwrap();
+    assert_eq!(election.leader().await.unwrap(), None);
+}
+
+/// Requirement 6: campaigns dropped at every stage (timeouts of 0 to ~2 ms
+/// behind a leader, and one cut while it waited) leave no hold, queue entry,
+/// subscription or renewal; only the token counter and the record remain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_campaigns_leave_nothing_behind() {
+    let server = RedisServer::start();
+    let leader_client = server.client().await;
+    let client = server.client().await;
+    let election = client.get_leader_election("cut").unwrap();
+    let mut won = 0;
+    for i in 0..300u64 {
+        let limit = Duration::from_micros((i * 7919) % 2000);
+        if let Ok(leadership) = tokio::time::timeout(limit, election.campaign()).await {
+            won += 1;
+            leadership.unwrap().resign().await.unwrap();
+        }
+    }
+    let leadership = leader_client
+        .get_leader_election("cut")
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    for i in 0..100u64 {
+        let limit = Duration::from_micros((i * 7919) % 2000);
+        assert!(tokio::time::timeout(limit, election.campaign())
+            .await
+            .is_err());
+    }
+    // One that waited long enough to subscribe, then was dropped.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), election.campaign())
+            .await
+            .is_err()
+    );
+    let observer = election.observe();
+    drop(observer);
+    assert!(election
+        .try_campaign(Duration::from_millis(50))
+        .await
+        .unwrap()
+        .is_none());
+    leadership.resign().await.unwrap();
+    let _ = won;
+    let allowed = |k: &str| k == "redisson_lock_token:{cut}" || k == "redisson_locks_leader:{cut}";
+    assert_nothing_left_but(&server, &[&client, &leader_client], allowed).await;
+}
+
+/// Errors are typed: a bad name before any I/O, another kind under the name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_names_and_foreign_keys_are_typed_errors() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    assert!(client
+        .get_leader_election("")
+        .unwrap_err()
+        .is_invalid_argument());
+    let mut admin = server.admin().await;
+    let _: () = admin.set("not-a-lock", "hello").await.unwrap();
+    let e = client
+        .get_leader_election("not-a-lock")
+        .unwrap()
+        .leader()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, redisson_locks::Error::WrongType { .. }),
+        "{e:?}"
+    );
+    let _: () = admin.del("not-a-lock").await.unwrap();
+}
