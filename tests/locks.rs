@@ -20,6 +20,7 @@ mod locks {
     mod java;
     mod latch;
     mod local_line;
+    mod max_hold;
     mod multi;
     mod non_reentrant;
     mod permit_expirable;

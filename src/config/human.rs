@@ -118,6 +118,23 @@ mod with_serde {
         deserializer.deserialize_any(DurationVisitor)
     }
 
+    /// A duration that may be absent (`null`): an absent field keeps the
+    /// default through `#[serde(default)]`.
+    fn optional_duration<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Option::<Human>::deserialize(deserializer).map(|d| d.map(|Human(d)| d))
+    }
+
+    /// One duration as `duration` reads it.
+    struct Human(Duration);
+
+    impl<'de> Deserialize<'de> for Human {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            duration(deserializer).map(Human)
+        }
+    }
+
     struct DurationVisitor;
 
     impl Visitor<'_> for DurationVisitor {
@@ -173,6 +190,8 @@ mod with_serde {
         #[serde(deserialize_with = "duration")]
         replica_sync_timeout: Duration,
         clock_drift_factor: f64,
+        #[serde(deserialize_with = "optional_duration")]
+        max_hold: Option<Duration>,
         tls: TlsConfig,
         owner_mode: OwnerMode,
         self_wait: SelfWait,
@@ -206,6 +225,7 @@ mod with_serde {
                 replica_sync,
                 replica_sync_timeout,
                 clock_drift_factor,
+                max_hold,
                 tls,
                 owner_mode,
                 self_wait,
@@ -232,6 +252,7 @@ mod with_serde {
                 replica_sync,
                 replica_sync_timeout,
                 clock_drift_factor,
+                max_hold,
                 tls,
                 owner_mode,
                 self_wait,
@@ -265,6 +286,7 @@ mod with_serde {
                 replica_sync,
                 replica_sync_timeout,
                 clock_drift_factor,
+                max_hold,
                 tls,
                 owner_mode,
                 self_wait,
@@ -304,6 +326,7 @@ mod with_serde {
                 replica_sync,
                 replica_sync_timeout,
                 clock_drift_factor,
+                max_hold,
                 tls,
                 owner_mode,
                 self_wait,
