@@ -196,7 +196,7 @@ pub use lock::{
     RedLock, RemainingTtl,
 };
 pub use owner::current_id;
-pub use sync::{PermitId, RCountDownLatch, RPermitExpirableSemaphore, RSemaphore};
+pub use sync::{Permit, PermitId, RCountDownLatch, RPermitExpirableSemaphore, RSemaphore};
 
 #[doc = include_str!("../PORTING.md")]
 pub mod porting {}

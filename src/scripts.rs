@@ -679,6 +679,10 @@ lua_script!(
     "semaphore_count.lua" + "pes_common.lua" + "pes_update_lease.lua"
 );
 lua_script!(
+    PES_RENEW,
+    "semaphore_count.lua" + "pes_common.lua" + "pes_renew.lua"
+);
+lua_script!(
     PES_AVAILABLE,
     "semaphore_count.lua" + "pes_common.lua" + "pes_available.lua"
 );
@@ -883,6 +887,42 @@ pub(crate) async fn pes_update_lease(
         "permit-expirable lease update",
         call_naming(conn, &keys.semaphore, Some(&keys.timeouts), &invocation).await?,
     )
+}
+
+/// Watchdog: moves the lease end of every `(semaphore, permit id in hex)` still
+/// out to `lease_ms` from now (never earlier); one flag per permit, `false` for
+/// one that is gone. The permits may be of several semaphores (of one slot in a
+/// cluster: the watchdog groups them so).
+pub(crate) async fn pes_renew(
+    conn: &mut Conn,
+    holds: &[(&str, &str)],
+    lease_ms: u64,
+) -> Result<Vec<bool>> {
+    let now = epoch_millis();
+    let mut invocation = PES_RENEW.call();
+    invocation
+        .arg(now)
+        .arg(now.saturating_add(lease_ms))
+        .arg(conn.publish_command());
+    for (name, id) in holds {
+        // The watchdog's field is the id as this crate prints it; it never
+        // holds anything else.
+        let id: crate::PermitId = id.parse()?;
+        let keys = PermitKeys::new((*name).into());
+        invocation
+            .key(&*keys.semaphore)
+            .key(&keys.timeouts)
+            .key(&keys.channel)
+            .arg(&id.as_bytes()[..]);
+    }
+    let reply: Value = invocation.invoke(conn).await.map_err(Error::redis)?;
+    match reply {
+        Value::Array(flags) if flags.len() == holds.len() => flags
+            .into_iter()
+            .map(|flag| decode_flag("permit renew", flag))
+            .collect(),
+        other => Err(Error::unexpected("permit renew", other)),
+    }
 }
 
 /// The permits available once expired leases are reclaimed.

@@ -410,6 +410,7 @@ async fn renew_all(registry: &Registry, conn: &mut Conn, lease: Duration) -> boo
                 RenewKind::HashField => scripts::lock_renew(conn, &holds, lease_ms).await,
                 RenewKind::ReadHolds => scripts::read_renew(conn, &holds, lease_ms).await,
                 RenewKind::GroupMembers => scripts::group_renew(conn, &holds, lease_ms).await,
+                RenewKind::Permit => scripts::pes_renew(conn, &holds, lease_ms).await,
             };
             // An error leaves every hold registered: the next tick tries again,
             // well within the lease (three ticks per lease).
