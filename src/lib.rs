@@ -162,6 +162,7 @@ mod conn;
 mod connect;
 mod contract;
 mod error;
+mod fence;
 mod heuristics;
 mod home;
 mod identity;
@@ -190,6 +191,7 @@ mod watchdog;
 pub use client::Client;
 pub use config::{Config, OwnerMode, SelfWait, TlsConfig, MAX_DURATION, MAX_RETRY_ATTEMPTS};
 pub use error::{Error, RedisErrorKind, RedisFailure, Result};
+pub use fence::{FencedStore, FencedWrite};
 pub use keys::MAX_NAME_LEN;
 pub use lock::{
     BackOff, LockGuard, MultiGuard, MultiLock, RFencedLock, RLock, RReadWriteLock, RedGuard,

@@ -33,6 +33,7 @@ lua_script!(LOCK_RELEASE, "lock_release.lua");
 lua_script!(LOCK_FORCE_RELEASE, "lock_force_release.lua");
 lua_script!(LOCK_RENEW, "lock_renew.lua");
 lua_script!(FENCED_ACQUIRE, "fenced_acquire.lua");
+lua_script!(FENCED_WRITE, "fenced_write.lua");
 
 // The fair lock's scripts share the queue rules of `fair_common.lua`.
 lua_script!(FAIR_ACQUIRE, "fair_common.lua" + "fair_acquire.lua");
@@ -312,6 +313,38 @@ pub(crate) async fn lock_force_release(
         .arg(UNLOCK_MESSAGE)
         .arg(notify.command(conn));
     decode_flag("force unlock", call(conn, name, &invocation).await?)
+}
+
+/// Writes `value` to the fenced store `key` if `token` is newer than its
+/// fence: whether it wrote, and the fence stored now.
+pub(crate) async fn fenced_write(
+    conn: &mut Conn,
+    key: &str,
+    token: u64,
+    value: &[u8],
+) -> Result<(bool, u64)> {
+    let mut invocation = FENCED_WRITE.key(key);
+    invocation.arg(token).arg(value);
+    match call(conn, key, &invocation).await? {
+        Value::Array(reply) => match reply.as_slice() {
+            [Value::Int(written), fence] => {
+                let fence = decode_token("fenced write", fence)?;
+                Ok((*written == 1, fence))
+            }
+            _ => Err(Error::unexpected("fenced write", Value::Array(reply))),
+        },
+        other => Err(Error::unexpected("fenced write", other)),
+    }
+}
+
+/// A token the server sent as a decimal string.
+fn decode_token(operation: &'static str, reply: &Value) -> Result<u64> {
+    let parsed = match reply {
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok().and_then(|t| t.parse().ok()),
+        Value::SimpleString(text) => text.parse().ok(),
+        _ => None,
+    };
+    parsed.ok_or_else(|| Error::unexpected(operation, reply.clone()))
 }
 
 /// Restarts the lease of every `(lock, owner)` hold still present; one flag per hold,
