@@ -33,9 +33,21 @@ use crate::client::ClientInner;
 use crate::error::{Error, Result};
 use crate::scripts;
 
-/// A value kept in Redis that only a newer fencing token may overwrite (see
-/// the [module docs](self)): obtained with
-/// [`Client::get_fenced_store`](crate::Client::get_fenced_store).
+/// A value kept in Redis that only a newer fencing token may overwrite:
+/// obtained with [`Client::get_fenced_store`](crate::Client::get_fenced_store).
+///
+/// A lock's token ([`RFencedLock`](crate::RFencedLock)) protects data only
+/// where the store compares it with the last writer's in the same atomic step
+/// as the write: a holder paused past its lease still believes it holds the
+/// lock, and writes. This store is a HASH with fields `value` and `fence`,
+/// written by one script only for a token strictly newer than `fence` (an equal
+/// one is refused too), compared exactly over all of `u64`. For data in SQL the
+/// same rule is one statement, with "0 rows" meaning "a newer holder wrote;
+/// stop":
+///
+/// ```sql
+/// UPDATE t SET v = $1, fence = $2 WHERE id = $3 AND fence < $2
+/// ```
 ///
 /// ```no_run
 /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
@@ -68,7 +80,9 @@ impl FencedWrite {
     ///
     /// ```no_run
     /// # async fn demo(store: redisson_locks::FencedStore) -> Result<(), redisson_locks::Error> {
-    /// assert!(store.write(7, b"v").await?.written() || true);
+    /// if !store.write(7, b"v").await?.written() {
+    ///     eprintln!("a newer token wrote first; stopping");
+    /// }
     /// # Ok(()) }
     /// ```
     pub fn written(&self) -> bool {

@@ -67,6 +67,12 @@
 //! and [`force_unlock`](RLock::force_unlock) are the same everywhere; only the
 //! scripts behind them differ.
 //!
+//! Beyond Redisson: a term limit for any hold ([`Config::max_hold`],
+//! [`RLock::with_max_hold`]), expirable permits the watchdog renews
+//! ([`RPermitExpirableSemaphore::acquire_renewed`] → [`Permit`]), and a store
+//! that refuses a stale fencing token's write ([`Client::get_fenced_store`] →
+//! [`FencedStore`]).
+//!
 //! Re-entry is explicit: acquisitions run inside a hold's scope
 //! ([`RLock::with`], [`LockGuard::scope`]) re-enter it, while other futures, even
 //! sibling futures of the same task, are separate owners and take turns.

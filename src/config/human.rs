@@ -501,7 +501,7 @@ mod tests {
             r#"{"address": "redis://10.0.0.5:6380", "password": "pw", "timeout": 1500,
                 "connect_timeout": "2s", "retry_interval": "250ms",
                 "lock_watchdog_timeout": "1m", "replica_sync": 0, "sharded_pubsub": true,
-                "cluster_nodes": [], "clock_drift_factor": 0.02,
+                "cluster_nodes": [], "clock_drift_factor": 0.02, "max_hold": "5m",
                 "tls": {"ca_certificate": "/etc/ca.pem", "client_key": "/etc/key.pem"}}"#,
         )
         .unwrap();
@@ -515,6 +515,7 @@ mod tests {
             replica_sync: Some(0),
             sharded_pubsub: Some(true),
             clock_drift_factor: 0.02,
+            max_hold: Some(Duration::from_secs(300)),
             tls: crate::TlsConfig {
                 ca_certificate: Some("/etc/ca.pem".into()),
                 client_key: Some("/etc/key.pem".into()),
@@ -526,6 +527,8 @@ mod tests {
         config.validate().unwrap();
         let empty: Config = serde_json::from_str("{}").unwrap();
         assert_eq!(empty, Config::default());
+        let unlimited: Config = serde_json::from_str(r#"{"max_hold": null}"#).unwrap();
+        assert_eq!(unlimited.max_hold, None);
     }
 
     #[cfg(feature = "serde")]
