@@ -1,7 +1,9 @@
 //! Fencing, played out: a holder pauses past its lease, another holder takes the
 //! lock and writes, then the first wakes and writes with its old token. A store
-//! that checks tokens refuses the late write; the same run without the check lets
-//! it overwrite the newer holder's data.
+//! that checks tokens (the crate's `FencedStore`: one script compares the token
+//! with the stored fence and writes) refuses the late write; the same run with a
+//! plain SET lets it overwrite the newer holder's data. For a SQL store the check
+//! is `UPDATE t SET v = $1, fence = $2 WHERE id = $3 AND fence < $2`.
 //!
 //! ```sh
 //! cargo run --example fencing
@@ -17,15 +19,6 @@ use redisson_locks::{Client, Config};
 mod throwaway_server;
 use throwaway_server::ThrowawayServer;
 
-/// The store: a value and the highest token it has accepted. The compare and the
-/// write are one atomic step (a Lua script), as they must be.
-const FENCED_WRITE: &str = "\
-    local seen = tonumber(redis.call('get', KEYS[2]) or '0') \
-    if tonumber(ARGV[1]) <= seen then return 0 end \
-    redis.call('set', KEYS[2], ARGV[1]) \
-    redis.call('set', KEYS[1], ARGV[2]) \
-    return 1";
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (_server, url) = match std::env::var("REDIS_URL") {
@@ -37,10 +30,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let slow = Client::connect(Config::from_url(&url)?).await?;
     let fast = Client::connect(Config::from_url(&url)?).await?;
-    let mut store = redis::Client::open(url.as_str())?
+    let mut plain = redis::Client::open(url.as_str())?
         .get_multiplexed_async_connection()
         .await?;
-    let fenced_write = redis::Script::new(FENCED_WRITE);
 
     for fenced in [true, false] {
         let name = if fenced {
@@ -49,19 +41,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "account-plain"
         };
         let key = format!("{name}:balance");
-        let token_key = format!("{name}:token");
         let lease = Duration::from_millis(300);
         // With fencing, the store's checked write; without, a plain SET.
-        let script = if fenced {
-            fenced_write.clone()
-        } else {
-            redis::Script::new("redis.call('set', KEYS[1], ARGV[2]) return 1")
-        };
-        let write = |token: u64, value: &'static str| {
-            let mut invocation = script.key(&key);
-            invocation.key(&token_key).arg(token).arg(value);
-            invocation
-        };
+        let store = fast.get_fenced_store(key.as_str())?;
+        let stale_store = slow.get_fenced_store(key.as_str())?;
         let lock = slow.get_fenced_lock(name)?;
         let (paused, old_token) = lock
             .try_lock_and_get_token(Duration::from_secs(1), Some(lease))
@@ -74,23 +57,49 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             paused.is_lease_lost()
         );
         let (guard, token) = fast.get_fenced_lock(name)?.lock_and_get_token().await?;
-        let _: i64 = write(token, "B's balance").invoke_async(&mut store).await?;
+        if fenced {
+            store.write(token, "B's balance").await?;
+        } else {
+            let _: () = redis::cmd("SET")
+                .arg(&key)
+                .arg("B's balance")
+                .query_async(&mut plain)
+                .await?;
+        }
         println!("[{name}] holder B took the lock with token {token} and wrote");
-        let applied: i64 = write(old_token, "A's stale balance")
-            .invoke_async(&mut store)
-            .await?;
-        let balance: String = redis::cmd("GET").arg(&key).query_async(&mut store).await?;
+        let applied = if fenced {
+            let write = stale_store.write(old_token, "A's stale balance").await?;
+            println!("[{name}] the store's fence is {}", write.fence());
+            write.written()
+        } else {
+            let _: () = redis::cmd("SET")
+                .arg(&key)
+                .arg("A's stale balance")
+                .query_async(&mut plain)
+                .await?;
+            true
+        };
+        let balance = if fenced {
+            let (value, _fence) = store.read().await?.ok_or("nothing stored")?;
+            String::from_utf8_lossy(&value).into_owned()
+        } else {
+            redis::cmd("GET").arg(&key).query_async(&mut plain).await?
+        };
         println!(
             "[{name}] A wakes and writes with token {old_token}: {}; the balance is now {balance:?}",
-            if applied == 1 { "applied" } else { "refused" }
+            if applied { "applied" } else { "refused" }
         );
         if fenced {
-            assert_eq!(applied, 0, "the store let a stale token through");
+            assert!(!applied, "the store let a stale token through");
         } else {
             println!("[{name}] without the token check, A's late write destroyed B's");
         }
         guard.unlock().await?;
-        let _ = paused.unlock().await;
+        // A's hold is gone already: its unlock can only answer "not held".
+        match paused.unlock().await {
+            Err(e) if !e.is_not_held() => return Err(e.into()),
+            _ => {}
+        }
     }
     Ok(())
 }

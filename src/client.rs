@@ -881,6 +881,26 @@ impl Client {
         Ok(crate::RSemaphore::new(self.inner.clone(), name))
     }
 
+    /// A value in Redis that only a newer fencing token may overwrite: the
+    /// store side of [`get_fenced_lock`](Client::get_fenced_lock)'s tokens (see
+    /// [`FencedStore`](crate::FencedStore)). No I/O happens here.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let store = client.get_fenced_store("account:7:balance")?;
+    /// let (guard, token) = client.get_fenced_lock("account:7")?.lock_and_get_token().await?;
+    /// store.write(token, b"100").await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`get_lock`](Client::get_lock).
+    pub fn get_fenced_store(&self, key: impl Into<String>) -> Result<crate::FencedStore> {
+        let key = self.checked_name(key.into())?;
+        Ok(crate::FencedStore::new(self.inner.clone(), key))
+    }
+
     /// A semaphore whose permits have ids and leases (Redisson
     /// `getPermitExpirableSemaphore(name)`): a permit whose holder vanished comes
     /// back when its lease ends. No I/O happens here.

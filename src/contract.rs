@@ -203,6 +203,9 @@ pub(crate) enum RenewKind {
     /// A single-hash multi-lock hold (field: [`scripts::group_hold`]): extend the
     /// owner's hold of every member, and the hash.
     GroupMembers,
+    /// A permit of a permit-expirable semaphore (name: the semaphore, field:
+    /// the permit id in hex): move its score in `{name}:timeout` later.
+    Permit,
 }
 
 /// Checks a wait time before any I/O.

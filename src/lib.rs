@@ -68,6 +68,12 @@
 //! and [`force_unlock`](RLock::force_unlock) are the same everywhere; only the
 //! scripts behind them differ.
 //!
+//! Beyond Redisson: a term limit for any hold ([`Config::max_hold`],
+//! [`RLock::with_max_hold`]), expirable permits the watchdog renews
+//! ([`RPermitExpirableSemaphore::acquire_renewed`] → [`Permit`]), and a store
+//! that refuses a stale fencing token's write ([`Client::get_fenced_store`] →
+//! [`FencedStore`]).
+//!
 //! Re-entry is explicit: acquisitions run inside a hold's scope
 //! ([`RLock::with`], [`LockGuard::scope`]) re-enter it, while other futures, even
 //! sibling futures of the same task, are separate owners and take turns.
@@ -163,6 +169,7 @@ mod conn;
 mod connect;
 mod contract;
 mod error;
+mod fence;
 mod heuristics;
 mod home;
 mod identity;
@@ -192,6 +199,7 @@ mod watchdog;
 pub use client::Client;
 pub use config::{Config, OwnerMode, SelfWait, TlsConfig, MAX_DURATION, MAX_RETRY_ATTEMPTS};
 pub use error::{Error, RedisErrorKind, RedisFailure, Result};
+pub use fence::{FencedStore, FencedWrite};
 pub use keys::MAX_NAME_LEN;
 pub use leader::{Leader, LeaderChange, LeaderElection, Leadership, Observer};
 pub use lock::{
@@ -199,7 +207,7 @@ pub use lock::{
     RedLock, RemainingTtl,
 };
 pub use owner::current_id;
-pub use sync::{PermitId, RCountDownLatch, RPermitExpirableSemaphore, RSemaphore};
+pub use sync::{Permit, PermitId, RCountDownLatch, RPermitExpirableSemaphore, RSemaphore};
 
 #[doc = include_str!("../PORTING.md")]
 pub mod porting {}

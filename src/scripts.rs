@@ -34,6 +34,7 @@ lua_script!(LOCK_FORCE_RELEASE, "lock_force_release.lua");
 lua_script!(LOCK_RENEW, "lock_renew.lua");
 lua_script!(FENCED_ACQUIRE, "fenced_acquire.lua");
 lua_script!(LEADER_RECORD, "leader_record.lua");
+lua_script!(FENCED_WRITE, "fenced_write.lua");
 
 // The fair lock's scripts share the queue rules of `fair_common.lua`.
 lua_script!(FAIR_ACQUIRE, "fair_common.lua" + "fair_acquire.lua");
@@ -350,6 +351,38 @@ pub(crate) async fn lock_force_release(
         .arg(UNLOCK_MESSAGE)
         .arg(notify.command(conn));
     decode_flag("force unlock", call(conn, name, &invocation).await?)
+}
+
+/// Writes `value` to the fenced store `key` if `token` is newer than its
+/// fence: whether it wrote, and the fence stored now.
+pub(crate) async fn fenced_write(
+    conn: &mut Conn,
+    key: &str,
+    token: u64,
+    value: &[u8],
+) -> Result<(bool, u64)> {
+    let mut invocation = FENCED_WRITE.key(key);
+    invocation.arg(token).arg(value);
+    match call(conn, key, &invocation).await? {
+        Value::Array(reply) => match reply.as_slice() {
+            [Value::Int(written), fence] => {
+                let fence = decode_token("fenced write", fence)?;
+                Ok((*written == 1, fence))
+            }
+            _ => Err(Error::unexpected("fenced write", Value::Array(reply))),
+        },
+        other => Err(Error::unexpected("fenced write", other)),
+    }
+}
+
+/// A token the server sent as a decimal string.
+fn decode_token(operation: &'static str, reply: &Value) -> Result<u64> {
+    let parsed = match reply {
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok().and_then(|t| t.parse().ok()),
+        Value::SimpleString(text) => text.parse().ok(),
+        _ => None,
+    };
+    parsed.ok_or_else(|| Error::unexpected(operation, reply.clone()))
 }
 
 /// Restarts the lease of every `(lock, owner)` hold still present; one flag per hold,
@@ -717,6 +750,10 @@ lua_script!(
     "semaphore_count.lua" + "pes_common.lua" + "pes_update_lease.lua"
 );
 lua_script!(
+    PES_RENEW,
+    "semaphore_count.lua" + "pes_common.lua" + "pes_renew.lua"
+);
+lua_script!(
     PES_AVAILABLE,
     "semaphore_count.lua" + "pes_common.lua" + "pes_available.lua"
 );
@@ -921,6 +958,42 @@ pub(crate) async fn pes_update_lease(
         "permit-expirable lease update",
         call_naming(conn, &keys.semaphore, Some(&keys.timeouts), &invocation).await?,
     )
+}
+
+/// Watchdog: moves the lease end of every `(semaphore, permit id in hex)` still
+/// out to `lease_ms` from now (never earlier); one flag per permit, `false` for
+/// one that is gone. The permits may be of several semaphores (of one slot in a
+/// cluster: the watchdog groups them so).
+pub(crate) async fn pes_renew(
+    conn: &mut Conn,
+    holds: &[(&str, &str)],
+    lease_ms: u64,
+) -> Result<Vec<bool>> {
+    let now = epoch_millis();
+    let mut invocation = PES_RENEW.call();
+    invocation
+        .arg(now)
+        .arg(now.saturating_add(lease_ms))
+        .arg(conn.publish_command());
+    for (name, id) in holds {
+        // The watchdog's field is the id as this crate prints it; it never
+        // holds anything else.
+        let id: crate::PermitId = id.parse()?;
+        let keys = PermitKeys::new((*name).into());
+        invocation
+            .key(&*keys.semaphore)
+            .key(&keys.timeouts)
+            .key(&keys.channel)
+            .arg(&id.as_bytes()[..]);
+    }
+    let reply: Value = invocation.invoke(conn).await.map_err(Error::redis)?;
+    match reply {
+        Value::Array(flags) if flags.len() == holds.len() => flags
+            .into_iter()
+            .map(|flag| decode_flag("permit renew", flag))
+            .collect(),
+        other => Err(Error::unexpected("permit renew", other)),
+    }
 }
 
 /// The permits available once expired leases are reclaimed.

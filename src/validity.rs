@@ -8,6 +8,11 @@
 //! renewal that comes back later does not revive it (the holder may already have
 //! stopped, or been told), so lost is a state a holder sees once and keeps.
 //!
+//! A hold may also have a *term* (`Config::max_hold`, `RLock::with_max_hold`):
+//! an instant after which it counts as lost whatever the server says, and which
+//! the watchdog does not renew past. The validity is then the sooner of the
+//! lease's end and the term's: the one rule for renewed and explicit leases.
+//!
 //! This is Redlock's "validity time" for one server: a holder paused longer than its
 //! lease (a GC pause, a frozen VM) wakes up to `valid_for() == None` rather than to a
 //! belief that someone else's lock is its own.
@@ -54,6 +59,15 @@ pub(crate) struct Validity {
 struct State {
     valid_until: Instant,
     lost: bool,
+    /// The hold's term: no confirmation extends `valid_until` past it.
+    term_end: Option<Instant>,
+}
+
+impl State {
+    /// `until`, cut at the term.
+    fn bounded(&self, until: Instant) -> Instant {
+        self.term_end.map_or(until, |end| until.min(end))
+    }
 }
 
 impl Validity {
@@ -63,11 +77,27 @@ impl Validity {
             state: Mutex::new(State {
                 valid_until: sent + drift.trusted(lease),
                 lost: false,
+                term_end: None,
             }),
             changed: Notify::new(),
             drift,
             meter: HoldMeter::none(),
         }
+    }
+
+    /// The same, ending for good at `term_end` (if any) however it is renewed.
+    pub(crate) fn with_term(self, term_end: Option<Instant>) -> Self {
+        {
+            let mut state = self.state();
+            state.term_end = term_end;
+            state.valid_until = state.bounded(state.valid_until);
+        }
+        self
+    }
+
+    /// Is the hold's term over at `now`? Then the watchdog renews it no more.
+    pub(crate) fn term_over(&self, now: Instant) -> bool {
+        self.state().term_end.is_some_and(|end| now >= end)
     }
 
     /// The same, measured by `meter` until the hold ends (this value is
@@ -110,7 +140,7 @@ impl Validity {
                 self.lose(&mut state);
                 false
             } else {
-                let until = sent + self.drift.trusted(lease);
+                let until = state.bounded(sent + self.drift.trusted(lease));
                 state.valid_until = state.valid_until.max(until);
                 self.meter.renewed();
                 true
@@ -210,6 +240,22 @@ mod tests {
         assert!(v.valid_for().unwrap() + Duration::from_millis(50) >= before);
         assert!(v.confirm(Instant::now(), Duration::from_secs(20)));
         assert!(v.valid_for().unwrap() > before);
+    }
+
+    #[test]
+    fn a_term_bounds_the_validity_and_every_renewal() {
+        let now = Instant::now();
+        let term = now + Duration::from_millis(300);
+        let v = Validity::new(now, Duration::from_secs(10), DRIFT).with_term(Some(term));
+        assert!(v.valid_for().unwrap() <= Duration::from_millis(300));
+        assert!(v.confirm(Instant::now(), Duration::from_secs(30)));
+        assert!(v.valid_for().unwrap() <= Duration::from_millis(300));
+        assert!(!v.term_over(now));
+        assert!(v.term_over(term));
+        // Past the term: lost, and a confirmation does not revive it.
+        let past = Validity::new(now, Duration::from_secs(10), DRIFT).with_term(Some(now));
+        assert!(past.is_lost());
+        assert!(!past.confirm(Instant::now(), Duration::from_secs(30)));
     }
 
     #[tokio::test]

@@ -7,7 +7,8 @@
 //! released first). So a hold never exists unrenewed, and a renewal never outlives
 //! an unlock. A renewal that finds the hold gone marks it lost, wakes its holder and
 //! forgets it; a renewal that fails (connection trouble) is simply tried again on
-//! the next tick, a third of the lease later.
+//! the next tick, a third of the lease later. A hold whose term
+//! (`Config::max_hold`) is over is not renewed again: it ends with its lease.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -53,6 +54,17 @@ struct ActiveHold {
 }
 
 impl Entry {
+    /// The newest hold a renewal now would cover: the newest still within its
+    /// term (a hold past it is renewed no more; it ends with its lease).
+    fn due(&self, now: Instant) -> Option<u64> {
+        let hold = self
+            .holds
+            .iter()
+            .rev()
+            .find(|h| !h.validity.term_over(now))?;
+        Some(hold.generation)
+    }
+
     fn is_unused(&self) -> bool {
         self.pending == 0 && self.holds.is_empty()
     }
@@ -371,10 +383,11 @@ async fn keep_announcing(
 /// Returns whether any hold was due (and so a write may have been made).
 async fn renew_all(registry: &Registry, conn: &mut Conn, lease: Duration) -> bool {
     let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
+    let now = Instant::now();
     let due: Vec<(HoldKey, u64)> = registry
         .holds()
         .iter()
-        .filter_map(|(key, entry)| Some((key.clone(), entry.holds.last()?.generation)))
+        .filter_map(|(key, entry)| Some((key.clone(), entry.due(now)?)))
         .collect();
     let any_due = !due.is_empty();
     // One script call touches keys of one slot only in a cluster: group by kind
@@ -397,6 +410,7 @@ async fn renew_all(registry: &Registry, conn: &mut Conn, lease: Duration) -> boo
                 RenewKind::HashField => scripts::lock_renew(conn, &holds, lease_ms).await,
                 RenewKind::ReadHolds => scripts::read_renew(conn, &holds, lease_ms).await,
                 RenewKind::GroupMembers => scripts::group_renew(conn, &holds, lease_ms).await,
+                RenewKind::Permit => scripts::pes_renew(conn, &holds, lease_ms).await,
             };
             // An error leaves every hold registered: the next tick tries again,
             // well within the lease (three ticks per lease).

@@ -21,6 +21,7 @@ mod locks {
     mod latch;
     mod leader;
     mod local_line;
+    mod max_hold;
     mod multi;
     mod non_reentrant;
     mod permit_expirable;

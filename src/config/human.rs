@@ -118,6 +118,23 @@ mod with_serde {
         deserializer.deserialize_any(DurationVisitor)
     }
 
+    /// A duration that may be absent (`null`): an absent field keeps the
+    /// default through `#[serde(default)]`.
+    fn optional_duration<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Option::<Human>::deserialize(deserializer).map(|d| d.map(|Human(d)| d))
+    }
+
+    /// One duration as `duration` reads it.
+    struct Human(Duration);
+
+    impl<'de> Deserialize<'de> for Human {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            duration(deserializer).map(Human)
+        }
+    }
+
     struct DurationVisitor;
 
     impl Visitor<'_> for DurationVisitor {
@@ -173,6 +190,8 @@ mod with_serde {
         #[serde(deserialize_with = "duration")]
         replica_sync_timeout: Duration,
         clock_drift_factor: f64,
+        #[serde(deserialize_with = "optional_duration")]
+        max_hold: Option<Duration>,
         tls: TlsConfig,
         owner_mode: OwnerMode,
         self_wait: SelfWait,
@@ -206,6 +225,7 @@ mod with_serde {
                 replica_sync,
                 replica_sync_timeout,
                 clock_drift_factor,
+                max_hold,
                 tls,
                 owner_mode,
                 self_wait,
@@ -232,6 +252,7 @@ mod with_serde {
                 replica_sync,
                 replica_sync_timeout,
                 clock_drift_factor,
+                max_hold,
                 tls,
                 owner_mode,
                 self_wait,
@@ -265,6 +286,7 @@ mod with_serde {
                 replica_sync,
                 replica_sync_timeout,
                 clock_drift_factor,
+                max_hold,
                 tls,
                 owner_mode,
                 self_wait,
@@ -304,6 +326,7 @@ mod with_serde {
                 replica_sync,
                 replica_sync_timeout,
                 clock_drift_factor,
+                max_hold,
                 tls,
                 owner_mode,
                 self_wait,
@@ -478,7 +501,7 @@ mod tests {
             r#"{"address": "redis://10.0.0.5:6380", "password": "pw", "timeout": 1500,
                 "connect_timeout": "2s", "retry_interval": "250ms",
                 "lock_watchdog_timeout": "1m", "replica_sync": 0, "sharded_pubsub": true,
-                "cluster_nodes": [], "clock_drift_factor": 0.02,
+                "cluster_nodes": [], "clock_drift_factor": 0.02, "max_hold": "5m",
                 "tls": {"ca_certificate": "/etc/ca.pem", "client_key": "/etc/key.pem"}}"#,
         )
         .unwrap();
@@ -492,6 +515,7 @@ mod tests {
             replica_sync: Some(0),
             sharded_pubsub: Some(true),
             clock_drift_factor: 0.02,
+            max_hold: Some(Duration::from_secs(300)),
             tls: crate::TlsConfig {
                 ca_certificate: Some("/etc/ca.pem".into()),
                 client_key: Some("/etc/key.pem".into()),
@@ -503,6 +527,8 @@ mod tests {
         config.validate().unwrap();
         let empty: Config = serde_json::from_str("{}").unwrap();
         assert_eq!(empty, Config::default());
+        let unlimited: Config = serde_json::from_str(r#"{"max_hold": null}"#).unwrap();
+        assert_eq!(unlimited.max_hold, None);
     }
 
     #[cfg(feature = "serde")]

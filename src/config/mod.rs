@@ -205,6 +205,16 @@ pub struct Config {
     /// server's slow clock adjustment (NTP slewing is at most 0.05 %) with room to
     /// spare; the 2 ms cover timer granularity. Between 0 and 0.5.
     pub clock_drift_factor: f64,
+    /// A term limit for every hold this client takes (a handle's
+    /// [`RLock::with_max_hold`](crate::RLock::with_max_hold) overrides it):
+    /// once a hold has lasted this long, counted from the instant its acquire
+    /// was sent, the watchdog stops renewing it and its guard reports the lease
+    /// lost, so a holder stuck in its critical section (a hung call, a loop)
+    /// cannot keep the lock for ever. The key then ends with its lease, at most
+    /// one lease later. A hold's validity is the sooner of its lease's and its
+    /// term's end. Default `None`: no limit, as in Redisson. Between 1 ms and
+    /// [`MAX_DURATION`](crate::MAX_DURATION).
+    pub max_hold: Option<Duration>,
     /// Certificates for `rediss://` addresses (feature `tls`): the servers' own
     /// and, for mutual TLS, the client's. Used for the single server, every
     /// cluster node and Sentinel's servers. Default: the system's trust store,
@@ -331,6 +341,7 @@ impl Default for Config {
             replica_sync: None,
             replica_sync_timeout: Duration::from_millis(1_000),
             clock_drift_factor: 0.01,
+            max_hold: None,
             owner_mode: OwnerMode::Scoped,
             self_wait: SelfWait::Warn,
             self_wait_warning: Duration::from_millis(1_000),
@@ -585,7 +596,10 @@ impl Config {
             ("fair_lock_wait_timeout", self.fair_lock_wait_timeout),
             ("replica_sync_timeout", self.replica_sync_timeout),
             ("self_wait_warning", self.self_wait_warning),
-        ] {
+        ]
+        .into_iter()
+        .chain(self.max_hold.map(|limit| ("max_hold", limit)))
+        {
             if value.is_zero() || value > MAX_DURATION {
                 return Err(Error::Config(format!(
                     "{field} must be between 1 ms and {} s, got {value:?}",
@@ -807,6 +821,7 @@ impl std::fmt::Debug for Config {
             replica_sync,
             replica_sync_timeout,
             clock_drift_factor,
+            max_hold,
             tls,
             owner_mode,
             self_wait,
@@ -836,6 +851,7 @@ impl std::fmt::Debug for Config {
             .field("replica_sync", replica_sync)
             .field("replica_sync_timeout", replica_sync_timeout)
             .field("clock_drift_factor", clock_drift_factor)
+            .field("max_hold", max_hold)
             .field("tls", tls)
             .field("owner_mode", owner_mode)
             .field("self_wait", self_wait)

@@ -92,6 +92,8 @@ pub struct RLock {
     name: Arc<str>,
     kind: Arc<dyn LockKind>,
     owner: OwnerId,
+    /// This handle's term limit; `None`: the client's `Config::max_hold`.
+    max_hold: Option<Duration>,
 }
 
 impl RLock {
@@ -105,6 +107,7 @@ impl RLock {
             name: name.into(),
             kind,
             owner,
+            max_hold: None,
         }
     }
 
@@ -153,6 +156,42 @@ impl RLock {
     pub fn with_owner_id(&self, id: u64) -> RLock {
         RLock {
             owner: OwnerId::Explicit(id),
+            ..self.clone()
+        }
+    }
+
+    /// A handle for the same lock whose every hold lasts at most `limit`,
+    /// counted from the instant its acquire was sent (overriding
+    /// [`Config::max_hold`](crate::Config::max_hold)). At the term the watchdog
+    /// stops renewing the hold and its guard reports the lease lost
+    /// ([`LockGuard::is_lease_lost`], [`LockGuard::lease_lost`],
+    /// [`LockGuard::run`] ends with [`Error::LeaseLost`](crate::Error::LeaseLost));
+    /// the key ends with its last lease, at most one watchdog timeout later,
+    /// unless the guard is released first. Nothing changes on the wire: a Java
+    /// client sees a hold that stopped being renewed.
+    ///
+    /// An explicit lease is bounded the same way: the guard's validity is the
+    /// sooner of the lease's end and the term's, while the key keeps the lease
+    /// it was given (a term never shortens what the server was asked for).
+    ///
+    /// A limit of zero or over [`MAX_DURATION`](crate::MAX_DURATION) is refused
+    /// by the acquisition with [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// let lock = client.get_lock("report")?.with_max_hold(Duration::from_secs(60));
+    /// let guard = lock.lock().await?;
+    /// // A section that overruns its minute is cut short, not left holding the lock.
+    /// match guard.run(async { /* the work */ }).await {
+    ///     Ok(()) => guard.unlock().await?,
+    ///     Err(e) => assert!(e.is_lease_lost()),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn with_max_hold(&self, limit: Duration) -> RLock {
+        RLock {
+            max_hold: Some(limit),
             ..self.clone()
         }
     }
@@ -642,7 +681,7 @@ impl RLock {
             claim: self.kind.claim(),
         };
         let started = tokio::time::Instant::now();
-        let acquiring = wait::acquire(&self.client, &ops, lease, wait, new_owner);
+        let acquiring = wait::acquire(&self.client, &ops, (lease, self.max_hold), wait, new_owner);
         let hold = crate::trace::in_acquire_span(&self.name, self.kind.kind().name(), async {
             match wait {
                 // One try never waits, so it never waits for itself.

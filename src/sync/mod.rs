@@ -13,7 +13,7 @@ mod semaphore;
 mod waiting;
 
 pub use latch::RCountDownLatch;
-pub use permit_expirable::{PermitId, RPermitExpirableSemaphore};
+pub use permit_expirable::{Permit, PermitId, RPermitExpirableSemaphore};
 pub use semaphore::RSemaphore;
 
 use std::future::Future;
@@ -190,6 +190,7 @@ mod tests {
         sem: RSemaphore,
         pes: RPermitExpirableSemaphore,
         latch: RCountDownLatch,
+        permit: Permit,
         id: PermitId,
     ) {
         send_sync(&sem);
@@ -200,6 +201,9 @@ mod tests {
         send(&sem.try_acquire_wait(std::time::Duration::ZERO));
         send(&pes.acquire(std::time::Duration::ZERO));
         send(&pes.release(&id));
+        send(&pes.acquire_renewed());
+        send_sync(&permit);
+        send(&pes.try_acquire_renewed(std::time::Duration::ZERO));
         send(&latch.wait());
         send(&latch.wait_timeout(std::time::Duration::ZERO));
     }

@@ -8,13 +8,17 @@ use std::time::Duration;
 
 use super::waiting::{wait_for, Attempt, Waiting};
 use super::{check_permits, settled_acquire, Took};
+use tokio::time::Instant;
+
 use crate::client::ClientInner;
 use crate::config::duration_to_millis;
-use crate::contract::{BoxFuture, Wait};
+use crate::contract::{BoxFuture, RenewKind, Wait};
 use crate::error::{Error, Result};
-use crate::metrics::{kind, Kind, Labels};
+use crate::metrics::{kind, HoldMeter, Kind, Labels};
 use crate::pubsub::Class;
 use crate::scripts::{self, epoch_millis, PermitKeys, PermitsTaken};
+use crate::validity::{Drift, Validity};
+use crate::watchdog::Renewal;
 
 /// The id of one permit of an [`RPermitExpirableSemaphore`]: 16 random bytes,
 /// written as 32 lowercase hex digits, as Redisson's `acquire()` returns them
@@ -213,6 +217,68 @@ impl RPermitExpirableSemaphore {
         self.take(lease, Wait::For(wait)).await
     }
 
+    /// Takes a permit whose lease the client's watchdog renews while the
+    /// returned [`Permit`] is held, waiting as long as it takes: Redisson's
+    /// missing "watchdog for RPermitExpirableSemaphore" (redisson#3046).
+    ///
+    /// The permit is leased for
+    /// [`lock_watchdog_timeout`](crate::Config::lock_watchdog_timeout) and, every
+    /// third of it, its score in `{name}:timeout` (its lease end, epoch ms) is
+    /// moved to a full timeout from then, for many permits per script call, as
+    /// the locks' holds are. So a Java client sees an ordinary permit whose lease
+    /// keeps moving; a holder that dies gives its permit back within one
+    /// timeout; dropping the `Permit` releases it. A
+    /// [`max_hold`](crate::Config::max_hold) bounds it as it bounds a lock's hold.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let workers = client.get_permit_expirable_semaphore("render-workers")?;
+    /// workers.try_set_permits(4).await?;
+    /// let permit = workers.acquire_renewed().await?;
+    /// // ... work for as long as it takes; the lease follows ...
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when Redis fails more than `retry_attempts` times in a
+    /// row, or a reply does not come (the permit, if it was taken, is released
+    /// again from the background).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future never leaves a permit taken (one the
+    /// script took is released by its id), nor a renewal registered, nor a
+    /// subscription.
+    pub async fn acquire_renewed(&self) -> Result<Permit> {
+        self.take_renewed(Wait::Forever)
+            .await?
+            .ok_or_else(|| Error::unexpected("acquire", "gave up without a wait limit"))
+    }
+
+    /// [`acquire_renewed`](RPermitExpirableSemaphore::acquire_renewed), waiting
+    /// at most `wait` (zero: one attempt); `None` when no permit came in time.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// let workers = client.get_permit_expirable_semaphore("workers")?;
+    /// if let Some(permit) = workers.try_acquire_renewed(Duration::from_secs(5)).await? {
+    ///     println!("working under permit {}", permit.id());
+    ///     permit.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`acquire_renewed`](RPermitExpirableSemaphore::acquire_renewed), and
+    /// [`Error::InvalidArgument`] for a wait over [`MAX_DURATION`](crate::MAX_DURATION).
+    ///
+    /// # Cancel safety
+    /// As [`acquire_renewed`](RPermitExpirableSemaphore::acquire_renewed).
+    pub async fn try_acquire_renewed(&self, wait: Duration) -> Result<Option<Permit>> {
+        self.take_renewed(Wait::For(wait)).await
+    }
+
     /// Gives permit `id` back (Redisson `release(permitId)`), waking a waiter.
     ///
     /// ```no_run
@@ -350,23 +416,74 @@ impl RPermitExpirableSemaphore {
     /// Takes a permit leased for `lease`, waiting as `wait` says.
     async fn take(&self, lease: Duration, wait: Wait) -> Result<Option<PermitId>> {
         let lease_ms = duration_to_millis("lease", lease)?;
-        let waiting = Waiting {
+        let attempt = || async move {
+            let id = PermitId::random();
+            Ok(match self.attempt(id, lease_ms).await? {
+                Attempt::Done(_) => Attempt::Done(id),
+                Attempt::NotYet(hint) => Attempt::NotYet(hint),
+            })
+        };
+        wait_for(self.waiting(), wait, attempt).await
+    }
+
+    /// Takes a permit renewed by the watchdog, waiting as `wait` says.
+    async fn take_renewed(&self, wait: Wait) -> Result<Option<Permit>> {
+        let lease = self.client.config.lock_watchdog_timeout;
+        wait_for(self.waiting(), wait, || self.attempt_renewed(lease)).await
+    }
+
+    /// One renewed attempt: registered with the watchdog before it is sent
+    /// (so the renewal starts with the permit), and a [`Permit`] the moment it
+    /// succeeds, so that nothing dropped after it leaves the permit out.
+    async fn attempt_renewed(&self, lease: Duration) -> Result<Attempt<Permit>> {
+        let lease_ms = duration_to_millis("watchdog timeout", lease)?;
+        let id = PermitId::random();
+        let field = id.to_string();
+        let registration =
+            self.client
+                .watchdog
+                .register(&self.keys.semaphore, &field, RenewKind::Permit);
+        let sent = match self.attempt(id, lease_ms).await? {
+            Attempt::Done(sent) => sent,
+            Attempt::NotYet(hint) => return Ok(Attempt::NotYet(hint)),
+        };
+        let config = &self.client.config;
+        let drift = Drift {
+            factor: config.clock_drift_factor,
+        };
+        let labels = Labels::new(PERMIT_EXPIRABLE, &self.keys.semaphore, config);
+        let term_end = config.max_hold.map(|limit| sent + limit);
+        let validity = Validity::new(sent, lease, drift)
+            .with_term(term_end)
+            .measured(HoldMeter::start(&labels));
+        let validity = Arc::new(validity);
+        Ok(Attempt::Done(Permit {
+            semaphore: self.clone(),
+            id,
+            renewal: Some(registration.activate(validity.clone())),
+            validity,
+        }))
+    }
+
+    fn waiting(&self) -> Waiting<'_> {
+        Waiting {
             client: &self.client,
             name: &self.keys.semaphore,
             channel: &self.keys.channel,
             class: Class::Counted,
             local_line: true,
             kind: PERMIT_EXPIRABLE,
-        };
-        wait_for(waiting, wait, || self.attempt(lease_ms)).await
+        }
     }
 
-    /// One attempt under a new id. If its future is dropped after the script
-    /// ran, or its outcome is unknown, the permit is released by that id (a
-    /// release of an id that took nothing changes nothing).
-    async fn attempt(&self, lease_ms: u64) -> Result<Attempt<PermitId>> {
+    /// One attempt under `id` (new for each attempt); when taken, the instant
+    /// it was sent (its lease counts from no earlier). If its future is
+    /// dropped after the script ran, or its outcome is unknown, the permit is
+    /// released by that id (a release of an id that took nothing changes
+    /// nothing).
+    async fn attempt(&self, id: PermitId, lease_ms: u64) -> Result<Attempt<Instant>> {
+        let sent = Instant::now();
         let expiry = lease_end_ms(lease_ms)?;
-        let id = PermitId::random();
         let (mut conn, keys) = (self.client.conn.clone(), self.keys.clone());
         let call: BoxFuture<Result<Option<PermitsTaken>>> = Box::pin(async move {
             let taken = scripts::pes_acquire(&mut conn, &keys, &[id.0], expiry).await?;
@@ -375,7 +492,7 @@ impl RPermitExpirableSemaphore {
         let labels = Labels::new(PERMIT_EXPIRABLE, &self.keys.semaphore, &self.client.config);
         let outcome = settled_acquire(&self.client.conn, call, self.give_back(id), labels).await;
         match outcome? {
-            Some(PermitsTaken::Taken) => Ok(Attempt::Done(id)),
+            Some(PermitsTaken::Taken) => Ok(Attempt::Done(sent)),
             Some(PermitsTaken::Busy(hint)) => Ok(Attempt::NotYet(hint)),
             None => Ok(Attempt::NotYet(None)),
         }
@@ -405,6 +522,159 @@ impl RPermitExpirableSemaphore {
                 .await;
             })
         }
+    }
+}
+
+/// A permit of an [`RPermitExpirableSemaphore`] whose lease the client's
+/// watchdog renews while this value lives (from
+/// [`acquire_renewed`](RPermitExpirableSemaphore::acquire_renewed)).
+///
+/// # Validity
+/// As a [`LockGuard`](crate::LockGuard)'s: the permit is surely out until the
+/// instant its last confirmed acquire or renewal was sent, plus the lease,
+/// minus the clock-drift margin. [`valid_for`](Permit::valid_for) gives the
+/// time left, [`lease_lost`](Permit::lease_lost) completes once a renewal found
+/// the permit gone (its lease ended, someone released it by id) or the
+/// validity ran out. The lease end is on this client's wall clock, as in
+/// Redisson: every client reclaims expired permits by its own clock.
+///
+/// # Drop
+/// Dropping it stops the renewal at once and sends the release from the
+/// client's own background thread, wherever it is dropped; that release's
+/// errors cannot be reported (call [`release`](Permit::release) to see them).
+/// A process killed while holding it leaves the permit to its lease: it is
+/// back within one watchdog timeout.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+/// let workers = client.get_permit_expirable_semaphore("workers")?;
+/// {
+///     let permit = workers.acquire_renewed().await?;
+///     assert!(permit.valid_for().is_some());
+///     // ... a `?` here still releases the permit ...
+/// }
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping the permit releases it at once"]
+#[clippy::has_significant_drop]
+#[derive(Debug)]
+pub struct Permit {
+    semaphore: RPermitExpirableSemaphore,
+    id: PermitId,
+    /// The watchdog's renewal; taken when the permit ends.
+    renewal: Option<Renewal>,
+    validity: Arc<Validity>,
+}
+
+impl Permit {
+    /// The permit's id, as Redisson's `acquire()` returns it: what a Java
+    /// client would release or update it by.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let permit = client.get_permit_expirable_semaphore("workers")?.acquire_renewed().await?;
+    /// println!("{}", permit.id()); // 32 hex digits
+    /// # Ok(()) }
+    /// ```
+    pub fn id(&self) -> PermitId {
+        self.id
+    }
+
+    /// How much longer the permit is surely out; `None` once it is lost.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let permit = client.get_permit_expirable_semaphore("workers")?.acquire_renewed().await?;
+    /// if permit.valid_for().is_some_and(|left| left.as_secs() >= 1) {
+    ///     // ... a side effect that needs the permit ...
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn valid_for(&self) -> Option<Duration> {
+        self.validity.valid_for()
+    }
+
+    /// Is the permit lost (see [`lease_lost`](Permit::lease_lost))?
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let permit = client.get_permit_expirable_semaphore("workers")?.acquire_renewed().await?;
+    /// assert!(!permit.is_lease_lost());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lease_lost(&self) -> bool {
+        self.validity.is_lost()
+    }
+
+    /// Completes when the permit is lost: a renewal found it gone, or its
+    /// validity ran out without a confirmed renewal (the server unreachable,
+    /// this process paused). Lost is for good.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let permit = client.get_permit_expirable_semaphore("workers")?.acquire_renewed().await?;
+    /// tokio::select! {
+    ///     () = permit.lease_lost() => eprintln!("permit lost; stopping"),
+    ///     () = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    pub async fn lease_lost(&self) {
+        self.validity.wait_lost().await
+    }
+
+    /// Gives the permit back, reporting errors (dropping it does the same,
+    /// silently).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let permit = client.get_permit_expirable_semaphore("workers")?.acquire_renewed().await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when the permit was no longer out (its lease ended,
+    /// or it was released by id elsewhere); [`Error::Redis`] when the command
+    /// fails.
+    ///
+    /// # Cancel safety
+    /// The renewal stops at the first poll; dropped while the release is in
+    /// flight, the release may or may not happen (the permit's lease, no longer
+    /// renewed, bounds the difference).
+    pub async fn release(mut self) -> Result<()> {
+        let releasing = self.end();
+        releasing.await
+    }
+
+    /// The one way a permit ends (release or drop): the renewal stops before
+    /// the release is sent, so no renewal outlives it.
+    fn end(&mut self) -> impl std::future::Future<Output = Result<()>> + Send + 'static {
+        drop(self.renewal.take());
+        let (semaphore, id) = (self.semaphore.clone(), self.id);
+        async move { semaphore.release(&id).await }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if self.renewal.is_none() {
+            return; // released already
+        }
+        let releasing = self.end();
+        let name = self.semaphore.keys.semaphore.clone();
+        self.semaphore.client.conn.spawn_cleanup(async move {
+            if let Err(e) = releasing.await {
+                if !e.is_not_held() {
+                    crate::trace::warn_event!(
+                        "permit-expirable semaphore {name:?}: releasing a dropped permit failed (it ends with its lease): {e}"
+                    );
+                }
+            }
+        });
     }
 }
 

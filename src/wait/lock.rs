@@ -62,7 +62,11 @@ pub(super) async fn wait_in_redis(
     };
     // Measured from the grant (the reply), until released or lost.
     let meter = HoldMeter::start(&target.labels);
-    let validity = Arc::new(Validity::new(sent, terms.lease, drift).measured(meter));
+    // The term runs from the send, as the lease does: the earliest the hold
+    // can have begun on the server.
+    let term_end = terms.max_hold.map(|limit| sent + limit);
+    let validity = Validity::new(sent, terms.lease, drift).with_term(term_end);
+    let validity = Arc::new(validity.measured(meter));
     Ok(Some(Hold {
         renewal: registration.map(|r| r.activate(validity.clone())),
         validity,

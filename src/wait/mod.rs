@@ -80,12 +80,13 @@ pub(crate) struct Hold {
 pub(crate) async fn acquire(
     client: &Arc<ClientInner>,
     acquirer: &Arc<dyn Acquirer>,
-    lease: Lease,
+    (lease, max_hold): (Lease, Option<Duration>),
     wait: Wait,
     new_owner: bool,
 ) -> Result<Option<Hold>> {
     let labels = &acquirer.target().labels;
-    let acquiring = acquire_confirmed(client, acquirer, lease, wait, new_owner);
+    let terms = Terms::new(client, lease, max_hold)?;
+    let acquiring = acquire_confirmed(client, acquirer, terms, wait, new_owner);
     crate::metrics::metered(labels, wait, acquiring).await
 }
 
@@ -93,11 +94,11 @@ pub(crate) async fn acquire(
 async fn acquire_confirmed(
     client: &Arc<ClientInner>,
     acquirer: &Arc<dyn Acquirer>,
-    lease: Lease,
+    terms: Terms,
     wait: Wait,
     new_owner: bool,
 ) -> Result<Option<Hold>> {
-    let Some(hold) = acquire_on_primary(client, acquirer, lease, wait, new_owner).await? else {
+    let Some(hold) = acquire_on_primary(client, acquirer, terms, wait, new_owner).await? else {
         return Ok(None);
     };
     if client.replica_sync == 0 {
@@ -180,11 +181,10 @@ async fn confirm_on_replicas(
 async fn acquire_on_primary(
     client: &Arc<ClientInner>,
     acquirer: &Arc<dyn Acquirer>,
-    wait_lease: Lease,
+    terms: Terms,
     wait: Wait,
     new_owner: bool,
 ) -> Result<Option<Hold>> {
-    let terms = Terms::new(client, wait_lease)?;
     let (wait, deadline) = wait.start()?;
     let lock_name = &acquirer.target().name;
     // Only an owner made for this acquisition: any other may hold the lock
@@ -247,24 +247,39 @@ pub(super) struct Terms {
     pub(super) lease_ms: u64,
     /// Renewed by the watchdog (no explicit lease).
     pub(super) renewed: bool,
+    /// The longest the hold may last, from the instant its acquire is sent
+    /// (the handle's, else `Config::max_hold`).
+    pub(super) max_hold: Option<Duration>,
 }
 
 impl Terms {
-    fn new(client: &ClientInner, lease: Lease) -> Result<Terms> {
-        Ok(match lease {
+    fn new(client: &ClientInner, lease: Lease, max_hold: Option<Duration>) -> Result<Terms> {
+        let max_hold = max_hold.or(client.config.max_hold);
+        if let Some(limit) = max_hold {
+            if limit.is_zero() || limit > crate::config::MAX_DURATION {
+                return Err(Error::invalid(format!(
+                    "a maximum hold must be between 1 ms and {} s, got {limit:?}",
+                    crate::config::MAX_DURATION.as_secs()
+                )));
+            }
+        }
+        let terms = match lease {
             Lease::Watchdog => {
                 let lease = client.config.lock_watchdog_timeout;
                 Terms {
                     lease,
                     lease_ms: duration_to_millis("watchdog timeout", lease)?,
                     renewed: true,
+                    max_hold,
                 }
             }
             Lease::Fixed(lease) => Terms {
                 lease,
                 lease_ms: duration_to_millis("lease", lease)?,
                 renewed: false,
+                max_hold,
             },
-        })
+        };
+        Ok(terms)
     }
 }

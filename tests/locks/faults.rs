@@ -109,6 +109,14 @@ async fn child_process_entry() {
             println!("HELD");
             std::future::pending::<()>().await;
         }
+        "pes-renewed" => {
+            // Takes a watchdog-renewed permit and keeps it, renewed, until killed.
+            let sem = client.get_permit_expirable_semaphore(var("LOCK")).unwrap();
+            let permit = sem.acquire_renewed().await.unwrap();
+            println!("HELD");
+            std::future::pending::<()>().await;
+            drop(permit);
+        }
         other => panic!("unknown child mode {other}"),
     }
 }

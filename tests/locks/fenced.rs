@@ -216,3 +216,90 @@ async fn a_counter_that_is_no_number_is_refused_and_takes_nothing() {
     let held: bool = admin.exists("texty").await.unwrap();
     assert!(!held, "a refused acquire takes nothing");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fenced_store_writes_only_for_a_newer_token() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let store = client.get_fenced_store("fenced:data").unwrap();
+    assert_eq!(store.read().await.unwrap(), None);
+
+    let first = store.write(5, b"five").await.unwrap();
+    assert!(first.written());
+    assert_eq!(first.fence(), 5);
+    // Stale and equal tokens are refused, and say which fence refused them.
+    for stale in [4, 5, 1] {
+        let refused = store.write(stale, b"stale").await.unwrap();
+        assert!(!refused.written(), "{stale}");
+        assert_eq!(refused.fence(), 5);
+    }
+    assert_eq!(store.read().await.unwrap(), Some((b"five".to_vec(), 5)));
+    // Newer writes; compared exactly past 2^53 and across digit counts.
+    assert!(store.write(10, b"ten").await.unwrap().written());
+    assert!(!store.write(9, b"nine").await.unwrap().written());
+    let big = (1u64 << 53) + 1;
+    assert!(store.write(big, b"big").await.unwrap().written());
+    assert!(!store.write(big - 1, b"x").await.unwrap().written());
+    assert!(store.write(u64::MAX, b"max").await.unwrap().written());
+    assert!(!store.write(u64::MAX, b"again").await.unwrap().written());
+    assert_eq!(
+        store.read().await.unwrap(),
+        Some((b"max".to_vec(), u64::MAX))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fenced_store_refuses_bad_input_with_typed_errors() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let mut admin = server.admin().await;
+    let store = client.get_fenced_store("fenced:bad").unwrap();
+    assert!(store
+        .write(0, b"v")
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(server.keys().await.is_empty());
+    assert!(client.get_fenced_store("").is_err());
+
+    let _: () = admin.set("fenced:bad", "a string").await.unwrap();
+    let err = store.write(1, b"v").await.unwrap_err();
+    assert!(err.is_wrong_type(), "{err}");
+    assert!(store.read().await.unwrap_err().is_wrong_type());
+    let _: () = admin.del("fenced:bad").await.unwrap();
+    let _: () = admin
+        .hset_multiple("fenced:bad", &[("value", "v"), ("fence", "nope")])
+        .await
+        .unwrap();
+    assert!(store.write(1, b"v").await.is_err());
+    assert!(store.read().await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_holders_late_write_is_refused_by_the_fenced_store() {
+    let server = RedisServer::start();
+    let (slow, fast) = (server.client().await, server.client().await);
+    let store = fast.get_fenced_store("fenced:balance").unwrap();
+    let lease = Duration::from_millis(200);
+    let (paused, old) = slow
+        .get_fenced_lock("fenced:acct")
+        .unwrap()
+        .try_lock_and_get_token(Duration::from_secs(1), Some(lease))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(lease * 2).await;
+    let (guard, token) = fast
+        .get_fenced_lock("fenced:acct")
+        .unwrap()
+        .lock_and_get_token()
+        .await
+        .unwrap();
+    assert!(token > old);
+    assert!(store.write(token, b"B").await.unwrap().written());
+    let late = slow.get_fenced_store("fenced:balance").unwrap();
+    assert!(!late.write(old, b"A, stale").await.unwrap().written());
+    assert_eq!(store.read().await.unwrap(), Some((b"B".to_vec(), token)));
+    guard.unlock().await.unwrap();
+    drop(paused);
+}

@@ -1362,6 +1362,63 @@ async fn java_and_rust_release_each_others_expirable_permits() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_sees_a_renewed_rust_permit_held_past_its_lease_then_returned() {
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let lease = Duration::from_secs(1);
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = lease)
+        .await;
+    let sem = client
+        .get_permit_expirable_semaphore("renewed-pes")
+        .unwrap();
+    assert!(sem.try_set_permits(1).await.unwrap());
+    let mut admin = server.admin().await;
+    let permit = sem.acquire_renewed().await.unwrap();
+    let id = *permit.id().as_bytes();
+    let score = |admin: &mut redis::aio::MultiplexedConnection| {
+        let mut admin = admin.clone();
+        async move {
+            let score: Option<f64> = admin
+                .zscore("{renewed-pes}:timeout", &id[..])
+                .await
+                .unwrap();
+            score
+        }
+    };
+    let first = score(&mut admin).await.expect("out");
+
+    // Three leases on: Java (which reclaims by its own clock) still finds it
+    // out, and its lease end has moved.
+    tokio::time::sleep(lease * 3).await;
+    sync_op(&mut java, "j", "pes_available", "renewed-pes", json!({}));
+    assert_eq!(
+        java.expect("pes_available", Some("j"), SOON).await["permits"],
+        0
+    );
+    let moved = score(&mut admin).await.expect("still out");
+    assert!(
+        moved - first >= 1_500.0,
+        "the lease end moved {} ms",
+        moved - first
+    );
+
+    // Dropped in Rust: Java sees it back.
+    drop(permit);
+    assert!(
+        eventually(SOON, || async {
+            sem.available_permits().await.unwrap() == 1
+        })
+        .await
+    );
+    sync_op(&mut java, "j", "pes_available", "renewed-pes", json!({}));
+    assert_eq!(
+        java.expect("pes_available", Some("j"), SOON).await["permits"],
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_count_down_and_wake_each_other_on_one_latch() {
     let server = RedisServer::start();
     let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;

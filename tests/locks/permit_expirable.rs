@@ -275,3 +275,184 @@ async fn cut_connections_and_dropped_acquires_leave_no_permit_out() {
         sem.available_permits().await.unwrap()
     );
 }
+
+/// The watchdog timeout of the renewed-permit tests: renewed every 200 ms.
+const RENEW_LEASE: Duration = Duration::from_millis(600);
+
+async fn lease_end(admin: &mut redis::aio::MultiplexedConnection, name: &str, id: &[u8]) -> f64 {
+    let key = format!("{{{name}}}:timeout");
+    let score: Option<f64> = admin.zscore(key, id).await.unwrap();
+    score.expect("the permit is out")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_permit_lease_moves_while_held_and_ends_with_release() {
+    let server = RedisServer::start();
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = RENEW_LEASE)
+        .await;
+    let sem = client.get_permit_expirable_semaphore("renewed").unwrap();
+    sem.try_set_permits(1).await.unwrap();
+    let mut admin = server.admin().await;
+
+    let permit = sem.acquire_renewed().await.unwrap();
+    assert!(permit.valid_for().unwrap() <= RENEW_LEASE);
+    assert_eq!(client.renewed_holds(), 1);
+    let id = *permit.id().as_bytes();
+    let first = lease_end(&mut admin, "renewed", &id).await;
+    // Five leases long: the score keeps moving, the permit never comes back.
+    let mut last = first;
+    let mut moves = 0;
+    for _ in 0..10 {
+        tokio::time::sleep(RENEW_LEASE / 2).await;
+        assert_eq!(sem.available_permits().await.unwrap(), 0, "came back");
+        let now = lease_end(&mut admin, "renewed", &id).await;
+        assert!(now >= last, "the lease moved back");
+        moves += usize::from(now > last);
+        last = now;
+    }
+    println!(
+        "renewed permit: lease end moved {moves} times, by {} ms",
+        last - first
+    );
+    assert!(moves >= 5, "moved {moves} times");
+    assert!(last - first >= 2_000.0);
+    assert!(!permit.is_lease_lost());
+    assert!(permit.valid_for().is_some());
+
+    permit.release().await.unwrap();
+    assert_eq!(client.renewed_holds(), 0);
+    assert_eq!(sem.available_permits().await.unwrap(), 1);
+    assert!(server.keys().await.iter().all(|k| k != "{renewed}:timeout"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_permit_released_elsewhere_is_reported_lost() {
+    let server = RedisServer::start();
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = RENEW_LEASE)
+        .await;
+    let sem = client.get_permit_expirable_semaphore("taken-away").unwrap();
+    sem.try_set_permits(1).await.unwrap();
+    let permit = sem.acquire_renewed().await.unwrap();
+    // Released by id (as a Java client could): the next renewal finds it gone.
+    sem.release(&permit.id()).await.unwrap();
+    within(RENEW_LEASE * 2, "lease_lost", permit.lease_lost()).await;
+    assert_eq!(permit.valid_for(), None);
+    assert_eq!(client.renewed_holds(), 0);
+    assert!(permit.release().await.unwrap_err().is_not_held());
+    assert_eq!(sem.available_permits().await.unwrap(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_permit_is_released_promptly() {
+    let server = RedisServer::start();
+    let client = server.client().await; // the default 30 s watchdog
+    let sem = client.get_permit_expirable_semaphore("dropped").unwrap();
+    sem.try_set_permits(1).await.unwrap();
+    let permit = sem.acquire_renewed().await.unwrap();
+    assert_eq!(sem.available_permits().await.unwrap(), 0);
+    let started = Instant::now();
+    drop(permit);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            sem.available_permits().await.unwrap() == 1
+        })
+        .await
+    );
+    println!("dropped permit back after {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(client.renewed_holds(), 0);
+    // A waiter behind a dropped permit gets it without the lease (30 s).
+    let holder = sem.acquire_renewed().await.unwrap();
+    let waiter = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.try_acquire_renewed(Duration::from_secs(10)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(holder);
+    let next = within(Duration::from_secs(10), "the waiter", waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the dropped permit");
+    next.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holder_of_a_renewed_permit_gives_it_back_within_one_lease() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let sem = client
+        .get_permit_expirable_semaphore("renewed-kill")
+        .unwrap();
+    sem.try_set_permits(1).await.unwrap();
+    let lease = Duration::from_millis(1000);
+
+    let mut child = ChildHolder::spawn(&[
+        ("CHILD", "pes-renewed".into()),
+        ("URL", server.url()),
+        ("LOCK", "renewed-kill".into()),
+        ("WATCHDOG_MS", lease.as_millis().to_string()),
+    ]);
+    assert!(child.wait_for_line("HELD"), "the child took no permit");
+    // Renewed: held past several leases while the child lives.
+    tokio::time::sleep(lease * 3).await;
+    assert_eq!(sem.available_permits().await.unwrap(), 0, "not renewed");
+    let killed = Instant::now();
+    child.kill();
+    assert!(
+        eventually(lease + Duration::from_secs(5), || async {
+            sem.available_permits().await.unwrap() == 1
+        })
+        .await,
+        "the killed child's permit did not come back"
+    );
+    let back_after = killed.elapsed();
+    println!(
+        "renewed permit of a SIGKILLed child back {back_after:?} after the kill (lease {lease:?})"
+    );
+    assert!(
+        back_after <= lease + Duration::from_millis(500),
+        "{back_after:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_renewed_acquire_leaves_no_permit() {
+    let server = RedisServer::start();
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = RENEW_LEASE)
+        .await;
+    let sem = client.get_permit_expirable_semaphore("cancelled").unwrap();
+    sem.try_set_permits(1).await.unwrap();
+
+    // A waiter behind a held permit, cancelled.
+    let holder = sem.acquire_renewed().await.unwrap();
+    let waiting = tokio::time::timeout(Duration::from_millis(300), sem.acquire_renewed()).await;
+    assert!(waiting.is_err(), "acquired a held permit");
+    holder.release().await.unwrap();
+
+    // Acquires cut short at every point, from nothing sent to the reply.
+    for i in 0..200u64 {
+        let limit = Duration::from_micros((i * 7919) % 3000);
+        if let Ok(taken) = tokio::time::timeout(limit, sem.acquire_renewed()).await {
+            drop(taken.unwrap());
+        }
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            sem.available_permits().await.unwrap() == 1 && client.renewed_holds() == 0
+        })
+        .await,
+        "left behind: {} available, {} renewed",
+        sem.available_permits().await.unwrap(),
+        client.renewed_holds()
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.channels().await.is_empty()
+        })
+        .await
+    );
+}
