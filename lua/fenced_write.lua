@@ -6,11 +6,11 @@
 -- ARGV[2]  the value
 --
 -- Reply: {1, token} when written (the token is now the stored fence); {0, fence}
---        when refused: the stored fence is the writer's token or newer (equal is
---        refused: two writes under one hold are the holder's to order, and a
---        token reused by a stale holder must not pass). The fence as a string:
---        tokens are compared as digit strings, exact over all of u64 (a Lua
---        number is a double, exact only to 2^53).
+--        when refused: the stored fence is newer than the writer's token. An
+--        equal token writes: tokens are drawn once per acquisition, so an equal
+--        one is the same hold writing again. The fence as a string: tokens are
+--        compared as digit strings, exact over all of u64 (a Lua number is a
+--        double, exact only to 2^53).
 
 local store, token, value = KEYS[1], ARGV[1], ARGV[2]
 
@@ -24,16 +24,19 @@ if fence and not string.match(fence, '^%d+$') then
     return redis.error_reply('ERR the fence of ' .. store .. ' is not a token: ' .. fence)
 end
 
--- Is decimal `a` greater than decimal `b` (no leading zeros)? Longer is larger;
--- of one length, the later in byte order.
+-- Is decimal `a` greater than decimal `b`? Without leading zeros (a fence
+-- written elsewhere may have some), longer is larger; of one length, the
+-- later in byte order.
 local function newer(a, b)
+    a = string.gsub(a, '^0+(%d)', '%1')
+    b = string.gsub(b, '^0+(%d)', '%1')
     if #a ~= #b then
         return #a > #b
     end
     return a > b
 end
 
-if fence and not newer(token, fence) then
+if fence and newer(fence, token) then
     return {0, fence}
 end
 redis.call('hset', store, 'value', value, 'fence', token)

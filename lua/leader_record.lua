@@ -19,6 +19,12 @@ local owner, epoch, publish = ARGV[1], ARGV[2], ARGV[3]
 if redis.call('hexists', lock, owner) == 0 or redis.call('get', counter) ~= epoch then
     return nil
 end
+-- Someone else's key of another type under the record's name: refused, not
+-- overwritten.
+local kind = redis.call('type', record).ok
+if kind ~= 'none' and kind ~= 'string' then
+    return redis.error_reply('WRONGTYPE the leader record ' .. record .. ' holds a ' .. kind)
+end
 
 -- Seconds and microseconds as strings: joined as text, exact at any date.
 local now = redis.call('time')

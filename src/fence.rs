@@ -4,28 +4,28 @@
 //! itself: a holder paused past its lease (a GC pause, a frozen VM) still
 //! believes it holds the lock, and writes. What makes the token work is a store
 //! that *checks* it, in the same atomic step as the write: remember the newest
-//! token that wrote, and refuse any write that does not bring a newer one. So
-//! a stale holder's late write is refused whatever it believes.
+//! token that wrote, and refuse any write that brings an older one. So a stale
+//! holder's late write is refused whatever it believes.
 //!
 //! [`FencedStore`] is that store for a value kept in Redis: one HASH per value,
 //! field `value` (the data) and field `fence` (the token of the write that set
 //! it), written by one script (`lua/fenced_write.lua`) that compares and writes
-//! at once. Tokens are compared exactly over all of `u64`. An equal token is
-//! refused: the holder of that token wrote already, and ordering its own writes
-//! is its business; a store that let equal tokens through would let a stale
-//! holder through once the newer one wrote under the same token.
+//! at once. Tokens are compared exactly over all of `u64`. An equal token
+//! writes: a token is drawn once per acquisition (a re-entry draws a new one),
+//! so an equal token is the same hold writing again, and a holder may write
+//! as often as it likes while it holds.
 //!
 //! For data kept elsewhere the rule is the same, in that store's own atomic
 //! step. In SQL, keep a `fence` column beside the data and make the check part
 //! of the write:
 //!
 //! ```sql
-//! UPDATE t SET v = $1, fence = $2 WHERE id = $3 AND fence < $2
+//! UPDATE t SET v = $1, fence = $2 WHERE id = $3 AND fence <= $2
 //! ```
 //!
 //! and treat "0 rows updated" as "a newer holder wrote; stop". (Insert the row
 //! with `fence = 0` first, or use `INSERT ... ON CONFLICT (id) DO UPDATE ...
-//! WHERE t.fence < excluded.fence`.)
+//! WHERE t.fence <= excluded.fence`.)
 
 use std::sync::Arc;
 
@@ -40,13 +40,14 @@ use crate::scripts;
 /// where the store compares it with the last writer's in the same atomic step
 /// as the write: a holder paused past its lease still believes it holds the
 /// lock, and writes. This store is a HASH with fields `value` and `fence`,
-/// written by one script only for a token strictly newer than `fence` (an equal
-/// one is refused too), compared exactly over all of `u64`. For data in SQL the
+/// written by one script only for a token at least as new as `fence` (an
+/// equal one is the same hold writing again), compared exactly over all of
+/// `u64`. For data in SQL the
 /// same rule is one statement, with "0 rows" meaning "a newer holder wrote;
 /// stop":
 ///
 /// ```sql
-/// UPDATE t SET v = $1, fence = $2 WHERE id = $3 AND fence < $2
+/// UPDATE t SET v = $1, fence = $2 WHERE id = $3 AND fence <= $2
 /// ```
 ///
 /// ```no_run

@@ -150,7 +150,7 @@ pub(crate) fn is_nobody(field: &str) -> bool {
 }
 
 /// A fresh owner id for one acquisition.
-fn new_acquisition_id() -> u64 {
+pub(crate) fn new_acquisition_id() -> u64 {
     NEXT_ACQUISITION_ID.fetch_add(1, Ordering::Relaxed)
 }
 

@@ -431,7 +431,7 @@ async fn renew_all(registry: &Registry, conn: &mut Conn, lease: Duration) -> boo
                     // Gone on the server: every hold this round covered is lost. A
                     // hold activated since (a re-entry on a freed key) is not.
                     crate::trace::warn_event!(
-                        "lock {:?}: lease lost (renewal found the hold gone: expired, forced or taken over)",
+                        "{:?}: lease lost (renewal found the hold or permit gone: expired, forced, released elsewhere or taken over)",
                         key.0
                     );
                     registry.update(key, |entry| entry.lose_up_to(*newest));

@@ -21,6 +21,12 @@ use crate::lock::LockGuard;
 /// highest epoch seen and refuses lower ones: a leader paused past its term
 /// is then refused, whatever it believes.
 ///
+/// # Campaigning again while leading
+/// Every [`campaign`](crate::LeaderElection::campaign) is a participant of its
+/// own, so one made while this term lasts (inside its
+/// [`run`](Leadership::run) too) waits for this term to end: a leader that
+/// awaits its own next campaign inside its term waits for ever.
+///
 /// # Drop
 /// Dropping it resigns, as a dropped [`LockGuard`] releases: renewal stops at
 /// once and the release is sent from the client's own thread. Call

@@ -75,8 +75,9 @@ impl LeaderElection {
 
     /// Waits, as long as it takes, until this participant leads; its term
     /// is the returned [`Leadership`]. Each call is a participant of its
-    /// own (an owner made for this campaign), so two campaigns of one client
-    /// take turns like two processes.
+    /// own (an owner made for this campaign, whatever the owner mode or
+    /// scope), so two campaigns of one client take turns like two processes,
+    /// and a campaign never re-enters a term already won.
     ///
     /// The win is the fenced lock's acquisition (queued behind the current
     /// leader, woken by its release, bounded by its lease when it dies), then
@@ -98,8 +99,16 @@ impl LeaderElection {
     /// Cancel safe: a dropped campaign leaves no hold, waiter or subscription
     /// (a win it had already drawn is released as a dropped guard is).
     pub async fn campaign(&self) -> Result<Leadership> {
-        let (guard, epoch) = self.lock.lock_and_get_token().await?;
+        let (guard, epoch) = self.participant().lock_and_get_token().await?;
         self.recorded(guard, epoch).await
+    }
+
+    /// The fenced lock acting for an owner made for one campaign, whatever the
+    /// client's owner mode or the caller's scope: a campaign never re-enters a
+    /// term (which would draw a new epoch for a leader already leading, and
+    /// leave its first handle's epoch stale while it still believes it leads).
+    fn participant(&self) -> RFencedLock {
+        self.lock.for_owner(crate::owner::new_acquisition_id())
     }
 
     /// As [`campaign`](LeaderElection::campaign), waiting at most `wait`;
@@ -124,22 +133,47 @@ impl LeaderElection {
     /// # Cancel safety
     /// As [`campaign`](LeaderElection::campaign).
     pub async fn try_campaign(&self, wait: Duration) -> Result<Option<Leadership>> {
-        match self.lock.try_lock_and_get_token(wait, None).await? {
+        match self
+            .participant()
+            .try_lock_and_get_token(wait, None)
+            .await?
+        {
             Some((guard, epoch)) => self.recorded(guard, epoch).await.map(Some),
             None => Ok(None),
         }
     }
 
-    /// Records the win of `guard`, drawn as `epoch`, and makes it a term. On
-    /// any failure the guard is dropped here, which releases the hold.
+    /// Records the win of `guard`, drawn as `epoch`, and makes it a term. The
+    /// record's script checks the win still stands and may run twice (it
+    /// writes the same), so a transient failure is retried as the client's
+    /// commands are; a win that is over by the server's state or by this
+    /// client's clock is no term. On any failure the guard is dropped here,
+    /// which releases the hold.
     async fn recorded(&self, guard: LockGuard, epoch: u64) -> Result<Leadership> {
+        let lost = || Error::LeaseLost {
+            name: self.name().to_owned(),
+        };
         let mut conn = self.client.conn.clone();
-        match record::write(&mut conn, self.name(), guard.owner_field(), epoch).await? {
-            Some(since_ms) => Ok(Leadership::new(guard, epoch, since_ms)),
-            None => Err(Error::LeaseLost {
-                name: self.name().to_owned(),
-            }),
+        let config = &self.client.config;
+        let mut attempt = 0;
+        let since_ms = loop {
+            match record::write(&mut conn, self.name(), guard.owner_field(), epoch).await {
+                Ok(Some(since_ms)) => break since_ms,
+                Ok(None) => return Err(lost()),
+                Err(e) if e.is_transient() && attempt < config.retry_attempts => {
+                    attempt += 1;
+                    tokio::time::sleep(config.retry_interval.min(config.timeout)).await;
+                }
+                Err(e) => return Err(e),
+            }
+            if guard.is_lease_lost() {
+                return Err(lost());
+            }
+        };
+        if guard.is_lease_lost() {
+            return Err(lost());
         }
+        Ok(Leadership::new(guard, epoch, since_ms))
     }
 
     /// Who leads now, read by anyone (participant or not, of this crate or

@@ -54,11 +54,16 @@ pub(super) async fn write(
 /// The last win recorded on election `name`; `None` when none was (only Java
 /// leaders so far) or the key holds something else than a record.
 pub(super) async fn read(conn: &mut Conn, name: &str) -> Result<Option<Record>> {
-    let text: Option<String> = redis::cmd("GET")
+    let text: Option<String> = match redis::cmd("GET")
         .arg(record_key(name))
         .query_async(conn)
         .await
-        .map_err(|e| Error::from_redis(name, e))?;
+    {
+        Ok(text) => text,
+        // Someone else's key of another type: no record, not a failure.
+        Err(e) if Error::from_redis(name, e.clone()).is_wrong_type() => None,
+        Err(e) => return Err(Error::from_redis(name, e)),
+    };
     Ok(text.and_then(|text| parse(&text)))
 }
 

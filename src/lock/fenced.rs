@@ -134,6 +134,14 @@ impl RFencedLock {
         }
     }
 
+    /// This fenced lock acting for owner `id` (as [`RLock::with_owner_id`]),
+    /// still fenced.
+    pub(crate) fn for_owner(&self, id: u64) -> RFencedLock {
+        RFencedLock {
+            lock: self.lock.with_owner_id(id),
+        }
+    }
+
     /// Acquires the lock as [`RLock::lock`] does, and returns the token it drew
     /// with the guard (Redisson `lockAndGetToken()`). Keep the guard bound:
     /// `let (_, token) = ...` releases the lock at once; use `(_guard, token)`.

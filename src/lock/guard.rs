@@ -198,23 +198,34 @@ impl LockGuard {
     /// [`Error::LeaseLost`](crate::Error::LeaseLost) when the hold was lost
     /// first (a lost hold wins a tie: the section's result is not trusted).
     ///
+    /// The section is stopped between two of its steps: one that computes
+    /// without yielding to the runtime runs on until it yields.
+    ///
     /// # Cancel safety
     /// Dropping the call drops the section where it stands, as the loss does.
     pub async fn run<F: std::future::Future>(&self, section: F) -> crate::Result<F::Output> {
-        let section = self.scope(section);
-        tokio::select! {
-            biased;
-            () = self.lease_lost() => Err(crate::Error::LeaseLost {
-                name: self.ops.name().to_owned(),
-            }),
-            output = section => {
-                if self.is_lease_lost() {
-                    Err(crate::Error::LeaseLost { name: self.ops.name().to_owned() })
-                } else {
-                    Ok(output)
-                }
+        use std::future::Future as _;
+        use std::task::Poll;
+        let lost = || crate::Error::LeaseLost {
+            name: self.ops.name().to_owned(),
+        };
+        let mut section = std::pin::pin!(self.scope(section));
+        let mut watch = std::pin::pin!(self.lease_lost());
+        std::future::poll_fn(|cx| {
+            // The clock is read before every poll of the section: a wake-up
+            // that comes after the validity ended, before the timer fired,
+            // must not let the section take one more step.
+            if watch.as_mut().poll(cx).is_ready() || self.is_lease_lost() {
+                return Poll::Ready(Err(lost()));
             }
-        }
+            match section.as_mut().poll(cx) {
+                // A loss that ties with the end wins: the result is not trusted.
+                Poll::Ready(_) if self.is_lease_lost() => Poll::Ready(Err(lost())),
+                Poll::Ready(output) => Poll::Ready(Ok(output)),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await
     }
 
     /// Releases this hold.

@@ -536,7 +536,11 @@ impl RPermitExpirableSemaphore {
 /// time left, [`lease_lost`](Permit::lease_lost) completes once a renewal found
 /// the permit gone (its lease ended, someone released it by id) or the
 /// validity ran out. The lease end is on this client's wall clock, as in
-/// Redisson: every client reclaims expired permits by its own clock.
+/// Redisson: every client reclaims expired permits by its own clock. So the
+/// validity holds only while the clients' wall clocks agree: a client whose
+/// clock runs ahead by *d* reclaims the permit *d* early (the drift margin
+/// covers clock rates, not offsets). Keep the clocks synchronised (NTP), or
+/// stop work well before [`valid_for`](Permit::valid_for) ends.
 ///
 /// # Drop
 /// Dropping it stops the renewal at once and sends the release from the

@@ -227,13 +227,20 @@ async fn the_fenced_store_writes_only_for_a_newer_token() {
     let first = store.write(5, b"five").await.unwrap();
     assert!(first.written());
     assert_eq!(first.fence(), 5);
-    // Stale and equal tokens are refused, and say which fence refused them.
-    for stale in [4, 5, 1] {
+    // Stale tokens are refused, and say which fence refused them.
+    for stale in [4, 1] {
         let refused = store.write(stale, b"stale").await.unwrap();
         assert!(!refused.written(), "{stale}");
         assert_eq!(refused.fence(), 5);
     }
     assert_eq!(store.read().await.unwrap(), Some((b"five".to_vec(), 5)));
+    // The same token is the same hold writing again: it writes.
+    let again = store.write(5, b"five again").await.unwrap();
+    assert!(again.written() && again.fence() == 5);
+    assert_eq!(
+        store.read().await.unwrap(),
+        Some((b"five again".to_vec(), 5))
+    );
     // Newer writes; compared exactly past 2^53 and across digit counts.
     assert!(store.write(10, b"ten").await.unwrap().written());
     assert!(!store.write(9, b"nine").await.unwrap().written());
@@ -241,11 +248,16 @@ async fn the_fenced_store_writes_only_for_a_newer_token() {
     assert!(store.write(big, b"big").await.unwrap().written());
     assert!(!store.write(big - 1, b"x").await.unwrap().written());
     assert!(store.write(u64::MAX, b"max").await.unwrap().written());
-    assert!(!store.write(u64::MAX, b"again").await.unwrap().written());
+    assert!(!store.write(u64::MAX - 1, b"older").await.unwrap().written());
     assert_eq!(
         store.read().await.unwrap(),
         Some((b"max".to_vec(), u64::MAX))
     );
+    // A fence written elsewhere with leading zeros compares by its value.
+    let mut admin = server.admin().await;
+    let _: () = admin.hset("fenced:data", "fence", "007").await.unwrap();
+    assert!(store.write(9, b"nine").await.unwrap().written());
+    assert!(!store.write(6, b"six").await.unwrap().written());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
