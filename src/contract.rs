@@ -178,6 +178,16 @@ pub(crate) enum Wait {
 }
 
 impl Wait {
+    /// A single try: it gives up at the first busy reply, which is not a wait
+    /// that ran out (a zero wait is one try, see [`start`](Wait::start)).
+    pub(crate) fn is_one_off(self) -> bool {
+        match self {
+            Wait::Once => true,
+            Wait::For(limit) => limit.is_zero(),
+            Wait::Forever => false,
+        }
+    }
+
     /// The wait as the loops run it, and its deadline: a zero wait is one try
     /// (Java's `tryLock(0, ...)`) and never queues; an absurd one is refused.
     pub(crate) fn start(self) -> Result<(Wait, Option<Instant>)> {

@@ -129,7 +129,6 @@ mod recording {
     use super::names::*;
     use super::Kind;
     use crate::config::Config;
-    use crate::contract::Wait;
     use crate::error::Result;
 
     /// Every metric is registered with this metadata: the crate's target, so a
@@ -242,12 +241,13 @@ mod recording {
     }
 
     /// Runs `acquiring` (an acquire: `Ok(None)` when it did not get what it
-    /// asked), measuring it with `labels`: counted among the waiting from the
+    /// asked; `one_off` when it is a single try, whose "no" is busy rather
+    /// than a wait that ran out), measuring it with `labels`: counted among the waiting from the
     /// call on, and when it ends, its wait recorded and its outcome counted.
     /// A dropped future counts as cancelled, and leaves the waiting gauge.
     pub(crate) async fn metered<T, F>(
         labels: &Labels,
-        wait: Wait,
+        one_off: bool,
         acquiring: F,
     ) -> Result<Option<T>>
     where
@@ -255,7 +255,7 @@ mod recording {
     {
         let mut meter = AcquireMeter::start(labels);
         let outcome = acquiring.await;
-        meter.end(wait, &outcome);
+        meter.end(one_off, &outcome);
         outcome
     }
 
@@ -282,7 +282,7 @@ mod recording {
             }
         }
 
-        fn end<T>(&mut self, wait: Wait, outcome: &Result<Option<T>>) {
+        fn end<T>(&mut self, one_off: bool, outcome: &Result<Option<T>>) {
             self.ended = true;
             let labels = self.labels;
             labels
@@ -290,7 +290,7 @@ mod recording {
                 .record(self.since.elapsed().as_secs_f64());
             match outcome {
                 Ok(Some(_)) => labels.counter(ACQUISITIONS).increment(1),
-                Ok(None) if is_one_off(wait) => labels.counter(BUSY).increment(1),
+                Ok(None) if one_off => labels.counter(BUSY).increment(1),
                 Ok(None) => labels.counter(TIMEOUTS).increment(1),
                 Err(_) => {
                     let key = labels.key_with(ERRORS, Label::from_static_parts("op", "acquire"));
@@ -306,16 +306,6 @@ mod recording {
                 self.labels.counter(CANCELLED).increment(1);
             }
             self.waiting.decrement(1.0);
-        }
-    }
-
-    /// A one-off try: it gives up at the first busy reply, which is not a wait
-    /// that ran out (a zero wait is one try, see [`Wait::start`]).
-    fn is_one_off(wait: Wait) -> bool {
-        match wait {
-            Wait::Once => true,
-            Wait::For(limit) => limit.is_zero(),
-            Wait::Forever => false,
         }
     }
 
@@ -405,7 +395,6 @@ mod silent {
 
     use super::Kind;
     use crate::config::Config;
-    use crate::contract::Wait;
 
     #[derive(Debug, Clone)]
     pub(crate) struct Labels;
@@ -425,7 +414,7 @@ mod silent {
 
     /// The acquisition itself.
     #[inline(always)]
-    pub(crate) fn metered<F>(_labels: &Labels, _wait: Wait, acquiring: F) -> F {
+    pub(crate) fn metered<F>(_labels: &Labels, _one_off: bool, acquiring: F) -> F {
         acquiring
     }
 

@@ -223,10 +223,12 @@ impl Watchdog {
 
     /// How many (lock, owner) pairs have renewed holds right now.
     pub(crate) fn active_holds(&self) -> usize {
+        // A hold past its term is renewed no more: it does not count.
+        let now = Instant::now();
         self.registry
             .holds()
             .values()
-            .filter(|e| !e.holds.is_empty())
+            .filter(|e| e.due(now).is_some())
             .count()
     }
 }

@@ -87,7 +87,7 @@ pub(crate) async fn acquire(
     let labels = &acquirer.target().labels;
     let terms = Terms::new(client, lease, max_hold)?;
     let acquiring = acquire_confirmed(client, acquirer, terms, wait, new_owner);
-    crate::metrics::metered(labels, wait, acquiring).await
+    crate::metrics::metered(labels, wait.is_one_off(), acquiring).await
 }
 
 /// [`acquire`], unmeasured.

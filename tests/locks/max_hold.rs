@@ -30,6 +30,7 @@ async fn a_hold_is_lost_at_its_term_renewed_no_more_and_frees_within_a_lease() {
     tokio::time::sleep(WATCHDOG + Duration::from_millis(100)).await;
     assert!(!guard.is_lease_lost(), "lost before its term");
     assert!(lock.is_locked().await.unwrap());
+    assert_eq!(client.renewed_holds(), 1);
 
     within(TERM + LATE, "lease_lost at the term", guard.lease_lost()).await;
     let lost_after = started.elapsed();
@@ -41,6 +42,11 @@ async fn a_hold_is_lost_at_its_term_renewed_no_more_and_frees_within_a_lease() {
     assert!(lost_after < TERM + SLACK, "lost late: {lost_after:?}");
     assert!(guard.is_lease_lost());
     assert_eq!(guard.valid_for(), None);
+    assert_eq!(
+        client.renewed_holds(),
+        0,
+        "a hold past its term is renewed no more"
+    );
 
     // No renewal after the term: the key ends with its last lease.
     server.reset_stats().await;
