@@ -56,9 +56,7 @@ pub struct Identity {
 impl Identity {
     /// The identity of a client of this process.
     pub(crate) fn of_this_process(client_id: &str, name: Option<String>) -> Identity {
-        let started_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let started_ms = crate::scripts::epoch_millis();
         Identity {
             client_id: client_id.to_owned(),
             library: LIBRARY.to_owned(),

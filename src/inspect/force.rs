@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::{Kind, Snapshot};
 use crate::client::{Client, ClientInner};
 use crate::error::{Error, Result};
+use crate::lock::RLock;
 
 /// Frees `name` whatever holds it; returns what held it just before and
 /// whether the force freed anything.
@@ -42,21 +43,13 @@ pub(crate) async fn force_unlock(
                 .iter()
                 .filter_map(|h| h.member.clone())
                 .collect();
-            let channel = crate::keys::lock_channel(name);
-            let freed = !ids.is_empty()
-                && crate::scripts::group_force_release(
-                    &mut inner.conn.clone(),
-                    name,
-                    &channel,
-                    &ids,
-                )
-                .await?;
-            if freed {
-                // As `RLock::force_unlock` does: this client's holds went too.
-                inner.watchdog.forget_lock(name);
-                inner.holdings.forget_detached_of(name);
-            }
-            freed
+            // The group kind's own force, through `RLock::force_unlock`, so
+            // this client's bookkeeping goes with it as for any lock.
+            let group = crate::lock::GroupMembers::new(ids);
+            !group.is_empty()
+                && RLock::new(inner.clone(), name.to_owned(), Arc::new(group))
+                    .force_unlock()
+                    .await?
         }
         Kind::Counter | Kind::PermitExpirableSemaphore => {
             return Err(Error::invalid(format!(

@@ -33,6 +33,11 @@ impl GroupMembers {
         ids.dedup();
         GroupMembers { ids: ids.into() }
     }
+
+    /// Whether there is no member at all (a group hash with no live hold).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
 }
 
 impl LockKind for GroupMembers {
