@@ -19,15 +19,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::conn::Conn;
 use crate::error::{Error, Result};
+use crate::keys;
 
 /// The library name a client of this crate announces (and sends with
 /// `CLIENT SETINFO LIB-NAME` where the server knows it).
 pub(crate) const LIBRARY: &str = "redisson-locks";
-
-/// The key under which client `client_id` says who it is.
-pub(crate) fn identity_key(client_id: &str) -> String {
-    format!("redisson_locks_client:{{{client_id}}}")
-}
 
 /// Who a client of this crate is, as it says on the server.
 ///
@@ -91,7 +87,7 @@ pub(crate) struct Announcement {
 impl Announcement {
     pub(crate) fn new(identity: &Identity, ttl: Duration) -> Announcement {
         Announcement {
-            key: identity_key(&identity.client_id),
+            key: keys::identity_key(&identity.client_id),
             // An Identity always serialises (strings and numbers only).
             value: serde_json::to_string(identity).unwrap_or_default(),
             ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1),
@@ -125,7 +121,7 @@ impl Announcement {
 /// A value that is not an identity (someone else's key) reads as none.
 pub(crate) async fn look_up(conn: &mut Conn, client_id: &str) -> Result<Option<Identity>> {
     let value: Option<Vec<u8>> = redis::cmd("GET")
-        .arg(identity_key(client_id))
+        .arg(keys::identity_key(client_id))
         .query_async(conn)
         .await
         .map_err(Error::redis)?;
@@ -137,14 +133,6 @@ pub(crate) async fn look_up(conn: &mut Conn, client_id: &str) -> Result<Option<I
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_key_is_tagged_by_the_client_id() {
-        assert_eq!(
-            identity_key("6c47fd2f-0000-4000-8000-000000000000"),
-            "redisson_locks_client:{6c47fd2f-0000-4000-8000-000000000000}"
-        );
-    }
 
     #[test]
     fn an_identity_round_trips_through_its_json() {

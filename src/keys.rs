@@ -36,8 +36,20 @@ pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
 /// how many permits that attempt took, for a settle to give back if the reply
 /// never came (see `semaphore_acquire.lua`). Redisson never reads it.
 pub(crate) fn semaphore_mark(name: &str, attempt: &str) -> String {
-    suffixed(name, &format!("rl-acquired:{attempt}"))
+    suffixed(name, &format!("{SEMAPHORE_MARK}:{attempt}"))
 }
+
+// The prefixes and infixes of the layout's auxiliary names, each written once:
+// the builders below use them, and `is_auxiliary` tells their keys apart.
+const FENCED_TOKEN: &str = "redisson_lock_token";
+const FAIR_QUEUE: &str = "redisson_lock_queue";
+/// Redisson's retried-release latches (`redisson_unlock_latch:{N}:<id>`).
+const UNLOCK_LATCH: &str = "redisson_unlock_latch";
+const IDENTITY: &str = "redisson_locks_client";
+const LEADER_RECORD: &str = "redisson_locks_leader";
+const LEADER_CHANNEL: &str = "redisson_locks_leader__channel";
+const READ_HOLD: &str = ":rwlock_timeout:";
+const SEMAPHORE_MARK: &str = "rl-acquired";
 
 /// The pub/sub channel on which a reentrant lock's unlock is announced.
 pub(crate) fn lock_channel(name: &str) -> String {
@@ -47,11 +59,56 @@ pub(crate) fn lock_channel(name: &str) -> String {
 /// The fair lock's waiting line: a LIST of owner fields in arrival order.
 /// The fenced lock's token counter: a STRING, no TTL, INCR on every acquisition.
 pub(crate) fn fenced_token(name: &str) -> String {
-    prefixed("redisson_lock_token", name)
+    prefixed(FENCED_TOKEN, name)
 }
 
 pub(crate) fn fair_queue(name: &str) -> String {
-    prefixed("redisson_lock_queue", name)
+    prefixed(FAIR_QUEUE, name)
+}
+
+/// The SCAN pattern of every fair queue.
+pub(crate) fn fair_queue_pattern() -> String {
+    format!("{FAIR_QUEUE}:*")
+}
+
+/// The lock a fair queue key belongs to: `redisson_lock_queue:{N}` names `N`,
+/// and `redisson_lock_queue:N` a name `N` with its own hash tag.
+pub(crate) fn lock_of_fair_queue(key: &str) -> Option<String> {
+    let rest = key.strip_prefix(FAIR_QUEUE)?.strip_prefix(':')?;
+    let name = match rest.strip_prefix('{').and_then(|r| r.strip_suffix('}')) {
+        Some(inner) if !inner.contains('{') && !inner.contains('}') => inner,
+        _ => rest,
+    };
+    (fair_queue(name) == key).then(|| name.to_owned())
+}
+
+/// The key under which client `client_id` says who it is (see `identity.rs`).
+pub(crate) fn identity_key(client_id: &str) -> String {
+    prefixed(IDENTITY, client_id)
+}
+
+/// A leader election's record of its last win (see `leader/record.rs`).
+pub(crate) fn leader_record(name: &str) -> String {
+    prefixed(LEADER_RECORD, name)
+}
+
+/// The channel on which a participant of this crate announces its win.
+pub(crate) fn leader_channel(name: &str) -> String {
+    prefixed(LEADER_CHANNEL, name)
+}
+
+/// Whether `key` is part of another object's layout rather than an object of
+/// its own: a fenced lock's token, a read hold's lease, a semaphore acquire's
+/// mark, a release's latch, a client's identity, an election's record.
+pub(crate) fn is_auxiliary(key: &str) -> bool {
+    [FENCED_TOKEN, UNLOCK_LATCH, IDENTITY, LEADER_RECORD]
+        .iter()
+        .any(|prefix| {
+            key.strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with(':'))
+        })
+        || key.contains(READ_HOLD)
+        || key.contains(&format!(":{SEMAPHORE_MARK}:"))
 }
 
 /// The fair lock's waiter deadlines: a ZSET of owner field -> epoch-ms deadline.
@@ -91,7 +148,7 @@ pub(crate) fn latch_channel(name: &str) -> String {
 /// `read_hold_key` in `lua/rw_common.lua`, which builds it server-side).
 #[cfg(test)]
 pub(crate) fn read_hold_key(name: &str, owner: &str, i: u64) -> String {
-    format!("{}:rwlock_timeout:{i}", suffixed(name, owner))
+    format!("{}{READ_HOLD}{i}", suffixed(name, owner))
 }
 
 /// The part of `key` Redis Cluster hashes: the content of the first `{...}` when it
@@ -223,6 +280,53 @@ mod tests {
             latch_channel("{t}m"),
             "redisson_countdownlatch__channel__{{t}m}"
         );
+    }
+
+    #[test]
+    fn crate_names_follow_the_same_tagging() {
+        assert_eq!(
+            identity_key("6c47fd2f-0000-4000-8000-000000000000"),
+            "redisson_locks_client:{6c47fd2f-0000-4000-8000-000000000000}"
+        );
+        assert_eq!(leader_record("jobs"), "redisson_locks_leader:{jobs}");
+        assert_eq!(
+            leader_channel("jobs"),
+            "redisson_locks_leader__channel:{jobs}"
+        );
+        assert_eq!(
+            leader_record("{app}:jobs"),
+            "redisson_locks_leader:{app}:jobs"
+        );
+        assert_eq!(semaphore_mark("s", "01"), "{s}:rl-acquired:01");
+    }
+
+    #[test]
+    fn fair_queue_keys_name_their_lock() {
+        assert_eq!(
+            lock_of_fair_queue("redisson_lock_queue:{orders}").as_deref(),
+            Some("orders")
+        );
+        assert_eq!(
+            lock_of_fair_queue("redisson_lock_queue:{o}:a").as_deref(),
+            Some("{o}:a")
+        );
+        assert_eq!(lock_of_fair_queue("jobs"), None);
+        assert_eq!(fair_queue_pattern(), "redisson_lock_queue:*");
+    }
+
+    #[test]
+    fn auxiliary_keys_are_left_to_their_objects() {
+        assert!(is_auxiliary("redisson_lock_token:{orders}"));
+        assert!(is_auxiliary(
+            "{rw}:6c47fd2f-1b3c-4a5d-9e8f-0a1b2c3d4e5f:7:rwlock_timeout:1"
+        ));
+        assert!(is_auxiliary("{s}:rl-acquired:0123"));
+        assert!(is_auxiliary(
+            "redisson_locks_client:{6c47fd2f-1b3c-4a5d-9e8f-0a1b2c3d4e5f}"
+        ));
+        assert!(is_auxiliary("redisson_locks_leader:{jobs}"));
+        assert!(is_auxiliary("redisson_unlock_latch:{a}:0f"));
+        assert!(!is_auxiliary("orders:42"));
     }
 
     #[test]

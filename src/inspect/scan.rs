@@ -11,6 +11,7 @@ use redis::Value;
 
 use crate::conn::Conn;
 use crate::error::{Error, Result};
+use crate::keys;
 
 /// How many keys each SCAN step asks the server to look at.
 pub(crate) const SCAN_COUNT: usize = 1000;
@@ -29,7 +30,7 @@ pub(crate) async fn scan_names(
     'primaries: for primary in primaries {
         for redis_type in ["hash", "string", "list"] {
             let matching = if redis_type == "list" {
-                format!("{QUEUE_PREFIX}*")
+                keys::fair_queue_pattern()
             } else {
                 pattern.to_owned()
             };
@@ -48,8 +49,10 @@ pub(crate) async fn scan_names(
                 let names_found = keys.into_iter().filter_map(|key| match redis_type {
                     // A fair lock whose queue outlives its hash (a dead head
                     // waiter, until its deadline): the stuck lock to find.
-                    "list" => queued_lock(&key).filter(|name| glob_match(pattern, name)),
-                    _ => (!is_auxiliary(&key)).then_some(key),
+                    "list" => {
+                        keys::lock_of_fair_queue(&key).filter(|name| glob_match(pattern, name))
+                    }
+                    _ => (!keys::is_auxiliary(&key)).then_some(key),
                 });
                 for key in names_found {
                     if names.len() == limit && !names.contains(&key) {
@@ -66,20 +69,6 @@ pub(crate) async fn scan_names(
         }
     }
     Ok((names.into_iter().collect(), incomplete))
-}
-
-/// How a fair lock's queue key begins (see `keys::fair_queue`).
-const QUEUE_PREFIX: &str = "redisson_lock_queue:";
-
-/// The lock a fair queue key belongs to: `redisson_lock_queue:{N}` names `N`,
-/// and `redisson_lock_queue:N` a name `N` with its own hash tag.
-fn queued_lock(key: &str) -> Option<String> {
-    let rest = key.strip_prefix(QUEUE_PREFIX)?;
-    let name = match rest.strip_prefix('{').and_then(|r| r.strip_suffix('}')) {
-        Some(inner) if !inner.contains('{') && !inner.contains('}') => inner,
-        _ => rest,
-    };
-    (crate::keys::fair_queue(name) == key).then(|| name.to_owned())
 }
 
 /// Whether `text` matches the glob `pattern` as Redis's MATCH reads it: `*`,
@@ -159,51 +148,9 @@ fn decode_step(reply: Value) -> Result<(u64, Vec<String>)> {
     Ok((cursor, keys))
 }
 
-/// Keys that are part of another object's layout: a fenced lock's token, a
-/// read hold's lease, a semaphore acquire's mark, a release's latch, a
-/// client's identity.
-fn is_auxiliary(key: &str) -> bool {
-    const PREFIXES: [&str; 4] = [
-        "redisson_lock_token:",
-        "redisson_unlock_latch:",
-        "redisson_locks_client:",
-        "redisson_locks_leader:",
-    ];
-    PREFIXES.iter().any(|prefix| key.starts_with(prefix))
-        || key.contains(":rwlock_timeout:")
-        || key.contains(":rl-acquired:")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn auxiliary_keys_are_left_to_their_objects() {
-        assert!(is_auxiliary("redisson_lock_token:{orders}"));
-        assert!(is_auxiliary(
-            "{rw}:6c47fd2f-1b3c-4a5d-9e8f-0a1b2c3d4e5f:7:rwlock_timeout:1"
-        ));
-        assert!(is_auxiliary("{s}:rl-acquired:0123"));
-        assert!(is_auxiliary(
-            "redisson_locks_client:{6c47fd2f-1b3c-4a5d-9e8f-0a1b2c3d4e5f}"
-        ));
-        assert!(is_auxiliary("redisson_locks_leader:{orders}"));
-        assert!(!is_auxiliary("orders:42"));
-    }
-
-    #[test]
-    fn fair_queue_keys_name_their_lock() {
-        assert_eq!(
-            queued_lock("redisson_lock_queue:{orders}").as_deref(),
-            Some("orders")
-        );
-        assert_eq!(
-            queued_lock("redisson_lock_queue:{o}:a").as_deref(),
-            Some("{o}:a")
-        );
-        assert_eq!(queued_lock("jobs"), None);
-    }
 
     #[test]
     fn globs_match_as_redis_reads_them() {

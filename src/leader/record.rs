@@ -12,18 +12,9 @@ use serde::Deserialize;
 
 use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::keys::{fenced_token, prefixed};
+pub(super) use crate::keys::leader_channel;
+use crate::keys::{fenced_token, leader_record};
 use crate::scripts::{self, LeaderKeys};
-
-/// The record key of election `name` (same slot as the lock: `{name}`).
-pub(super) fn record_key(name: &str) -> String {
-    prefixed("redisson_locks_leader", name)
-}
-
-/// The channel on which a participant of this crate announces its win.
-pub(super) fn leader_channel(name: &str) -> String {
-    prefixed("redisson_locks_leader__channel", name)
-}
 
 /// A win as recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -41,7 +32,11 @@ pub(super) async fn write(
     owner: &str,
     epoch: u64,
 ) -> Result<Option<u64>> {
-    let (counter, record, channel) = (fenced_token(name), record_key(name), leader_channel(name));
+    let (counter, record, channel) = (
+        fenced_token(name),
+        leader_record(name),
+        leader_channel(name),
+    );
     let keys = LeaderKeys {
         name,
         counter: &counter,
@@ -55,7 +50,7 @@ pub(super) async fn write(
 /// leaders so far) or the key holds something else than a record.
 pub(super) async fn read(conn: &mut Conn, name: &str) -> Result<Option<Record>> {
     let text: Option<String> = match redis::cmd("GET")
-        .arg(record_key(name))
+        .arg(leader_record(name))
         .query_async(conn)
         .await
     {
@@ -75,16 +70,6 @@ fn parse(text: &str) -> Option<Record> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn keys_share_the_lock_slot() {
-        assert_eq!(record_key("jobs"), "redisson_locks_leader:{jobs}");
-        assert_eq!(
-            leader_channel("jobs"),
-            "redisson_locks_leader__channel:{jobs}"
-        );
-        assert_eq!(record_key("{app}:jobs"), "redisson_locks_leader:{app}:jobs");
-    }
 
     #[test]
     fn records_parse_and_foreign_values_do_not() {
