@@ -92,6 +92,18 @@ impl TermLog {
     }
 
     /// Every pair of terms valid at one instant.
+    /// When the term of `epoch` was won, once its leader logged it.
+    fn won_at(&self, epoch: u64) -> Option<u64> {
+        let text = std::fs::read_to_string(&self.path).unwrap();
+        text.lines().find_map(|line| {
+            let f: Vec<&str> = line.split(' ').collect();
+            match f[..] {
+                ["WON", _, e, ns] if e.parse() == Ok(epoch) => ns.parse().ok(),
+                _ => None,
+            }
+        })
+    }
+
     fn overlaps(&self) -> Vec<(Term, Term)> {
         let terms = self.terms();
         let mut found = Vec::new();
@@ -284,11 +296,16 @@ async fn a_killed_leader_is_replaced_within_its_lease_by_a_greater_epoch() {
     // One leads, the two others wait on the unlock channel (the observer listens there too).
     assert!(
         eventually(SOON, || async {
-            election.leader().await.unwrap().is_some()
+            // The win's record is written just after the acquire: wait for it.
+            election
+                .leader()
+                .await
+                .unwrap()
+                .is_some_and(|l| l.since_ms.is_some())
                 && server.subscribers("redisson_lock__channel:{jobs}").await == 3
         })
         .await,
-        "no leader with two participants waiting"
+        "no recorded leader with two participants waiting"
     );
     let first = election.leader().await.unwrap().unwrap();
     let pid = first
@@ -317,12 +334,19 @@ async fn a_killed_leader_is_replaced_within_its_lease_by_a_greater_epoch() {
     .await;
     let new_pid = next.owner.identity.as_ref().unwrap().pid;
     assert_ne!(new_pid, pid);
-    let won = log
-        .terms()
-        .iter()
-        .find(|t| t.epoch == next.epoch)
-        .expect("the new leader logged its win")
-        .won;
+    // The server names the new leader as soon as it acquired, a moment
+    // before its process logs the win.
+    let mut won = None;
+    assert!(
+        eventually(SOON, || {
+            won = log.won_at(next.epoch);
+            let logged = won.is_some();
+            async move { logged }
+        })
+        .await,
+        "the new leader never logged its win"
+    );
+    let won = won.unwrap_or_default();
     println!(
         "failover after SIGKILL: {} ms (lease {} ms); epochs {} -> {}",
         (won - killed) / 1_000_000,
