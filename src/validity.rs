@@ -185,6 +185,34 @@ impl Validity {
     }
 }
 
+/// Runs `work` while a hold lasts: `None`, with `work` dropped where it stands,
+/// the moment the hold is lost (`lost` completes, or `is_lost` says so). The
+/// one rule behind every `run` (a lock's guard, a leadership, a permit).
+///
+/// The clock is read before every poll of `work`: a wake-up that comes after
+/// the validity ended, before the timer fired, must not let it take one more
+/// step. A loss that ties with the end wins: that result is not trusted.
+pub(crate) async fn while_held<F: std::future::Future>(
+    work: F,
+    is_lost: impl Fn() -> bool,
+    lost: impl std::future::Future<Output = ()>,
+) -> Option<F::Output> {
+    use std::task::Poll;
+    let mut work = std::pin::pin!(work);
+    let mut lost = std::pin::pin!(lost);
+    std::future::poll_fn(|cx| {
+        if lost.as_mut().poll(cx).is_ready() || is_lost() {
+            return Poll::Ready(None);
+        }
+        match work.as_mut().poll(cx) {
+            Poll::Ready(_) if is_lost() => Poll::Ready(None),
+            Poll::Ready(output) => Poll::Ready(Some(output)),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
+
 impl Drop for Validity {
     /// The hold ends: a validity that ran out while nobody asked is a loss all
     /// the same (without the feature, nothing is read).

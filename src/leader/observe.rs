@@ -138,6 +138,39 @@ impl Observer {
     }
 }
 
+impl Observer {
+    /// The same changes as a [`Stream`](futures_util::Stream) (the trait
+    /// `tokio-stream` and `futures` re-export), for `while let Some(..)` with
+    /// their `StreamExt`, `select!` over several, or `take_while`. It never
+    /// ends by itself: an error is an item, and the next one reads again.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use futures_util::StreamExt;
+    /// use redisson_locks::LeaderChange;
+    ///
+    /// let changes = client.get_leader_election("scheduler")?.observe().into_stream();
+    /// let mut changes = std::pin::pin!(changes);
+    /// while let Some(change) = changes.next().await {
+    ///     if let LeaderChange::Elected(leader) = change? {
+    ///         println!("epoch {}", leader.epoch);
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// As [`next`](Observer::next): dropping the stream unsubscribes.
+    pub fn into_stream(
+        self,
+    ) -> impl futures_util::Stream<Item = Result<LeaderChange>> + Send + 'static {
+        futures_util::stream::unfold(self, |mut observer| async move {
+            let change = observer.next().await;
+            Some((change, observer))
+        })
+    }
+}
+
 impl Decider {
     /// The change `now` is from what was reported last, if any; records it.
     fn change(&mut self, now: Option<Leader>) -> Option<LeaderChange> {

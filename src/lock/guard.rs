@@ -204,28 +204,15 @@ impl LockGuard {
     /// # Cancel safety
     /// Dropping the call drops the section where it stands, as the loss does.
     pub async fn run<F: std::future::Future>(&self, section: F) -> crate::Result<F::Output> {
-        use std::future::Future as _;
-        use std::task::Poll;
-        let lost = || crate::Error::LeaseLost {
-            name: self.ops.name().to_owned(),
-        };
-        let mut section = std::pin::pin!(self.scope(section));
-        let mut watch = std::pin::pin!(self.lease_lost());
-        std::future::poll_fn(|cx| {
-            // The clock is read before every poll of the section: a wake-up
-            // that comes after the validity ended, before the timer fired,
-            // must not let the section take one more step.
-            if watch.as_mut().poll(cx).is_ready() || self.is_lease_lost() {
-                return Poll::Ready(Err(lost()));
-            }
-            match section.as_mut().poll(cx) {
-                // A loss that ties with the end wins: the result is not trusted.
-                Poll::Ready(_) if self.is_lease_lost() => Poll::Ready(Err(lost())),
-                Poll::Ready(output) => Poll::Ready(Ok(output)),
-                Poll::Pending => Poll::Pending,
-            }
-        })
+        crate::validity::while_held(
+            self.scope(section),
+            || self.is_lease_lost(),
+            self.lease_lost(),
+        )
         .await
+        .ok_or_else(|| crate::Error::LeaseLost {
+            name: self.ops.name().to_owned(),
+        })
     }
 
     /// Releases this hold.

@@ -630,6 +630,35 @@ impl Permit {
         self.validity.wait_lost().await
     }
 
+    /// Runs `work` and drops it the moment the permit is lost (as
+    /// [`LockGuard::run`](crate::LockGuard::run) does for a hold): a job that
+    /// needs its slot stops before another holder can take that slot.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let permit = client.get_permit_expirable_semaphore("workers")?.acquire_renewed().await?;
+    /// match permit.run(async { /* the job */ }).await {
+    ///     Ok(()) => permit.release().await?,
+    ///     Err(e) if e.is_lease_lost() => eprintln!("job abandoned: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when the permit was lost first (a loss that ties
+    /// with the end wins: the job's result is not trusted).
+    ///
+    /// # Cancel safety
+    /// Dropping the call drops `work` where it stands; the permit stays out.
+    pub async fn run<F: std::future::Future>(&self, work: F) -> Result<F::Output> {
+        crate::validity::while_held(work, || self.validity.is_lost(), self.validity.wait_lost())
+            .await
+            .ok_or_else(|| Error::LeaseLost {
+                name: self.semaphore.keys.semaphore.to_string(),
+            })
+    }
+
     /// Gives the permit back, reporting errors (dropping it does the same,
     /// silently).
     ///

@@ -238,11 +238,17 @@ fn collect_changes(
     tokio::task::JoinHandle<()>,
     tokio::sync::mpsc::UnboundedReceiver<LeaderChange>,
 ) {
-    let mut observer = client.get_leader_election(name).unwrap().observe();
+    use tokio_stream::StreamExt as _;
+    let changes = client
+        .get_leader_election(name)
+        .unwrap()
+        .observe()
+        .into_stream();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
-        loop {
-            if tx.send(observer.next().await.unwrap()).is_err() {
+        let mut changes = std::pin::pin!(changes);
+        while let Some(change) = changes.next().await {
+            if tx.send(change.unwrap()).is_err() {
                 return;
             }
         }

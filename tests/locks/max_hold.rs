@@ -169,3 +169,75 @@ async fn absurd_terms_are_refused() {
         assert!(config.validate().is_err(), "{limit:?}");
     }
 }
+
+/// The term bounds a renewed permit as it bounds a hold: `Permit::run` ends
+/// with `LeaseLost` at the term, the watchdog renews it no more, and the
+/// permit comes back within one lease, after the job's last step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_permit_is_lost_at_its_term_and_comes_back_within_a_lease() {
+    let server = RedisServer::start();
+    let client = server
+        .client_with(|c| {
+            c.lock_watchdog_timeout = WATCHDOG;
+            c.max_hold = Some(TERM);
+        })
+        .await;
+    let other = server.client().await;
+    let sem = client.get_permit_expirable_semaphore("term:pes").unwrap();
+    sem.try_set_permits(1).await.unwrap();
+    let started = Instant::now();
+    let permit = sem.acquire_renewed().await.unwrap();
+    assert!(permit.valid_for().unwrap() <= WATCHDOG);
+
+    // The job: a step every 20 ms, each noting when it ran, for ever.
+    let steps = std::sync::Mutex::new(Vec::new());
+    let job = async {
+        loop {
+            steps.lock().unwrap().push(Instant::now());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let err = within(TERM + LATE, "run at the term", permit.run(job))
+        .await
+        .unwrap_err();
+    let lost_after = started.elapsed();
+    println!("max_hold: renewed permit lost {lost_after:?} after the acquire (term {TERM:?})");
+    assert!(err.is_lease_lost(), "{err}");
+    assert!(err.to_string().contains("term:pes"), "{err}");
+    assert!(
+        lost_after >= TERM - Duration::from_millis(5),
+        "{lost_after:?}"
+    );
+    assert!(lost_after < TERM + SLACK, "lost late: {lost_after:?}");
+    assert_eq!(client.renewed_holds(), 0, "renewed past its term");
+    let last_step = *steps.lock().unwrap().last().expect("the job ran");
+    // It ran past the first lease: renewed until the term.
+    assert!(last_step - started > WATCHDOG, "{:?}", last_step - started);
+
+    // Not released (the permit is still held by its handle): it comes back
+    // with its last lease, to another client, after the job stopped.
+    let theirs = other.get_permit_expirable_semaphore("term:pes").unwrap();
+    let taken = within(
+        WATCHDOG + LATE,
+        "the permit back after its last lease",
+        theirs.acquire_renewed(),
+    )
+    .await
+    .unwrap();
+    let back_after = started.elapsed();
+    println!("max_hold: the permit back {back_after:?} after the acquire");
+    assert!(
+        back_after < TERM + WATCHDOG + SLACK,
+        "back late: {back_after:?}"
+    );
+    assert!(
+        steps
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|step| *step - started < back_after),
+        "the job ran on after the permit was taken by another"
+    );
+    assert!(permit.release().await.unwrap_err().is_not_held());
+    taken.release().await.unwrap();
+}
