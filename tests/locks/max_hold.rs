@@ -100,15 +100,20 @@ async fn run_ends_with_lease_lost_at_the_term() {
     assert!(eventually(LATE, || async { !lock.is_locked().await.unwrap() }).await);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_config_default_bounds_every_kind_and_a_handle_overrides_it() {
-    let server = RedisServer::start();
-    let client = server
+/// A client whose holds have `TERM` as their default term, under `WATCHDOG`.
+async fn termed_client(server: &RedisServer) -> redisson_locks::Client {
+    server
         .client_with(|c| {
             c.lock_watchdog_timeout = WATCHDOG;
             c.max_hold = Some(TERM);
         })
-        .await;
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_config_default_bounds_every_kind_and_a_handle_overrides_it() {
+    let server = RedisServer::start();
+    let client = termed_client(&server).await;
     let started = Instant::now();
     let plain = client.get_lock("term:plain").unwrap().lock().await.unwrap();
     let fair = client.get_fair_lock("term:fair").unwrap();
@@ -176,12 +181,7 @@ async fn absurd_terms_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewed_permit_is_lost_at_its_term_and_comes_back_within_a_lease() {
     let server = RedisServer::start();
-    let client = server
-        .client_with(|c| {
-            c.lock_watchdog_timeout = WATCHDOG;
-            c.max_hold = Some(TERM);
-        })
-        .await;
+    let client = termed_client(&server).await;
     let other = server.client().await;
     let sem = client.get_permit_expirable_semaphore("term:pes").unwrap();
     sem.try_set_permits(1).await.unwrap();
