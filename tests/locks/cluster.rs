@@ -258,3 +258,107 @@ async fn the_inspector_scans_every_primary_of_a_cluster() {
     read.unlock().await.unwrap();
     assert!(b.scan("inv:*").await.unwrap().objects.is_empty());
 }
+
+/// Leader election and watchdog-renewed permits on a cluster, on names served
+/// by each of the three primaries: a resignation wakes the next participant
+/// of another client through the cluster's pub/sub long before any lease,
+/// with a greater epoch that an observer reports in order; the record (its
+/// own key, in the name's slot) gives `since_ms`; renewed permits stay out
+/// across three leases, in one batch per slot, and come back on release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_election_and_renewed_permits_work_on_a_cluster() {
+    use redisson_locks::LeaderChange;
+    let cluster = RedisCluster::start();
+    // Participants on the 30 s watchdog: a wake-up within PROMPT came from a
+    // message, not from the lease's end.
+    let a = cluster.client().await;
+    let b = cluster.client().await;
+    let watcher = cluster.client().await;
+    let names = ["lead:a", "lead:b", "lead:c", "lead:d", "lead:e", "lead:f"];
+    let mut primaries: Vec<usize> = names.iter().map(|n| cluster.primary_for(n)).collect();
+    primaries.sort();
+    primaries.dedup();
+    assert_eq!(primaries.len(), 3, "the names spread over every primary");
+
+    for name in names {
+        let mut observer = watcher.get_leader_election(name).unwrap().observe();
+        assert_eq!(
+            within(T, "first reading", observer.next()).await.unwrap(),
+            LeaderChange::Vacant
+        );
+        let first = a
+            .get_leader_election(name)
+            .unwrap()
+            .campaign()
+            .await
+            .unwrap();
+        let change = within(T, "the first win", observer.next()).await.unwrap();
+        assert!(
+            matches!(&change, LeaderChange::Elected(l) if l.epoch == first.epoch()),
+            "{name}: {change:?}"
+        );
+        let election = b.get_leader_election(name).unwrap();
+        let waiting = tokio::spawn(async move { election.campaign().await });
+        assert!(
+            eventually(T, || async { b.waiting_for(name) == 1 }).await,
+            "{name}: the second participant is not waiting"
+        );
+        let first_epoch = first.epoch();
+        let resigned = tokio::time::Instant::now();
+        first.resign().await.unwrap();
+        let next = within(T, "the next leader", waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            resigned.elapsed() < PROMPT,
+            "{name}: woken after {:?}",
+            resigned.elapsed()
+        );
+        assert!(next.epoch() > first_epoch, "{name}");
+        let leader = b
+            .get_leader_election(name)
+            .unwrap()
+            .leader()
+            .await
+            .unwrap()
+            .expect("a leader");
+        assert_eq!(leader.epoch, next.epoch());
+        assert_eq!(leader.owner.client_id, b.id());
+        assert_eq!(leader.since_ms, Some(next.since_ms()));
+        // The observer: (a vacancy, then) the next epoch, never an older one.
+        let mut change = within(T, "the change", observer.next()).await.unwrap();
+        if change == LeaderChange::Vacant {
+            change = within(T, "the next win", observer.next()).await.unwrap();
+        }
+        assert!(
+            matches!(&change, LeaderChange::Elected(l) if l.epoch == next.epoch()),
+            "{name}: {change:?}"
+        );
+        next.resign().await.unwrap();
+    }
+
+    // Renewed permits under a 1 s watchdog, one semaphore per name: out for
+    // three leases, back on release.
+    let mut config = cluster.config();
+    config.lock_watchdog_timeout = Duration::from_secs(1);
+    let renewing = redisson_locks::Client::connect(config).await.unwrap();
+    let mut permits = Vec::new();
+    for name in names {
+        let sem = renewing.get_permit_expirable_semaphore(name).unwrap();
+        sem.try_set_permits(1).await.unwrap();
+        permits.push((sem.clone(), sem.acquire_renewed().await.unwrap()));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for (sem, permit) in permits {
+        assert!(
+            !permit.is_lease_lost(),
+            "{}: lost while renewed",
+            sem.name()
+        );
+        assert_eq!(sem.available_permits().await.unwrap(), 0, "{}", sem.name());
+        permit.release().await.unwrap();
+        assert_eq!(sem.available_permits().await.unwrap(), 1, "{}", sem.name());
+    }
+    assert_eq!(renewing.renewed_holds(), 0);
+}
