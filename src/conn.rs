@@ -27,7 +27,8 @@ pub(crate) struct Conn {
 struct Shared {
     /// What kind of link, fixed for the client's life.
     cluster: bool,
-    publish_command: &'static str,
+    /// Messages go by sharded pub/sub (SPUBLISH, SSUBSCRIBE).
+    sharded: bool,
     placed: RwLock<Placed>,
     /// Connects a new link of the same kind (run on the client's thread).
     reconnect: Reconnect,
@@ -114,19 +115,17 @@ impl Conn {
         reconnect: Reconnect,
         on_move: Box<dyn Fn() + Send + Sync>,
     ) -> Self {
-        let (cluster, publish_command) = match &link {
+        let (cluster, sharded) = match &link {
             #[cfg(feature = "cluster")]
-            Link::Cluster { sharded: true, .. } => (true, "spublish"),
-            #[cfg(feature = "cluster")]
-            Link::Cluster { .. } => (true, "publish"),
-            Link::Single(_) => (false, "publish"),
+            Link::Cluster { sharded, .. } => (true, *sharded),
+            Link::Single(_) => (false, false),
             #[cfg(feature = "sentinel")]
-            Link::Sentinel(_) => (false, "publish"),
+            Link::Sentinel(_) => (false, false),
         };
         Conn {
             shared: Arc::new(Shared {
                 cluster,
-                publish_command,
+                sharded,
                 placed: RwLock::new(Placed { link, home }),
                 reconnect,
                 moving: tokio::sync::Mutex::new(()),
@@ -179,7 +178,16 @@ impl Conn {
     /// plain messages do not reach each other, so this must match what the other
     /// clients (Java ones included) subscribe with.
     pub(crate) fn publish_command(&self) -> &'static str {
-        self.shared.publish_command
+        if self.is_sharded() {
+            "spublish"
+        } else {
+            "publish"
+        }
+    }
+
+    /// Do messages go by sharded pub/sub (counted by `PUBSUB SHARDNUMSUB`)?
+    pub(crate) fn is_sharded(&self) -> bool {
+        self.shared.sharded
     }
 
     /// Is this a cluster connection (keys of one call must share a slot)?

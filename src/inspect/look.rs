@@ -70,7 +70,7 @@ async fn listeners(client: &ClientInner, channels: &[String]) -> Vec<Listeners> 
     if channels.is_empty() {
         return Vec::new();
     }
-    let sharded = client.conn.publish_command() == "spublish";
+    let sharded = client.conn.is_sharded();
     let mut cmd = redis::cmd("PUBSUB");
     cmd.arg(if sharded { "SHARDNUMSUB" } else { "NUMSUB" })
         .arg(channels);
