@@ -2,10 +2,14 @@
 //! round trips of a trivial script on the same kind of connection (one multiplexed
 //! RESP3 connection), since a lock and an unlock cannot cost less than two round
 //! trips. After the runs it prints one JSON line: each kind's mean time and the
-//! floor's mean divided by it (1.0 = at the floor).
+//! floor's mean divided by it (1.0 = at the floor), and the inspector's times.
+//!
+//! The `inspect` group times the inspector: one `inspect` of a held lock, and a
+//! `scan` that finds and reads `SCANNED` held locks (the operator's `list`).
 //!
 //! ```text
 //! cargo bench --bench locks              # starts its own redis-server
+//! cargo bench --bench locks -- inspect   # the inspector only
 //! REDIS_URL=redis://... cargo bench --bench locks
 //! ```
 
@@ -30,6 +34,8 @@ fn server() -> (Option<ThrowawayServer>, String) {
 
 const FLOOR: &str = "floor 2x EVALSHA";
 const KINDS: [&str; 4] = ["reentrant", "fair", "read", "write"];
+/// How many held locks the `scan` benchmark lists.
+const SCANNED: usize = 1000;
 
 fn locks(c: &mut Criterion) {
     let (_server, url) = server();
@@ -107,30 +113,97 @@ fn locks(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    // The inspector: held locks under their own prefix, read by another client.
+    let guards: Vec<_> = runtime.block_on(async {
+        let mut guards = Vec::new();
+        for i in 0..SCANNED {
+            let lock = client.get_lock(format!("bench:held:{i}")).expect("name");
+            guards.push(lock.lock().await.expect("lock"));
+        }
+        guards
+    });
+    let reader = runtime.block_on(async {
+        Client::connect(Config::from_url(&url).expect("url"))
+            .await
+            .expect("connect")
+    });
+    let mut group = c.benchmark_group("inspect");
+    group.measurement_time(Duration::from_secs(5));
+    group.bench_function("inspect", |b| {
+        b.iter_custom(|iters| {
+            let reader = reader.clone();
+            runtime.block_on(async move {
+                tokio::spawn(async move {
+                    let started = Instant::now();
+                    for _ in 0..iters {
+                        let seen = reader.inspect("bench:held:0").await.expect("inspect");
+                        assert_eq!(seen.holders.len(), 1);
+                    }
+                    started.elapsed()
+                })
+                .await
+                .expect("inspect task")
+            })
+        })
+    });
+    group.sample_size(10);
+    group.bench_function(format!("scan {SCANNED}"), |b| {
+        b.iter_custom(|iters| {
+            let reader = reader.clone();
+            runtime.block_on(async move {
+                tokio::spawn(async move {
+                    let started = Instant::now();
+                    for _ in 0..iters {
+                        let found = reader.scan("bench:held:*").await.expect("scan");
+                        assert_eq!(found.objects.len(), SCANNED);
+                    }
+                    started.elapsed()
+                })
+                .await
+                .expect("scan task")
+            })
+        })
+    });
+    group.finish();
+    runtime.block_on(async {
+        for guard in guards {
+            guard.unlock().await.expect("unlock");
+        }
+    });
 }
 
-/// Each kind's mean time, and the floor's mean over it, from criterion's estimates.
+/// Each kind's mean time, and the floor's mean over it, and the inspector's
+/// times, from criterion's estimates.
 fn print_ratios() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/criterion/uncontended");
-    let mean_ns = |id: &str| -> Option<f64> {
-        let text = std::fs::read_to_string(dir.join(id).join("new/estimates.json")).ok()?;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/criterion");
+    let mean_ns = |group: &str, id: &str| -> Option<f64> {
+        let path = dir.join(group).join(id).join("new/estimates.json");
+        let text = std::fs::read_to_string(path).ok()?;
         let json: serde_json::Value = serde_json::from_str(&text).ok()?;
         json["mean"]["point_estimate"].as_f64()
     };
-    let Some(floor) = mean_ns(FLOOR) else {
-        return;
-    };
     let mut report = serde_json::Map::new();
-    report.insert("floor_us".into(), (floor / 1000.0).into());
-    for kind in KINDS {
-        if let Some(mean) = mean_ns(kind) {
-            report.insert(
-                kind.into(),
-                serde_json::json!({"us": mean / 1000.0, "floor_over_kind": floor / mean}),
-            );
+    if let Some(floor) = mean_ns("uncontended", FLOOR) {
+        report.insert("floor_us".into(), (floor / 1000.0).into());
+        for kind in KINDS {
+            if let Some(mean) = mean_ns("uncontended", kind) {
+                report.insert(
+                    kind.into(),
+                    serde_json::json!({"us": mean / 1000.0, "floor_over_kind": floor / mean}),
+                );
+            }
         }
     }
-    println!("{}", serde_json::Value::Object(report));
+    if let Some(mean) = mean_ns("inspect", "inspect") {
+        report.insert("inspect_us".into(), (mean / 1000.0).into());
+    }
+    if let Some(mean) = mean_ns("inspect", &format!("scan {SCANNED}")) {
+        report.insert(format!("scan_{SCANNED}_ms"), (mean / 1e6).into());
+    }
+    if !report.is_empty() {
+        println!("{}", serde_json::Value::Object(report));
+    }
 }
 
 criterion_group!(benches, locks);
