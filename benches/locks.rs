@@ -65,24 +65,13 @@ fn locks(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("uncontended");
     group.measurement_time(Duration::from_secs(3));
-    // Each sample runs inside a spawned task, as a service's code does: timing
-    // from outside the runtime (block_on) would add a thread hop to every await.
     group.bench_function(FLOOR, |b| {
         b.iter_custom(|iters| {
-            let conn = floor_conn.clone();
-            let trivial = trivial.clone();
-            runtime.block_on(async move {
-                tokio::spawn(async move {
-                    let mut conn = conn;
-                    let started = Instant::now();
-                    for _ in 0..iters {
-                        let _: i64 = trivial.invoke_async(&mut conn).await.expect("evalsha");
-                        let _: i64 = trivial.invoke_async(&mut conn).await.expect("evalsha");
-                    }
-                    started.elapsed()
-                })
-                .await
-                .expect("floor task")
+            let state = (floor_conn.clone(), trivial.clone());
+            timed(&runtime, iters, state, |(mut conn, trivial)| async move {
+                let _: i64 = trivial.invoke_async(&mut conn).await.expect("evalsha");
+                let _: i64 = trivial.invoke_async(&mut conn).await.expect("evalsha");
+                (conn, trivial)
             })
         })
     });
@@ -96,18 +85,10 @@ fn locks(c: &mut Criterion) {
     for (kind, lock) in KINDS.iter().zip(&locks) {
         group.bench_function(*kind, |b| {
             b.iter_custom(|iters| {
-                let lock = lock.clone();
-                runtime.block_on(async move {
-                    tokio::spawn(async move {
-                        let started = Instant::now();
-                        for _ in 0..iters {
-                            let guard = lock.lock().await.expect("lock");
-                            guard.unlock().await.expect("unlock");
-                        }
-                        started.elapsed()
-                    })
-                    .await
-                    .expect("lock task")
+                timed(&runtime, iters, lock.clone(), |lock| async move {
+                    let guard = lock.lock().await.expect("lock");
+                    guard.unlock().await.expect("unlock");
+                    lock
                 })
             })
         });
@@ -132,36 +113,20 @@ fn locks(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(5));
     group.bench_function("inspect", |b| {
         b.iter_custom(|iters| {
-            let reader = reader.clone();
-            runtime.block_on(async move {
-                tokio::spawn(async move {
-                    let started = Instant::now();
-                    for _ in 0..iters {
-                        let seen = reader.inspect("bench:held:0").await.expect("inspect");
-                        assert_eq!(seen.holders.len(), 1);
-                    }
-                    started.elapsed()
-                })
-                .await
-                .expect("inspect task")
+            timed(&runtime, iters, reader.clone(), |reader| async move {
+                let seen = reader.inspect("bench:held:0").await.expect("inspect");
+                assert_eq!(seen.holders.len(), 1);
+                reader
             })
         })
     });
     group.sample_size(10);
     group.bench_function(format!("scan {SCANNED}"), |b| {
         b.iter_custom(|iters| {
-            let reader = reader.clone();
-            runtime.block_on(async move {
-                tokio::spawn(async move {
-                    let started = Instant::now();
-                    for _ in 0..iters {
-                        let found = reader.scan("bench:held:*").await.expect("scan");
-                        assert_eq!(found.objects.len(), SCANNED);
-                    }
-                    started.elapsed()
-                })
-                .await
-                .expect("scan task")
+            timed(&runtime, iters, reader.clone(), |reader| async move {
+                let found = reader.scan("bench:held:*").await.expect("scan");
+                assert_eq!(found.objects.len(), SCANNED);
+                reader
             })
         })
     });
@@ -171,6 +136,29 @@ fn locks(c: &mut Criterion) {
             guard.unlock().await.expect("unlock");
         }
     });
+}
+
+/// The time of `iters` runs of `op`, each handed the state the last returned,
+/// inside a spawned task, as a service's code runs: timing from outside the
+/// runtime (`block_on`) would add a thread hop to every await.
+fn timed<S, F, Fut>(runtime: &tokio::runtime::Runtime, iters: u64, state: S, op: F) -> Duration
+where
+    S: Send + 'static,
+    F: Fn(S) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = S> + Send,
+{
+    runtime.block_on(async move {
+        tokio::spawn(async move {
+            let mut state = state;
+            let started = Instant::now();
+            for _ in 0..iters {
+                state = op(state).await;
+            }
+            started.elapsed()
+        })
+        .await
+        .expect("the timed task")
+    })
 }
 
 /// Each kind's mean time, and the floor's mean over it, and the inspector's

@@ -782,9 +782,14 @@ impl Client {
     /// # Ok(()) }
     /// ```
     ///
+    /// Keys no lock could be named (empty, longer than a name may be, or a
+    /// name a cluster refuses) are passed over. The names are read in
+    /// batches sent at once, and each owner's identity is looked up once.
+    ///
     /// # Errors
-    /// As [`inspect`](Client::inspect); [`Error::InvalidArgument`] for an empty
-    /// pattern.
+    /// [`Error::InvalidArgument`] for an empty pattern; otherwise as
+    /// [`inspect`](Client::inspect) for the first name whose reading fails
+    /// (a command error, an unexpected reply), which ends the scan.
     pub async fn scan(&self, pattern: &str) -> Result<crate::inspect::Scanned> {
         crate::inspect::scan(&self.inner, pattern).await
     }

@@ -73,11 +73,12 @@ pub enum Error {
     /// the `redis` crate's version; the driver's error is the
     /// [`source`](std::error::Error::source).
     Redis(RedisFailure),
-    /// The hold (or leadership) that bounded a piece of work was no longer
-    /// surely valid (its lease lost, forced open, or past its term), so the
-    /// work was dropped before it finished (`LockGuard::run` and friends).
+    /// The hold, leadership or renewed permit that bounded a piece of work
+    /// was no longer surely valid (its lease lost, forced open, or past its
+    /// term), so the work was dropped before it finished (`LockGuard::run`,
+    /// `Leadership::run`, `Permit::run`).
     LeaseLost {
-        /// The lock name.
+        /// The lock's name (the election's, or the semaphore's for a permit).
         name: String,
     },
     /// Redis answered with a reply this crate does not understand.

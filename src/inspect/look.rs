@@ -19,10 +19,11 @@ type Known = HashMap<String, Option<Identity>>;
 
 /// How many reads a scan sends at once: the multiplexed connection pipelines
 /// them, so a scan costs a round trip per batch of this many names, not per
-/// name (a scan of 1,000 held locks: 170-217 ms one by one, 32-43 ms in
-/// batches), and the server serves other clients between two batches.
-/// (`join_all` of a batch, not a stream of futures: a lone lookup through
-/// `buffer_unordered` cost `inspect` some 60 µs more, measured.)
+/// name (a scan of 1,000 held locks: a median of 211 ms one by one, 41 ms in
+/// batches; BENCHMARKS.md), while this client never has more than this many
+/// of its reads outstanding. (`join_all` of a batch, not a stream of
+/// futures: a lone lookup through `buffer_unordered` cost `inspect` some
+/// 60 µs more, measured.)
 const IN_FLIGHT: usize = 32;
 
 /// The snapshot of `name`, with the listeners of its channels and the

@@ -53,6 +53,9 @@ pub struct Observer {
     /// Each channel's relay stops when its sender is dropped (with this).
     _relays: Vec<oneshot::Sender<()>>,
     decider: Decider,
+    /// The last reading failed: the next waits before reading again, so a
+    /// caller that keeps asking through a lasting refusal does not spin.
+    failed: bool,
 }
 
 /// The reporting rule: what is news after what was reported.
@@ -91,6 +94,7 @@ impl Observer {
                 reported: Reported::Nothing,
                 highest: None,
             },
+            failed: false,
         }
     }
 
@@ -118,20 +122,22 @@ impl Observer {
     ///
     /// # Errors
     /// As [`LeaderElection::leader`](crate::LeaderElection::leader); the
-    /// observer stays usable (the next call reads again).
+    /// observer stays usable: the next call reads again, after a wake-up or
+    /// the re-read interval (so a loop through a lasting error does not spin).
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call reports nothing and loses nothing; the next
     /// call reports the change it would have.
     pub async fn next(&mut self) -> Result<LeaderChange> {
         loop {
-            if self.decider.reported != Reported::Nothing {
+            if self.decider.reported != Reported::Nothing || self.failed {
                 // A wake-up that came while reading is kept by the Notify (one
                 // permit), so this wait returns at once after it.
                 let _ = tokio::time::timeout(self.every, self.woken.notified()).await;
             }
-            let now = current::read(&self.client, &self.name).await?;
-            if let Some(change) = self.decider.change(now) {
+            let now = current::read(&self.client, &self.name).await;
+            self.failed = now.is_err();
+            if let Some(change) = self.decider.change(now?) {
                 return Ok(change);
             }
         }
@@ -142,7 +148,8 @@ impl Observer {
     /// The same changes as a [`Stream`](futures_util::Stream) (the trait
     /// `tokio-stream` and `futures` re-export), for `while let Some(..)` with
     /// their `StreamExt`, `select!` over several, or `take_while`. It never
-    /// ends by itself: an error is an item, and the next one reads again.
+    /// ends by itself: an error is an item, and the next one reads again
+    /// after a wake-up or the re-read interval.
     ///
     /// ```no_run
     /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {

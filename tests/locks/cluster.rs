@@ -338,16 +338,21 @@ async fn leader_election_and_renewed_permits_work_on_a_cluster() {
         next.resign().await.unwrap();
     }
 
-    // Renewed permits under a 1 s watchdog, one semaphore per name: out for
-    // three leases, back on release.
+    // Renewed permits under a 1 s watchdog, six semaphores over the slots:
+    // out for three leases, back on release.
     let mut config = cluster.config();
     config.lock_watchdog_timeout = Duration::from_secs(1);
     let renewing = redisson_locks::Client::connect(config).await.unwrap();
     let mut permits = Vec::new();
-    for name in names {
-        let sem = renewing.get_permit_expirable_semaphore(name).unwrap();
-        sem.try_set_permits(1).await.unwrap();
-        permits.push((sem.clone(), sem.acquire_renewed().await.unwrap()));
+    for i in 0..6 {
+        let sem = renewing
+            .get_permit_expirable_semaphore(format!("pes:{i}"))
+            .unwrap();
+        assert!(sem.try_set_permits(1).await.unwrap(), "{}", sem.name());
+        let permit = within(T, "a renewed permit", sem.acquire_renewed())
+            .await
+            .unwrap();
+        permits.push((sem, permit));
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     for (sem, permit) in permits {

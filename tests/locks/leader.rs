@@ -56,17 +56,19 @@ impl TermLog {
             .unwrap();
     }
 
-    fn terms(&self) -> Vec<Term> {
+    /// The marks logged so far, by (who, epoch): (won, greatest validity,
+    /// end). Only whole lines: a child may be killed while writing one.
+    fn marks(&self) -> HashMap<(String, u64), Marks> {
         let text = std::fs::read_to_string(&self.path).unwrap();
-        // (who, epoch) -> (won, greatest validity, end)
-        let mut terms: HashMap<(String, u64), Marks> = HashMap::new();
-        for line in text.lines() {
+        let mut marks: HashMap<(String, u64), Marks> = HashMap::new();
+        for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+            let line = line.trim_end();
             let f: Vec<&str> = line.split(' ').collect();
             let [what, who, epoch, ns] = f[..] else {
                 panic!("bad term line {line:?}")
             };
             let (epoch, ns): (u64, u64) = (epoch.parse().unwrap(), ns.parse().unwrap());
-            let term = terms.entry((who.to_owned(), epoch)).or_default();
+            let term = marks.entry((who.to_owned(), epoch)).or_default();
             match what {
                 "WON" => term.0 = Some(ns),
                 "VALID" => term.1 = Some(term.1.map_or(ns, |v| v.max(ns))),
@@ -74,36 +76,42 @@ impl TermLog {
                 other => panic!("bad term line kind {other}"),
             }
         }
-        let mut terms: Vec<Term> = terms
+        marks
+    }
+
+    /// A term, once its win and a validity are logged.
+    fn term_of(who: String, epoch: u64, (won, valid, end): Marks) -> Option<Term> {
+        let (won, valid) = (won?, valid?);
+        Some(Term {
+            who,
+            epoch,
+            won,
+            valid_until: end.map_or(valid, |end| end.min(valid)),
+        })
+    }
+
+    /// Every term, in win order; each must have its win and a validity.
+    fn terms(&self) -> Vec<Term> {
+        let mut terms: Vec<Term> = self
+            .marks()
             .into_iter()
-            .map(|((who, epoch), (won, valid, end))| {
-                let won = won.expect("a term without its win");
-                let valid = valid.expect("a term without its validity");
-                Term {
-                    who,
-                    epoch,
-                    won,
-                    valid_until: end.map_or(valid, |end| end.min(valid)),
-                }
+            .map(|((who, epoch), marks)| {
+                Self::term_of(who, epoch, marks).expect("a term without its win or validity")
             })
             .collect();
         terms.sort_by_key(|t| t.won);
         terms
     }
 
-    /// Every pair of terms valid at one instant.
-    /// When the term of `epoch` was won, once its leader logged it.
-    fn won_at(&self, epoch: u64) -> Option<u64> {
-        let text = std::fs::read_to_string(&self.path).unwrap();
-        text.lines().find_map(|line| {
-            let f: Vec<&str> = line.split(' ').collect();
-            match f[..] {
-                ["WON", _, e, ns] if e.parse() == Ok(epoch) => ns.parse().ok(),
-                _ => None,
-            }
-        })
+    /// The term of `epoch`, once its leader logged its win and a validity.
+    fn term(&self, epoch: u64) -> Option<Term> {
+        self.marks()
+            .into_iter()
+            .find(|((_, e), _)| *e == epoch)
+            .and_then(|((who, epoch), marks)| Self::term_of(who, epoch, marks))
     }
 
+    /// Every pair of terms valid at one instant.
     fn overlaps(&self) -> Vec<(Term, Term)> {
         let terms = self.terms();
         let mut found = Vec::new();
@@ -341,18 +349,18 @@ async fn a_killed_leader_is_replaced_within_its_lease_by_a_greater_epoch() {
     let new_pid = next.owner.identity.as_ref().unwrap().pid;
     assert_ne!(new_pid, pid);
     // The server names the new leader as soon as it acquired, a moment
-    // before its process logs the win.
-    let mut won = None;
+    // before its process logs the win and its first validity.
+    let mut term = None;
     assert!(
         eventually(SOON, || {
-            won = log.won_at(next.epoch);
-            let logged = won.is_some();
+            term = log.term(next.epoch);
+            let logged = term.is_some();
             async move { logged }
         })
         .await,
-        "the new leader never logged its win"
+        "the new leader never logged its win and validity"
     );
-    let won = won.unwrap_or_default();
+    let won = term.map_or(0, |t| t.won);
     println!(
         "failover after SIGKILL: {} ms (lease {} ms); epochs {} -> {}",
         (won - killed) / 1_000_000,
@@ -717,7 +725,41 @@ async fn bad_names_and_foreign_keys_are_typed_errors() {
         matches!(e, redisson_locks::Error::WrongType { .. }),
         "{e:?}"
     );
+    // An observer reports the refusal, and does not read again at once: a
+    // loop that keeps asking through it waits a re-read interval (a third
+    // of the 30 s watchdog) or a wake-up between two readings.
+    let mut observer = client.get_leader_election("not-a-lock").unwrap().observe();
+    let e = within(SOON, "the refused reading", observer.next())
+        .await
+        .unwrap_err();
+    assert!(e.is_wrong_type(), "{e:?}");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), observer.next())
+            .await
+            .is_err(),
+        "read again at once after a refusal"
+    );
     let _: () = admin.del("not-a-lock").await.unwrap();
+    // A release on the name's channel wakes it: the next reading finds nobody.
+    assert!(
+        eventually(SOON, || async {
+            server
+                .subscribers("redisson_lock__channel:{not-a-lock}")
+                .await
+                == 1
+        })
+        .await
+    );
+    let _: () = admin
+        .publish("redisson_lock__channel:{not-a-lock}", "0")
+        .await
+        .unwrap();
+    assert_eq!(
+        within(SOON, "the reading after the wake-up", observer.next())
+            .await
+            .unwrap(),
+        LeaderChange::Vacant
+    );
 }
 
 /// A campaign never re-enters a term: with Java's owner rule (the task is the
