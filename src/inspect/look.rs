@@ -33,22 +33,47 @@ pub(crate) async fn inspect(
     name: &str,
     known: &mut Known,
 ) -> Result<Snapshot> {
+    read_named(client, name, known, Channels::Counted).await
+}
+
+/// The same without the listeners (`PUBSUB NUMSUB`, one round trip less):
+/// for an election's reading of who leads, which has no use for them.
+pub(crate) async fn inspect_holders(client: &ClientInner, name: &str) -> Result<Snapshot> {
+    read_named(client, name, &mut Known::new(), Channels::Skipped).await
+}
+
+/// Whether a reading counts the listeners of the object's channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Channels {
+    Counted,
+    Skipped,
+}
+
+/// [`inspect`], counting the listeners or not.
+async fn read_named(
+    client: &ClientInner,
+    name: &str,
+    known: &mut Known,
+    channels: Channels,
+) -> Result<Snapshot> {
     keys::validate_name(name)?;
     if client.conn.is_cluster() {
         // Its auxiliary keys would live in other slots than its key.
         keys::validate_cluster_name(name)?;
     }
-    let mut snapshot = read_object(client, name).await?;
+    let mut snapshot = read_object(client, name, channels).await?;
     name_owners(client, std::slice::from_mut(&mut snapshot), known).await;
     Ok(snapshot)
 }
 
-/// The snapshot of a valid `name` and the listeners of its channels; its
-/// owners not yet named.
-async fn read_object(client: &ClientInner, name: &str) -> Result<Snapshot> {
+/// The snapshot of a valid `name`, and the listeners of its channels when
+/// `channels` says so; its owners not yet named.
+async fn read_object(client: &ClientInner, name: &str, channels: Channels) -> Result<Snapshot> {
     let reply = crate::scripts::inspect(&mut client.conn.clone(), name, MAX_ENTRIES).await?;
     let mut snapshot = read_snapshot(name, reply, &client.id)?;
-    snapshot.listeners = listeners(client, &channels_of(name, &snapshot.kind)).await;
+    if channels == Channels::Counted {
+        snapshot.listeners = listeners(client, &channels_of(name, &snapshot.kind)).await;
+    }
     Ok(snapshot)
 }
 
@@ -135,8 +160,11 @@ pub(crate) async fn scan(client: &ClientInner, pattern: &str) -> Result<Scanned>
         .collect();
     let mut objects = Vec::new();
     for batch in readable.chunks(IN_FLIGHT) {
-        let read =
-            futures_util::future::join_all(batch.iter().map(|name| read_object(client, name)));
+        let read = futures_util::future::join_all(
+            batch
+                .iter()
+                .map(|name| read_object(client, name, Channels::Counted)),
+        );
         for snapshot in read.await {
             let snapshot = snapshot?;
             if snapshot.kind.is_lock_family() {

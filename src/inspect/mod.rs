@@ -23,7 +23,7 @@ use serde::Serialize;
 
 pub use crate::identity::Identity;
 pub(crate) use force::force_unlock;
-pub(crate) use look::{inspect, relay, scan};
+pub(crate) use look::{inspect, inspect_holders, relay, scan};
 pub use look::{Scanned, Watch, MAX_SCAN};
 pub(crate) use read::read_snapshot;
 pub(crate) use scan::scan_names;

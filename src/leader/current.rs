@@ -58,7 +58,7 @@ pub(super) async fn read(client: &ClientInner, name: &str) -> Result<Option<Lead
 
 /// The fenced lock's holder, without "since when".
 async fn holder(client: &ClientInner, name: &str) -> Result<Option<Leader>> {
-    let snapshot = crate::inspect::inspect(client, name, &mut Default::default()).await?;
+    let snapshot = crate::inspect::inspect_holders(client, name).await?;
     match snapshot.kind {
         Kind::Absent | Kind::Lock | Kind::FencedLock => {}
         // Another kind, or a user's key, lives under the name: no election.

@@ -781,8 +781,14 @@ async fn a_second_campaign_of_the_leading_task_waits_and_draws_no_epoch() {
         again.is_none(),
         "the leading task won a second term at once"
     );
+    server.reset_stats().await;
     let leader = election.leader().await.unwrap().expect("a leader");
     assert_eq!(leader.epoch, first.epoch(), "no new epoch was drawn");
+    // Who leads is the lock's snapshot, the owner's identity and the record:
+    // it counts no listeners (Redis 7 names the call `pubsub|numsub`, 6.2
+    // `pubsub`).
+    assert_eq!(server.command_calls("pubsub|numsub").await, 0);
+    assert_eq!(server.command_calls("pubsub").await, 0);
     assert!(!first.is_lost());
     first.resign().await.unwrap();
 }
