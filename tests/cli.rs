@@ -46,22 +46,28 @@ impl Ran {
     }
 }
 
-/// Runs the tool with `args` (and `input` on a piped stdin, else an empty
-/// one: never a terminal), bounded by [`RUN`]. `REDIS_URL` is cleared, so only
-/// what a test passes says where the server is.
-async fn run(args: &[&str], input: Option<&str>) -> Ran {
+/// The tool with `args`, its output piped, an empty stdin (never a
+/// terminal), killed if dropped. `REDIS_URL` is cleared, so only what a test
+/// passes says where the server is.
+fn command(args: &[&str]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(BIN);
     command
         .args(args)
         .env_remove("REDIS_URL")
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    command
+}
+
+/// Runs the tool with `args` (and `input` on a piped stdin), bounded by
+/// [`RUN`].
+async fn run(args: &[&str], input: Option<&str>) -> Ran {
+    let mut command = command(args);
+    if input.is_some() {
+        command.stdin(Stdio::piped());
+    }
     let mut child = command.spawn().expect("spawn the tool");
     if let Some(input) = input {
         let mut stdin = child.stdin.take().expect("piped stdin");
@@ -467,6 +473,23 @@ async fn show_of_a_name_with_nothing_under_it_exits_3() {
 // ---- watch ------------------------------------------------------------------
 
 /// The next frame a watch prints on a pipe: its lines up to the blank one.
+/// Starts `watch` on `server` with `args`, and its stdout's lines to read
+/// frames from as they come.
+fn spawn_watch(
+    server: &RedisServer,
+    args: &[&str],
+) -> (
+    tokio::process::Child,
+    tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) {
+    let url = server.url();
+    let mut all = vec!["--url", url.as_str(), "watch"];
+    all.extend_from_slice(args);
+    let mut child = command(&all).spawn().expect("spawn the tool");
+    let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    (child, lines)
+}
+
 async fn next_frame(
     lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
     what: &str,
@@ -498,26 +521,8 @@ async fn watch_redraws_when_the_holder_unlocks_not_at_the_interval() {
         .unwrap();
     // A minute between redraws: a second frame well before it came from the
     // unlock message.
-    let url = server.url();
-    let mut child = tokio::process::Command::new(BIN)
-        .args([
-            "--url",
-            &url,
-            "watch",
-            "w",
-            "--interval",
-            "60000",
-            "--count",
-            "2",
-        ])
-        .env_remove("REDIS_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the tool");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let (mut child, mut lines) =
+        spawn_watch(&server, &["w", "--interval", "60000", "--count", "2"]);
     let first = next_frame(&mut lines, "the first frame").await;
     assert!(first.contains("frame 1"), "{first}");
     assert!(
@@ -771,17 +776,7 @@ async fn ctrl_c_ends_a_watch_with_success_and_gives_its_subscription_back() {
     let server = RedisServer::start();
     let holder = server.client().await;
     let _guard = holder.get_lock("c").unwrap().lock().await.unwrap();
-    let url = server.url();
-    let mut child = tokio::process::Command::new(BIN)
-        .args(["--url", &url, "watch", "c", "--interval", "60000"])
-        .env_remove("REDIS_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the tool");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let (mut child, mut lines) = spawn_watch(&server, &["c", "--interval", "60000"]);
     next_frame(&mut lines, "the first frame").await;
     assert!(
         eventually(SOON, || async {
