@@ -542,59 +542,60 @@ async fn observe_reports_every_change_in_order() {
         .await
     );
     let mut seen = vec![LeaderChange::Vacant];
-    let mut step = |change: LeaderChange| seen.push(change);
-    let a_lead = a
-        .get_leader_election("seq")
-        .unwrap()
-        .campaign()
-        .await
-        .unwrap();
-    // A re-read comes every 10 s here: a change within it came from a message.
-    let change = within(Duration::from_secs(5), "A's win", observer.next())
-        .await
-        .unwrap();
+    let (a_lead, change) = win_observed(&a, "seq", &mut observer, "A's win").await;
     let LeaderChange::Elected(leader) = &change else {
-        panic!("{change:?}")
+        unreachable!()
     };
-    assert_eq!(
-        (leader.epoch, leader.owner.client_id.as_str()),
-        (a_lead.epoch(), a.id())
-    );
     assert_eq!(leader.since_ms, Some(a_lead.since_ms()));
-    step(change);
+    seen.push(change);
     a_lead.resign().await.unwrap();
-    let change = within(Duration::from_secs(5), "A's resignation", observer.next())
-        .await
-        .unwrap();
-    assert_eq!(change, LeaderChange::Vacant);
-    step(change);
-    let b_lead = b
-        .get_leader_election("seq")
-        .unwrap()
-        .campaign()
-        .await
-        .unwrap();
-    let change = within(Duration::from_secs(5), "B's win", observer.next())
-        .await
-        .unwrap();
-    let LeaderChange::Elected(leader) = &change else {
-        panic!("{change:?}")
-    };
-    assert_eq!(
-        (leader.epoch, leader.owner.client_id.as_str()),
-        (b_lead.epoch(), b.id())
-    );
-    step(change);
+    seen.push(vacancy_observed(&mut observer, "A's resignation").await);
+    let (b_lead, change) = win_observed(&b, "seq", &mut observer, "B's win").await;
+    seen.push(change);
     drop(b_lead); // dropping resigns
-    let change = within(Duration::from_secs(5), "B's drop", observer.next())
-        .await
-        .unwrap();
-    assert_eq!(change, LeaderChange::Vacant);
-    step(change);
+    seen.push(vacancy_observed(&mut observer, "B's drop").await);
     assert_eq!(assert_in_order(&seen).len(), 5);
     drop(observer);
     let record = |k: &str| k == "redisson_lock_token:{seq}" || k == "redisson_locks_leader:{seq}";
     assert_nothing_left_but(&server, &[&a, &b, &watcher], record).await;
+}
+
+/// `client` campaigns for `name`; `observer` reports the win with its epoch
+/// and client id within 5 s. A re-read comes every 10 s here (a 30 s
+/// watchdog): a change within it came from a message.
+async fn win_observed(
+    client: &Client,
+    name: &str,
+    observer: &mut redisson_locks::Observer,
+    what: &str,
+) -> (Leadership, LeaderChange) {
+    let lead = client
+        .get_leader_election(name)
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    let change = within(Duration::from_secs(5), what, observer.next())
+        .await
+        .unwrap();
+    let LeaderChange::Elected(leader) = &change else {
+        panic!("{what}: {change:?}")
+    };
+    assert_eq!(
+        (leader.epoch, leader.owner.client_id.as_str()),
+        (lead.epoch(), client.id()),
+        "{what}"
+    );
+    (lead, change)
+}
+
+/// `observer` reports a vacancy within 5 s (a message, as above).
+async fn vacancy_observed(observer: &mut redisson_locks::Observer, what: &str) -> LeaderChange {
+    let change = within(Duration::from_secs(5), what, observer.next())
+        .await
+        .unwrap();
+    assert_eq!(change, LeaderChange::Vacant, "{what}");
+    change
 }
 
 /// Requirement 5: a Java `RFencedLock(name)` holder is the leader (no
