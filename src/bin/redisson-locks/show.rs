@@ -171,8 +171,9 @@ fn waiter_block(page: &mut Page, place: usize, q: &Queued) {
     page.field(2, "Identity:", units::identity(&q.owner));
 }
 
-/// A permit-expirable semaphore's permits out, each with its lease.
-fn permits(page: &mut Page, s: &Snapshot) {
+/// A permit-expirable semaphore's permits out, each with its lease (or that
+/// it expired, or never expires).
+pub(crate) fn permits(page: &mut Page, s: &Snapshot) {
     page.field(0, "Permits out:", s.permits_out);
     for permit in &s.permits {
         let lease = if permit.expired {

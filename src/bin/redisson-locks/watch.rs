@@ -231,17 +231,7 @@ fn counts(page: &mut Page, s: &Snapshot) {
         s.count.map_or_else(|| "-".to_owned(), |c| c.to_string()),
     );
     if matches!(s.kind, Kind::PermitExpirableSemaphore) {
-        page.field(0, "Permits out:", s.permits_out);
-        for permit in &s.permits {
-            page.line(
-                1,
-                format!(
-                    "{}  lease left {}",
-                    permit.id,
-                    units::lease(permit.lease_left)
-                ),
-            );
-        }
+        show::permits(page, s);
     }
 }
 
