@@ -217,7 +217,7 @@ impl Client {
         let link = match connect.await {
             Ok(link) => link?,
             Err(_) => {
-                return Err(Error::connect_timeout(&crate::config::redact(
+                return Err(Error::connect_timeout(&crate::config::redact_address(
                     &config.address,
                 )))
             }

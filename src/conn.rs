@@ -350,7 +350,7 @@ fn cluster_primaries(nodes: &str) -> (Vec<u16>, bool) {
             .iter()
             .skip(8)
             .filter(|p| !p.starts_with('['))
-            .find_map(|p| p.split('-').next()?.parse::<u16>().ok());
+            .find_map(|p| crate::numeral::decimal::<u16>(p.split('-').next()?));
         let Some(first) = first else { continue };
         if flags.contains(&"noaddr") || flags.contains(&"handshake") {
             left_out = true;

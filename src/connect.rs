@@ -173,7 +173,7 @@ async fn server_major_version(conn: &mut impl redis::aio::ConnectionLike) -> Opt
     };
     let info: redis::InfoDict = redis::from_redis_value(one_node).ok()?;
     let version: String = info.get("redis_version")?;
-    version.split('.').next()?.parse().ok()
+    crate::numeral::decimal(version.split('.').next()?)
 }
 
 /// Reads the server settings locks depend on; see

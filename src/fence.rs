@@ -181,7 +181,7 @@ impl FencedStore {
             .map_err(|e| Error::from_redis(&self.key, e))?;
         match (value, fence) {
             (Some(value), Some(fence)) => {
-                let fence = fence.parse().map_err(|_| {
+                let fence = crate::numeral::decimal(&fence).ok_or_else(|| {
                     Error::unexpected("fenced read", format!("fence {fence:?} of {:?}", self.key))
                 })?;
                 Ok(Some((value, fence)))

@@ -181,6 +181,7 @@ mod line;
 mod lock;
 mod lua;
 mod metrics;
+mod numeral;
 mod owner;
 mod pubsub;
 mod release;
@@ -197,7 +198,9 @@ mod wait;
 mod watchdog;
 
 pub use client::Client;
-pub use config::{Config, OwnerMode, SelfWait, TlsConfig, MAX_DURATION, MAX_RETRY_ATTEMPTS};
+pub use config::{
+    redact_address, Config, OwnerMode, SelfWait, TlsConfig, MAX_DURATION, MAX_RETRY_ATTEMPTS,
+};
 pub use error::{Error, RedisErrorKind, RedisFailure, Result};
 pub use fence::{FencedStore, FencedWrite};
 pub use keys::MAX_NAME_LEN;

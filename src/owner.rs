@@ -146,7 +146,7 @@ pub(crate) fn is_nobody(field: &str) -> bool {
     field
         .split(':')
         .nth(1)
-        .is_some_and(|id| id.parse::<u64>() == Ok(NO_OWNER))
+        .is_some_and(|id| crate::numeral::decimal::<u64>(id) == Some(NO_OWNER))
 }
 
 /// A fresh owner id for one acquisition.

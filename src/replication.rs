@@ -64,7 +64,7 @@ pub(crate) async fn replicas_to_sync(
     let connected = info.ok().and_then(|text| {
         text.lines()
             .find_map(|l| l.strip_prefix("connected_slaves:"))
-            .and_then(|n| n.trim().parse::<u32>().ok())
+            .and_then(|n| crate::numeral::decimal::<u32>(n.trim()))
     });
     match connected {
         Some(n) => (n.min(1), None),

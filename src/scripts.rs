@@ -219,7 +219,7 @@ pub(crate) async fn fenced_acquire(
         Value::Array(items) => match items.as_slice() {
             [Value::BulkString(token)] => std::str::from_utf8(token)
                 .ok()
-                .and_then(|token| token.parse::<u64>().ok())
+                .and_then(crate::numeral::decimal::<u64>)
                 .filter(|token| *token > 0)
                 .map(Ok)
                 .ok_or_else(|| Error::unexpected("fenced lock acquire", items)),
@@ -260,7 +260,7 @@ pub(crate) async fn leader_record(
         Value::Nil => Ok(None),
         Value::BulkString(ms) => std::str::from_utf8(&ms)
             .ok()
-            .and_then(|ms| ms.parse::<u64>().ok())
+            .and_then(crate::numeral::decimal::<u64>)
             .map(Some)
             .ok_or_else(|| Error::unexpected("leader record", ms)),
         other => Err(Error::unexpected("leader record", other)),
@@ -378,8 +378,10 @@ pub(crate) async fn fenced_write(
 /// A token the server sent as a decimal string.
 fn decode_token(operation: &'static str, reply: &Value) -> Result<u64> {
     let parsed = match reply {
-        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok().and_then(|t| t.parse().ok()),
-        Value::SimpleString(text) => text.parse().ok(),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .and_then(crate::numeral::decimal),
+        Value::SimpleString(text) => crate::numeral::decimal(text),
         _ => None,
     };
     parsed.ok_or_else(|| Error::unexpected(operation, reply.clone()))

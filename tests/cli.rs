@@ -64,7 +64,13 @@ fn command(args: &[&str]) -> tokio::process::Command {
 /// Runs the tool with `args` (and `input` on a piped stdin), bounded by
 /// [`RUN`].
 async fn run(args: &[&str], input: Option<&str>) -> Ran {
+    run_with_env(args, &[], input).await
+}
+
+/// [`run`], with `env` set for the tool.
+async fn run_with_env(args: &[&str], env: &[(&str, &str)], input: Option<&str>) -> Ran {
     let mut command = command(args);
+    command.envs(env.iter().copied());
     if input.is_some() {
         command.stdin(Stdio::piped());
     }
@@ -742,6 +748,42 @@ async fn a_bad_url_or_an_absent_server_is_said_in_words_with_exit_1() {
     assert!(!ran.exited(1).stderr.contains("hunter2"), "{ran:#?}");
 }
 
+/// Every form a credential can take in an address, given by `--url` or by
+/// `REDIS_URL`, well-formed or not: the tool fails in words that never
+/// repeat it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_credential_in_an_address_is_ever_printed() {
+    let closed = free_port();
+    let addresses = [
+        format!("app:hunter2@127.0.0.1:{closed}"),
+        ":hunter2@127.0.0.1".to_owned(),
+        "hunter2@127.0.0.1".to_owned(),
+        format!("redis://app:hunter2@127.0.0.1:{closed}"),
+        format!("redis://:hunter2@127.0.0.1:{closed}/0"),
+        format!("redis://app:hun@ter2@127.0.0.1:{closed}"),
+        "redis+unix:///tmp/nowhere.sock?pass=hunter2".to_owned(),
+        "unix:///tmp/nowhere.sock?db=1&password=hunter2".to_owned(),
+        format!("redis://127.0.0.1:{closed}/?pass=hunter2"),
+        "redis://app:hunter2@h:notaport".to_owned(),
+    ];
+    for address in &addresses {
+        for ran in [
+            run(&["--url", address, "list"], None).await,
+            run_with_env(&["show", "x"], &[("REDIS_URL", address)], None).await,
+        ] {
+            ran.exited(1);
+            assert!(
+                !ran.stderr.contains("hunter2") && !ran.stdout.contains("hunter2"),
+                "{address}: {ran:#?}"
+            );
+            assert!(
+                !ran.stderr.trim().is_empty(),
+                "{address}: says why: {ran:#?}"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_line_explains_itself_and_usage_errors_exit_2() {
     let help = run(&["--help"], None).await;
@@ -800,4 +842,76 @@ async fn ctrl_c_ends_a_watch_with_success_and_gives_its_subscription_back() {
         0,
         "its subscription went with it"
     );
+}
+
+// ---- text from Redis reaches the terminal escaped ---------------------------
+
+/// Names, owner fields and identities are written by whoever can write a key:
+/// in text output a control character (an escape sequence, a newline) or a
+/// bidirectional override is shown escaped, never sent to the terminal, and a
+/// newline in a name adds no row to `list`. `--json` carries them as JSON does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_owners_and_identities_reach_the_terminal_escaped() {
+    let server = RedisServer::start();
+    let mut admin = server.admin().await;
+    let id = "6c47fd2f-1b3c-4a5d-9e8f-0a1b2c3d4e5f";
+    let name = "evil\u{1b}]0;owned\u{7}\nfake row\u{202e}";
+    let field = format!("{id}:7\u{1b}[2J");
+    let _: () = admin.hset(name, &field, 1).await.unwrap();
+    let _: () = admin.pexpire(name, 60_000).await.unwrap();
+    let identity = json!({
+        "client_id": id, "library": "redisson-locks", "version": "0",
+        "host": "web\r\u{1b}[31m", "pid": 1, "name": "n\u{9b}1m", "started_ms": 0
+    });
+    let _: () = admin
+        .set(
+            format!("{}{{{id}}}", support::IDENTITY_PREFIX),
+            identity.to_string(),
+        )
+        .await
+        .unwrap();
+    let _: () = admin.set(&b"bin:\xff"[..], "1").await.unwrap();
+
+    let list = tool(&server, &["list"]).await;
+    let text = &list.exited(0).stdout;
+    let shown = "evil\\u{1b}]0;owned\\u{7}\\nfake row\\u{202e}";
+    assert!(text.contains(shown), "the name, escaped: {text}");
+    for raw in ['\u{1b}', '\u{7}', '\r', '\u{202e}', '\u{9b}'] {
+        assert!(
+            !text.contains(raw),
+            "{raw:?} reached the terminal: {text:?}"
+        );
+    }
+    assert!(!text.lines().any(|l| l.starts_with("fake row")), "{text}");
+    assert_eq!(
+        text.lines().count(),
+        4,
+        "header, one row, the summary, the keys left out: {text}"
+    );
+    assert!(
+        text.contains("Left out: 1 key") && text.contains("not UTF-8"),
+        "the key no lock can be named is said: {text}"
+    );
+
+    let show = tool(&server, &["show", name]).await;
+    let page = &show.exited(0).stdout;
+    assert!(page.contains(shown), "{page}");
+    assert!(page.contains("7\\u{1b}[2J"), "the thread, escaped: {page}");
+    assert!(
+        page.contains("web\\r\\u{1b}[31m"),
+        "the host, escaped: {page}"
+    );
+    for raw in ['\u{1b}', '\u{7}', '\r', '\u{202e}', '\u{9b}'] {
+        assert!(
+            !page.contains(raw),
+            "{raw:?} reached the terminal: {page:?}"
+        );
+    }
+
+    let json = tool(&server, &["--json", "list"]).await.json();
+    assert_eq!(
+        json["objects"][0]["name"], name,
+        "JSON carries the name as it is"
+    );
+    assert_eq!(json["skipped"][0]["reason"], "not_utf8");
 }

@@ -108,7 +108,7 @@ mod with_serde {
     use serde::de::{self, Deserialize, Deserializer, Unexpected, Visitor};
 
     use super::without_values;
-    use crate::config::{address_database, database_conflict, redact};
+    use crate::config::{address_database, database_conflict, redact_address};
     use crate::{Config, OwnerMode, SelfWait, TlsConfig};
 
     /// Reads a duration: an integer of milliseconds, or a string of a whole or
@@ -299,7 +299,7 @@ mod with_serde {
             let database = match (database, named) {
                 (Some(given), Some(named)) if given != named => {
                     return Err(database_conflict(
-                        &format!("address '{}'", redact(&address)),
+                        &format!("address '{}'", redact_address(&address)),
                         named,
                         "database",
                         given,

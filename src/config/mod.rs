@@ -635,7 +635,7 @@ impl Config {
         let named = |address: &str| address_database(address).filter(|&n| n != self.database);
         if let Some(named) = named(&self.address) {
             return Err(Error::Config(database_conflict(
-                &format!("address '{}'", redact(&self.address)),
+                &format!("address '{}'", redact_address(&self.address)),
                 named,
                 "database",
                 self.database,
@@ -646,7 +646,7 @@ impl Config {
                 return Err(Error::Config(format!(
                     "{} (sentinels have no databases: the primary's is `database`)",
                     database_conflict(
-                        &format!("sentinel address '{}'", redact(sentinel)),
+                        &format!("sentinel address '{}'", redact_address(sentinel)),
                         named,
                         "database",
                         self.database,
@@ -662,7 +662,7 @@ impl Config {
                 return Err(Error::Config(format!(
                     "cluster node '{}' names database {named}, but a Redis Cluster has only \
                      database 0; drop the /{named}",
-                    redact(node)
+                    redact_address(node)
                 )));
             }
         }
@@ -720,10 +720,10 @@ impl Config {
 }
 
 /// Parses `address`, one of the addresses that `what` names (`"address"`,
-/// `"cluster node"`, `"sentinel address"`); errors show it [`redact`]ed.
+/// `"cluster node"`, `"sentinel address"`); errors show it [`redact_address`]ed.
 fn parse_address(what: &str, address: &str) -> Result<redis::ConnectionInfo> {
     use redis::IntoConnectionInfo;
-    let shown = redact(address);
+    let shown = redact_address(address);
     if !(address.starts_with("redis://") || address.starts_with("rediss://")) {
         return Err(Error::Config(format!(
             "{what} '{shown}' must start with redis:// or rediss://"
@@ -739,7 +739,7 @@ fn parse_address(what: &str, address: &str) -> Result<redis::ConnectionInfo> {
         // The redis crate's messages do not quote the URL; should one ever do,
         // the password still stays out.
         let mut reason = e.to_string();
-        if let Some(secret) = userinfo_secret(address).filter(|s| !s.is_empty()) {
+        for secret in secrets_of(address) {
             reason = reason.replace(secret, "***");
         }
         Error::Config(format!("{what} '{shown}': {reason}"))
@@ -767,36 +767,88 @@ pub(super) fn database_conflict(shown: &str, named: i64, field: &str, database: 
     )
 }
 
-/// `address` with the secret part of its user info masked: the password after
-/// the user name's `:` (`redis://app:***@host`), or the whole user info when it
-/// has no `:` (Redisson and redis-cli read a lone `redis://secret@host` as the
-/// password). The user info is taken to end at the *last* `@`, so that an
-/// unescaped `@` or `/` in a password (the kind of address that fails to
-/// parse) is masked as well; an `@` in a path or query masks a little more than
-/// needed, never less.
-pub(crate) fn redact(address: &str) -> std::borrow::Cow<'_, str> {
-    match secret_range(address) {
-        Some(secret) => format!("{}***{}", &address[..secret.start], &address[secret.end..]).into(),
-        None => address.into(),
+/// `address` with every credential it carries masked, for messages and logs:
+/// the password of its user info (`redis://app:***@host`), or the whole user
+/// info when it has no `:` (Redisson and redis-cli read a lone
+/// `redis://secret@host` as the password), and the value of a `pass` or
+/// `password` query parameter (`redis+unix:///run/redis.sock?pass=***`, the
+/// form the `redis` crate reads for a socket). Addresses without a scheme
+/// (`app:secret@host:6379`, `:secret@host`) are masked the same way, so the
+/// error that says a scheme is missing does not repeat the password.
+///
+/// The user info is taken to end at the *last* `@`, so that an unescaped `@`
+/// or `/` in a password (the kind of address that fails to parse) is masked
+/// as well; an `@` in a path or query masks a little more than needed, never
+/// less.
+///
+/// ```
+/// use redisson_locks::redact_address;
+///
+/// assert_eq!(redact_address("redis://app:s3cret@10.0.0.5:6380/1"), "redis://app:***@10.0.0.5:6380/1");
+/// assert_eq!(redact_address("app:s3cret@cache:6379"), "app:***@cache:6379");
+/// assert_eq!(redact_address("redis+unix:///tmp/r.sock?db=1&pass=s3cret"), "redis+unix:///tmp/r.sock?db=1&pass=***");
+/// ```
+pub fn redact_address(address: &str) -> std::borrow::Cow<'_, str> {
+    let secrets = secret_ranges(address);
+    if secrets.is_empty() {
+        return address.into();
     }
+    let mut shown = String::with_capacity(address.len());
+    let mut from = 0;
+    for secret in secrets {
+        shown.push_str(&address[from..secret.start]);
+        shown.push_str("***");
+        from = secret.end;
+    }
+    shown.push_str(&address[from..]);
+    shown.into()
 }
 
-/// The part of `address` that [`redact`] masks, if any.
-fn userinfo_secret(address: &str) -> Option<&str> {
-    secret_range(address).map(|secret| &address[secret])
-}
+/// The query parameters whose values are secrets.
+const SECRET_PARAMETERS: [&str; 2] = ["pass", "password"];
 
-/// Where the secret of `address`'s user info lies: the password after
-/// `user:`, or the whole user info when it has no `:` (a bare password, or a
-/// name that may be one). Up to the last `@`, so a password holding `@` is
-/// masked whole.
-fn secret_range(address: &str) -> Option<std::ops::Range<usize>> {
+/// The parts of `address` that [`redact_address`] masks, in order: the user info's
+/// secret, then each secret query parameter's value.
+fn secret_ranges(address: &str) -> Vec<std::ops::Range<usize>> {
     let start = address.find("://").map_or(0, |i| i + 3);
-    let at = start + address[start..].rfind('@')?;
-    let secret = address[start..at]
-        .find(':')
-        .map_or(start, |colon| start + colon + 1);
-    Some(secret..at)
+    let mut ranges = Vec::new();
+    let mut rest_from = start;
+    if let Some(at) = address[start..].rfind('@').map(|i| start + i) {
+        let secret = address[start..at]
+            .find(':')
+            .map_or(start, |colon| start + colon + 1);
+        ranges.push(secret..at);
+        rest_from = at + 1;
+    }
+    let Some(query) = address[rest_from..].find('?').map(|i| rest_from + i + 1) else {
+        return ranges;
+    };
+    let query_end = address[query..]
+        .find('#')
+        .map_or(address.len(), |i| query + i);
+    let mut from = query;
+    for parameter in address[query..query_end].split('&') {
+        if let Some((key, value)) = parameter.split_once('=') {
+            let secret = SECRET_PARAMETERS
+                .iter()
+                .any(|name| key.eq_ignore_ascii_case(name));
+            if secret && !value.is_empty() {
+                let value_start = from + key.len() + 1;
+                ranges.push(value_start..value_start + value.len());
+            }
+        }
+        from += parameter.len() + 1;
+    }
+    ranges
+}
+
+/// The secrets of `address` ([`redact_address`]'s ranges), for scrubbing them out of
+/// a message that might quote them.
+fn secrets_of(address: &str) -> impl Iterator<Item = &str> {
+    secret_ranges(address)
+        .into_iter()
+        .map(move |range| &address[range])
+        .filter(|secret| !secret.is_empty())
 }
 
 impl std::fmt::Debug for Config {
@@ -831,10 +883,13 @@ impl std::fmt::Debug for Config {
             metrics_lock_names,
         } = self;
         let redacted = |addresses: &[String]| -> Vec<String> {
-            addresses.iter().map(|a| redact(a).into_owned()).collect()
+            addresses
+                .iter()
+                .map(|a| redact_address(a).into_owned())
+                .collect()
         };
         f.debug_struct("Config")
-            .field("address", &redact(address))
+            .field("address", &redact_address(address))
             .field("username", username)
             .field("password", &password.as_ref().map(|_| "***"))
             .field("database", database)
@@ -1207,9 +1262,26 @@ mod tests {
             // Unescaped `@`, `/` and `:` in a password: all of it is masked.
             ("redis://app:S3c@r/3t:x@h:1", "redis://app:***@h:1"),
             ("app:S3cr3t@h:6379", "app:***@h:6379"),
+            (":S3cr3t@h", ":***@h"),
             ("rediss://app:S3cr3t@h:6380", "rediss://app:***@h:6380"),
+            // The forms the `redis` crate reads for a socket, and a query
+            // parameter under either name, in any case.
+            (
+                "redis+unix:///tmp/r.sock?pass=S3cr3t",
+                "redis+unix:///tmp/r.sock?pass=***",
+            ),
+            (
+                "unix:///tmp/r.sock?db=1&PASS=S3cr3t&user=app",
+                "unix:///tmp/r.sock?db=1&PASS=***&user=app",
+            ),
+            (
+                "redis://app:S3cr3t@h:1/?password=S3cr3t#x",
+                "redis://app:***@h:1/?password=***#x",
+            ),
+            ("redis://h:1/?pass=&db=2", "redis://h:1/?pass=&db=2"),
+            ("redis://h:1/?passport=ok", "redis://h:1/?passport=ok"),
         ] {
-            assert_eq!(redact(address), shown, "{address}");
+            assert_eq!(redact_address(address), shown, "{address}");
         }
     }
 
@@ -1228,6 +1300,11 @@ mod tests {
             ("redis://app:S3c@r/3t@h:1:2", "'redis://app:***@h:1:2'"),
             ("http://app:S3cr3t@h:6379", "'http://app:***@h:6379'"),
             ("app:S3cr3t@h:6379", "'app:***@h:6379'"),
+            (":S3cr3t@h", "':***@h'"),
+            (
+                "redis+unix:///tmp/r.sock?pass=S3cr3t",
+                "'redis+unix:///tmp/r.sock?pass=***'",
+            ),
         ] {
             let err = Config::from_url(url).unwrap_err().to_string();
             assert!(

@@ -14,7 +14,9 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, IgnoredAny, Unexpected, Visitor};
 use serde::Deserialize;
 
-use super::{address_database, database_conflict, env, human, redact, Config, MAX_RETRY_ATTEMPTS};
+use super::{
+    address_database, database_conflict, env, human, redact_address, Config, MAX_RETRY_ATTEMPTS,
+};
 use crate::error::{Error, Result};
 
 /// The syntax a Redisson config file is written in.
@@ -40,7 +42,7 @@ impl fmt::Display for Syntax {
 ///
 /// No error repeats a secret: serde's messages name a bad value's kind, not the
 /// value ([`human::without_values`]), addresses show with their passwords
-/// masked ([`redact`]), and whatever any message would quote of a value taken
+/// masked ([`redact_address`]), and whatever any message would quote of a value taken
 /// from the environment becomes `***` ([`env::Resolved::scrub`]), validation's
 /// messages included.
 pub(super) fn read(text: &str, syntax: Syntax) -> Result<Config> {
@@ -294,7 +296,7 @@ impl ServerSection {
                             "{} '{}' names database {named}, but a Redis Cluster has only \
                              database 0; drop the /{named}",
                             key("nodeAddresses"),
-                            redact(node)
+                            redact_address(node)
                         ));
                     }
                 }
@@ -369,7 +371,7 @@ impl Database {
         let Some(named) = address_database(address).filter(|&n| n != self.number) else {
             return Ok(());
         };
-        let shown = format!("{address_key} '{}'", redact(address));
+        let shown = format!("{address_key} '{}'", redact_address(address));
         Err(if self.given {
             format!(
                 "{} (Redisson uses {} and ignores the address's)",
@@ -488,7 +490,7 @@ fn store_path(key: &str, url: &str) -> std::result::Result<PathBuf, String> {
                 if !(host.is_empty() || host.eq_ignore_ascii_case("localhost")) {
                     return Err(format!(
                         "{key}: {} names another host; give a local file",
-                        redact(url)
+                        redact_address(url)
                     ));
                 }
                 path
@@ -496,7 +498,7 @@ fn store_path(key: &str, url: &str) -> std::result::Result<PathBuf, String> {
             None => rest,
         };
         percent_decode(path)
-            .ok_or_else(|| format!("{key}: {} is not a valid file URL", redact(url)))?
+            .ok_or_else(|| format!("{key}: {} is not a valid file URL", redact_address(url)))?
     } else {
         let scheme_len = url
             .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
@@ -523,8 +525,7 @@ fn percent_decode(text: &str) -> Option<String> {
     let mut rest = text.as_bytes();
     while let Some((&byte, tail)) = rest.split_first() {
         if byte == b'%' {
-            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
-            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            bytes.push(crate::numeral::hex_byte(tail.get(..2)?)?);
             rest = &tail[2..];
         } else {
             bytes.push(byte);
@@ -641,14 +642,14 @@ fn parse_iso_duration(text: &str) -> Option<Duration> {
     let mut total = Duration::ZERO;
     let mut any = false;
     if !days.is_empty() {
-        let days: u64 = digits(days.strip_suffix('D')?)?;
+        let days: u64 = crate::numeral::decimal(days.strip_suffix('D')?)?;
         total = total.checked_add(Duration::from_secs(days.checked_mul(86_400)?))?;
         any = true;
     }
     let mut time = time.unwrap_or("");
     for (unit, seconds) in [('H', 3_600), ('M', 60)] {
         if let Some(end) = time.find(unit) {
-            let amount: u64 = digits(&time[..end])?;
+            let amount: u64 = crate::numeral::decimal(&time[..end])?;
             total = total.checked_add(Duration::from_secs(amount.checked_mul(seconds)?))?;
             time = &time[end + 1..];
             any = true;
@@ -657,22 +658,16 @@ fn parse_iso_duration(text: &str) -> Option<Duration> {
     if !time.is_empty() {
         let seconds = time.strip_suffix('S')?;
         let (whole, fraction) = seconds.split_once(['.', ',']).unwrap_or((seconds, ""));
-        if fraction.len() > 9 || (!fraction.is_empty() && digits::<u32>(fraction).is_none()) {
+        if fraction.len() > 9
+            || (!fraction.is_empty() && crate::numeral::decimal::<u32>(fraction).is_none())
+        {
             return None;
         }
         let nanos = format!("{fraction:0<9}").parse().ok()?;
-        total = total.checked_add(Duration::new(digits(whole)?, nanos))?;
+        total = total.checked_add(Duration::new(crate::numeral::decimal(whole)?, nanos))?;
         any = true;
     }
     any.then_some(total)
-}
-
-/// Parses ASCII digits only (no sign, no spaces).
-fn digits<T: std::str::FromStr>(text: &str) -> Option<T> {
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    text.parse().ok()
 }
 
 #[cfg(test)]

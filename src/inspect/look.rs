@@ -4,11 +4,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{read_snapshot, scan_names, Identity, Kind, Listeners, Snapshot, MAX_ENTRIES};
+use super::{read_snapshot, scan_names, Identity, Kind, Listeners, Skipped, Snapshot, MAX_ENTRIES};
 use crate::client::ClientInner;
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::pubsub::{Class, Subscription};
+
+use super::rereads::Rereads;
 
 /// The most objects one [`Client::scan`](crate::Client::scan) lists.
 pub const MAX_SCAN: usize = 10_000;
@@ -148,18 +149,9 @@ pub(crate) async fn scan(client: &ClientInner, pattern: &str) -> Result<Scanned>
             "scan pattern must not be empty (use * for every name)",
         ));
     }
-    let (names, incomplete) = scan_names(&client.conn, pattern, MAX_SCAN).await?;
-    // A key no lock could be named (empty, too long, or refused in a
-    // cluster) holds none: skipped, not an error that ends the scan.
-    let readable: Vec<String> = names
-        .into_iter()
-        .filter(|name| {
-            keys::validate_name(name).is_ok()
-                && (!client.conn.is_cluster() || keys::validate_cluster_name(name).is_ok())
-        })
-        .collect();
+    let found = scan_names(&client.conn, pattern, MAX_SCAN).await?;
     let mut objects = Vec::new();
-    for batch in readable.chunks(IN_FLIGHT) {
+    for batch in found.names.chunks(IN_FLIGHT) {
         let read = futures_util::future::join_all(
             batch
                 .iter()
@@ -175,7 +167,8 @@ pub(crate) async fn scan(client: &ClientInner, pattern: &str) -> Result<Scanned>
     name_owners(client, &mut objects, &mut Known::new()).await;
     Ok(Scanned {
         objects,
-        complete: !incomplete,
+        skipped: found.skipped,
+        complete: !found.incomplete,
     })
 }
 
@@ -185,6 +178,11 @@ pub(crate) async fn scan(client: &ClientInner, pattern: &str) -> Result<Scanned>
 pub struct Scanned {
     /// Every lock-family object found, by name.
     pub objects: Vec<Snapshot>,
+    /// The keys under the pattern that no lock can be named (not UTF-8,
+    /// empty or longer than [`MAX_NAME_LEN`](crate::MAX_NAME_LEN), split
+    /// over a cluster's slots), so were not read: whatever they hold is not
+    /// in [`objects`](Scanned::objects). At most [`MAX_SCAN`].
+    pub skipped: Vec<Skipped>,
     /// `false` when more than [`MAX_SCAN`] names matched and the rest were
     /// left out (narrow the pattern), or when a cluster primary without an
     /// address could not be asked.
@@ -212,15 +210,10 @@ pub struct Scanned {
 pub struct Watch {
     client: Arc<ClientInner>,
     name: String,
-    every: Duration,
     listen: bool,
-    /// Woken by the relays of the channels listened on; a wake-up that comes
-    /// while nobody waits is kept (one permit).
-    woken: Arc<tokio::sync::Notify>,
-    /// Channels listened on, each relayed by a task that stops when its
-    /// sender is dropped (with the watch).
-    relays: Vec<(String, tokio::sync::oneshot::Sender<()>)>,
-    seen_first: bool,
+    /// Wake-ups from the object's channels and the interval, kept across
+    /// calls of [`next`](Watch::next).
+    rereads: Rereads,
     known: Known,
 }
 
@@ -233,11 +226,8 @@ impl Watch {
         Ok(Watch {
             client,
             name,
-            every,
             listen: true,
-            woken: Arc::new(tokio::sync::Notify::new()),
-            relays: Vec::new(),
-            seen_first: false,
+            rereads: Rereads::new(every),
             known: Known::new(),
         })
     }
@@ -254,66 +244,35 @@ impl Watch {
     /// ```
     pub fn polling(mut self) -> Watch {
         self.listen = false;
-        self.relays.clear();
+        self.rereads.stop_listening();
         self
     }
 
     /// The next snapshot: the first at once, each later one when a message
-    /// arrives on the object's channel or the interval has passed.
+    /// arrives on the object's channel or the interval since the last
+    /// reading began has passed.
     ///
     /// # Cancel safety
-    /// Cancel safe: a dropped call loses nothing but its wait.
+    /// Cancel safe: a dropped call loses nothing. The interval runs from one
+    /// reading to the next, not from each call, and a wake-up it took is kept
+    /// for the next call; so a caller that drops its calls (a `select!`
+    /// against a ticker, a `timeout` in a loop), however often, still gets a
+    /// fresh snapshot at least every interval.
     pub async fn next(&mut self) -> Result<Snapshot> {
-        if self.seen_first {
-            let _ = tokio::time::timeout(self.every, self.woken.notified()).await;
-        }
-        let snapshot = inspect(&self.client, &self.name, &mut self.known).await?;
-        self.seen_first = true;
+        self.rereads.until_due().await;
+        let began = tokio::time::Instant::now();
+        let reading = inspect(&self.client, &self.name, &mut self.known).await;
+        self.rereads.read(began);
+        let snapshot = reading?;
         if self.listen {
-            self.listen_for(&snapshot.kind);
+            // Listens where an object of this kind speaks. A name gone free
+            // (absent) keeps the channels it had: its next holder is likely
+            // of the same kind.
+            let wanted = channels_of(&self.name, &snapshot.kind);
+            if !wanted.is_empty() {
+                self.rereads.listen(&self.client, &self.name, wanted);
+            }
         }
         Ok(snapshot)
-    }
-
-    /// Listens where an object of `kind` speaks. A name gone free (absent)
-    /// keeps the channels it had: its next holder is likely of the same kind.
-    fn listen_for(&mut self, kind: &Kind) {
-        let wanted = channels_of(&self.name, kind);
-        if wanted.is_empty() || self.relays.iter().map(|(c, _)| c).eq(wanted.iter()) {
-            return;
-        }
-        let lock: Arc<str> = self.name.as_str().into();
-        self.relays = wanted
-            .into_iter()
-            .map(|channel| {
-                let subscription = self.client.pubsub.subscribe(&channel, &lock, Class::All);
-                let (stop, stopped) = tokio::sync::oneshot::channel();
-                let woken = self.woken.clone();
-                self.client
-                    .conn
-                    .spawner()
-                    .spawn(relay(subscription, woken, stopped));
-                (channel, stop)
-            })
-            .collect();
-    }
-}
-
-/// Passes every wake-up of `subscription` on to `woken` until stopped; the
-/// subscription ends with it (a watch's, and an election observer's).
-pub(crate) async fn relay(
-    subscription: Subscription,
-    woken: Arc<tokio::sync::Notify>,
-    mut stopped: tokio::sync::oneshot::Receiver<()>,
-) {
-    loop {
-        let notified = subscription.notified();
-        tokio::pin!(notified);
-        // Registered before anything else is awaited: nothing in between is lost.
-        notified.as_mut().enable();
-        tokio::select! {
-            _ = &mut stopped => return,
-            _ = notified => woken.notify_one(),
-        }
     }
 }

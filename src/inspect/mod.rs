@@ -10,11 +10,15 @@
 //! - `look.rs`: the operations (one snapshot, a scan, a watch).
 //! - `read.rs`: the script's reply as a [`Snapshot`].
 //! - `scan.rs`: the names worth inspecting, found at bounded cost.
+//! - `glob.rs`: Redis's glob patterns, matched in time linear in the name.
+//! - `rereads.rs`: when a watch or an election observer reads again.
 //! - `force.rs`: freeing whatever holds a name, through each kind's force script.
 
 mod force;
+mod glob;
 mod look;
 mod read;
+mod rereads;
 mod scan;
 
 use std::time::Duration;
@@ -23,10 +27,12 @@ use serde::Serialize;
 
 pub use crate::identity::Identity;
 pub(crate) use force::force_unlock;
-pub(crate) use look::{inspect, inspect_holders, relay, scan};
+pub(crate) use look::{inspect, inspect_holders, scan};
 pub use look::{Scanned, Watch, MAX_SCAN};
 pub(crate) use read::read_snapshot;
+pub(crate) use rereads::Rereads;
 pub(crate) use scan::scan_names;
+pub use scan::{SkipReason, Skipped, SKIPPED_SHOWN};
 
 /// The most entries read of any one list, zset or hash of an object: a fair
 /// queue of 100,000 waiters, or a foreign hash, costs the server no more than

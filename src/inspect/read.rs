@@ -47,7 +47,7 @@ fn int(value: &Value) -> Result<i64> {
 /// An integer exactly (a fencing token may pass 2^53), else a finite float
 /// as Lua hands a zset score over ("1.7e12"), truncated.
 fn parse_number(text: &str) -> Option<i64> {
-    text.parse::<i64>().ok().or_else(|| {
+    crate::numeral::signed_decimal::<i64>(text).or_else(|| {
         text.parse::<f64>()
             .ok()
             .filter(|n| n.is_finite())
@@ -171,8 +171,8 @@ pub(crate) fn read_snapshot(name: &str, reply: Value, my_id: &str) -> Result<Sna
         "hash" => read_hash(&reply, my_id, &mut snapshot)?,
         "string" => {
             let value = reply.body.first().map(text).transpose()?;
-            match value.as_deref().map(str::parse::<i64>) {
-                Some(Ok(count)) => {
+            match value.as_deref().map(crate::numeral::signed_decimal::<i64>) {
+                Some(Some(count)) => {
                     snapshot.count = Some(count);
                     snapshot.kind = if reply.leases_count > 0 {
                         Kind::PermitExpirableSemaphore
@@ -268,7 +268,7 @@ fn lock_holders(reply: &Reply, fields: &[(String, String)], my_id: &str) -> Opti
             Some(Holder {
                 owner: owner_of(field, my_id)?,
                 mode: HoldMode::Exclusive,
-                holds: count.parse::<u64>().ok()?,
+                holds: crate::numeral::decimal(count)?,
                 lease_left: reply.ttl(),
                 read_leases: Vec::new(),
                 member: None,
@@ -286,7 +286,7 @@ fn read_write_holders(
         .iter()
         .filter(|(field, _)| field != "mode")
         .map(|(field, count)| {
-            let holds = count.parse::<u64>().ok()?;
+            let holds = crate::numeral::decimal(count)?;
             Some(match field.strip_suffix(":write") {
                 Some(writer) => Holder {
                     owner: owner_of(writer, my_id)?,
@@ -338,7 +338,8 @@ fn group_holders(
                 let owner = rest
                     .strip_suffix(":expire_time")
                     .or_else(|| rest.strip_suffix(":lock_count"));
-                owner.is_some_and(|o| owner_of(o, my_id).is_some()) && value.parse::<i64>().is_ok()
+                owner.is_some_and(|o| owner_of(o, my_id).is_some())
+                    && crate::numeral::signed_decimal::<i64>(value).is_some()
             }
         });
     if !fits {
@@ -349,13 +350,12 @@ fn group_holders(
         .filter(|(field, _)| !field.contains(':'))
         .filter_map(|(member, owner)| {
             let ends = values
-                .get(format!("{member}:{owner}:expire_time").as_str())?
-                .parse::<i64>()
-                .ok()?;
+                .get(format!("{member}:{owner}:expire_time").as_str())
+                .and_then(|ends| crate::numeral::signed_decimal::<i64>(ends))?;
             let left = u64::try_from(ends - reply.now).ok()?;
             let holds = values
                 .get(format!("{member}:{owner}:lock_count").as_str())
-                .and_then(|count| count.parse::<u64>().ok())
+                .and_then(|count| crate::numeral::decimal::<u64>(count))
                 .unwrap_or(1);
             Some(Holder {
                 owner: Owner::parse(owner, my_id),

@@ -8,24 +8,67 @@
 use std::collections::BTreeSet;
 
 use redis::Value;
+use serde::Serialize;
 
 use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::keys;
 
+use super::glob::glob_match;
+
 /// How many keys each SCAN step asks the server to look at.
 pub(crate) const SCAN_COUNT: usize = 1000;
 
+/// A key a scan met under its pattern but could not read as a lock's name,
+/// so could not inspect; [`Scanned::skipped`](crate::inspect::Scanned::skipped)
+/// lists them, so that a scan never leaves a key out without saying so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Skipped {
+    /// The key as read: bytes that are not UTF-8 replaced by U+FFFD, cut
+    /// after its first [`SKIPPED_SHOWN`] characters.
+    pub key: String,
+    /// Its length in bytes, whole.
+    pub len: usize,
+    /// Why it could not be read.
+    pub reason: SkipReason,
+}
+
+/// Why a scan passed over a key (see [`Skipped`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SkipReason {
+    /// The key is not UTF-8, and a lock's name is a `&str`.
+    NotUtf8,
+    /// The key is empty, or over [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes:
+    /// no lock of this crate can have that name.
+    NotAName,
+    /// In a cluster, its hash tag would put the name's other keys in other
+    /// slots, so the object cannot be read in one script.
+    SplitOverSlots,
+}
+
+/// How many characters of a skipped key are kept.
+pub const SKIPPED_SHOWN: usize = 100;
+
+/// What a scan of the names found.
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    /// The names to inspect, sorted.
+    pub(crate) names: Vec<String>,
+    /// The keys passed over, at most as many as names may be found.
+    pub(crate) skipped: Vec<Skipped>,
+    /// More names matched than the limit, or a primary could not be asked.
+    pub(crate) incomplete: bool,
+}
+
 /// Every name matching `pattern` whose key is a hash or a string, or that has
-/// a fair queue, sorted, at
-/// most `limit` of them, and whether the list may be incomplete (more names
-/// matched, or a primary could not be asked).
-pub(crate) async fn scan_names(
-    conn: &Conn,
-    pattern: &str,
-    limit: usize,
-) -> Result<(Vec<String>, bool)> {
+/// a fair queue, sorted, at most `limit` of them; and the matching keys that
+/// no lock could be named (not UTF-8, empty or too long, split over slots).
+pub(crate) async fn scan_names(conn: &Conn, pattern: &str, limit: usize) -> Result<Found> {
     let mut names = BTreeSet::new();
+    let mut skipped = Vec::new();
     let (primaries, mut incomplete) = conn.primaries().await.map_err(Error::redis)?;
     'primaries: for primary in primaries {
         for redis_type in ["hash", "string", "list"] {
@@ -46,20 +89,22 @@ pub(crate) async fn scan_names(
                     .arg(redis_type);
                 let reply = conn.query_on(primary, &cmd).await.map_err(Error::redis)?;
                 let (next, keys) = decode_step(reply)?;
-                let names_found = keys.into_iter().filter_map(|key| match redis_type {
-                    // A fair lock whose queue outlives its hash (a dead head
-                    // waiter, until its deadline): the stuck lock to find.
-                    "list" => {
-                        keys::lock_of_fair_queue(&key).filter(|name| glob_match(pattern, name))
-                    }
-                    _ => (!keys::is_auxiliary(&key)).then_some(key),
-                });
-                for key in names_found {
-                    if names.len() == limit && !names.contains(&key) {
+                for key in keys {
+                    let name = match name_of(key, redis_type, pattern, conn.is_cluster()) {
+                        Some(Ok(name)) => name,
+                        Some(Err(skip)) => {
+                            if skipped.len() < limit {
+                                skipped.push(skip);
+                            }
+                            continue;
+                        }
+                        None => continue,
+                    };
+                    if names.len() == limit && !names.contains(&name) {
                         incomplete = true;
                         break 'primaries;
                     }
-                    names.insert(key);
+                    names.insert(name);
                 }
                 if next == 0 {
                     break;
@@ -68,63 +113,57 @@ pub(crate) async fn scan_names(
             }
         }
     }
-    Ok((names.into_iter().collect(), incomplete))
+    Ok(Found {
+        names: names.into_iter().collect(),
+        skipped,
+        incomplete,
+    })
 }
 
-/// Whether `text` matches the glob `pattern` as Redis's MATCH reads it: `*`,
-/// `?`, `[abc]`, `[^a-z]`, and `\` escaping the next character.
-fn glob_match(pattern: &str, text: &str) -> bool {
-    fn matches(p: &[char], t: &[char]) -> bool {
-        match p.split_first() {
-            None => t.is_empty(),
-            Some(('*', rest)) => (0..=t.len()).any(|skip| matches(rest, &t[skip..])),
-            Some(('?', rest)) => !t.is_empty() && matches(rest, &t[1..]),
-            Some(('[', rest)) => {
-                let Some((&c, t_rest)) = t.split_first() else {
-                    return false;
-                };
-                let (negate, mut body) = match rest.split_first() {
-                    Some(('^', body)) => (true, body),
-                    _ => (false, rest),
-                };
-                let mut found = false;
-                loop {
-                    match body {
-                        [] => return false, // unclosed: Redis matches nothing
-                        [']', after @ ..] => {
-                            body = after;
-                            break;
-                        }
-                        ['\\', x, after @ ..] => {
-                            found |= *x == c;
-                            body = after;
-                        }
-                        [a, '-', b, after @ ..] if *b != ']' => {
-                            let (lo, hi) = if a <= b { (*a, *b) } else { (*b, *a) };
-                            found |= (lo..=hi).contains(&c);
-                            body = after;
-                        }
-                        [x, after @ ..] => {
-                            found |= *x == c;
-                            body = after;
-                        }
-                    }
-                }
-                found != negate && matches(body, t_rest)
-            }
-            Some(('\\', rest)) if !rest.is_empty() => {
-                t.first() == rest.first() && matches(&rest[1..], &t[1..])
-            }
-            Some((c, rest)) => t.first() == Some(c) && matches(rest, &t[1..]),
+/// The name a key found by SCAN stands for: `None` for a key that is no
+/// object of its own (an auxiliary key, a fair queue of a name outside the
+/// pattern), `Some(Err)` for one no lock could be named.
+fn name_of(
+    key: Vec<u8>,
+    redis_type: &str,
+    pattern: &str,
+    cluster: bool,
+) -> Option<std::result::Result<String, Skipped>> {
+    let skip = |key: &[u8], reason| {
+        let text = String::from_utf8_lossy(key);
+        Skipped {
+            key: text.chars().take(SKIPPED_SHOWN).collect(),
+            len: key.len(),
+            reason,
         }
+    };
+    let name = match std::str::from_utf8(&key) {
+        // A fair lock whose queue outlives its hash (a dead head waiter,
+        // until its deadline): the stuck lock to find. Its lock's name is
+        // matched here, as the pattern is about names.
+        Ok(text) if redis_type == "list" => {
+            keys::lock_of_fair_queue(text).filter(|name| glob_match(pattern, name))?
+        }
+        Ok(text) if keys::is_auxiliary(text) => return None,
+        Ok(text) => text.to_owned(),
+        Err(_) if redis_type == "list" => {
+            let text = String::from_utf8_lossy(&key);
+            keys::lock_of_fair_queue(&text).filter(|name| glob_match(pattern, name))?;
+            return Some(Err(skip(&key, SkipReason::NotUtf8)));
+        }
+        Err(_) => return Some(Err(skip(&key, SkipReason::NotUtf8))),
+    };
+    if keys::validate_name(&name).is_err() {
+        return Some(Err(skip(name.as_bytes(), SkipReason::NotAName)));
     }
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    matches(&p, &t)
+    if cluster && keys::validate_cluster_name(&name).is_err() {
+        return Some(Err(skip(name.as_bytes(), SkipReason::SplitOverSlots)));
+    }
+    Some(Ok(name))
 }
 
-/// One SCAN reply: the next cursor and the keys of this step.
-fn decode_step(reply: Value) -> Result<(u64, Vec<String>)> {
+/// One SCAN reply: the next cursor and the keys of this step, as bytes.
+fn decode_step(reply: Value) -> Result<(u64, Vec<Vec<u8>>)> {
     let unexpected = |reply: &Value| Error::unexpected("scan", reply);
     let Value::Array(parts) = &reply else {
         return Err(unexpected(&reply));
@@ -133,7 +172,9 @@ fn decode_step(reply: Value) -> Result<(u64, Vec<String>)> {
         return Err(unexpected(&reply));
     };
     let cursor = match cursor {
-        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok().and_then(|c| c.parse().ok()),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .and_then(crate::numeral::decimal),
         Value::Int(n) => u64::try_from(*n).ok(),
         _ => None,
     }
@@ -141,7 +182,7 @@ fn decode_step(reply: Value) -> Result<(u64, Vec<String>)> {
     let keys = keys
         .iter()
         .map(|key| match key {
-            Value::BulkString(bytes) => Ok(String::from_utf8_lossy(bytes).into_owned()),
+            Value::BulkString(bytes) => Ok(bytes.clone()),
             other => Err(unexpected(other)),
         })
         .collect::<Result<_>>()?;
@@ -153,32 +194,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn globs_match_as_redis_reads_them() {
-        for (pattern, text, expected) in [
-            ("*", "anything", true),
-            ("orders:*", "orders:42", true),
-            ("orders:*", "order:42", false),
-            ("h?llo", "hello", true),
-            ("h?llo", "hllo", false),
-            ("h[ae]llo", "hallo", true),
-            ("h[^e]llo", "hello", false),
-            ("h[a-c]llo", "hbllo", true),
-            ("a\\*b", "a*b", true),
-            ("a\\*b", "axb", false),
-            ("*:42", "orders:42", true),
-            ("[", "[", false),
-        ] {
-            assert_eq!(glob_match(pattern, text), expected, "{pattern} ~ {text}");
-        }
-    }
-
-    #[test]
     fn a_scan_step_decodes_its_cursor_and_keys() {
         let reply = Value::Array(vec![
             Value::BulkString(b"17".to_vec()),
             Value::Array(vec![Value::BulkString(b"a".to_vec())]),
         ]);
-        assert_eq!(decode_step(reply).unwrap(), (17, vec!["a".to_owned()]));
+        assert_eq!(decode_step(reply).unwrap(), (17, vec![b"a".to_vec()]));
         assert!(decode_step(Value::Int(1)).is_err());
+    }
+
+    #[test]
+    fn keys_no_lock_could_be_named_are_said_not_dropped() {
+        let reason = |key: &[u8], redis_type: &str, cluster: bool| match name_of(
+            key.to_vec(),
+            redis_type,
+            "*",
+            cluster,
+        ) {
+            Some(Err(skipped)) => Some(skipped.reason),
+            _ => None,
+        };
+        assert_eq!(reason(b"ok\xff", "hash", false), Some(SkipReason::NotUtf8));
+        assert_eq!(
+            reason(b"redisson_lock_queue:{q\xfe}", "list", false),
+            Some(SkipReason::NotUtf8)
+        );
+        let long = vec![b'a'; crate::MAX_NAME_LEN + 1];
+        assert_eq!(reason(&long, "string", false), Some(SkipReason::NotAName));
+        assert_eq!(
+            reason(b"{half", "hash", true),
+            Some(SkipReason::SplitOverSlots)
+        );
+        assert_eq!(reason(b"{half", "hash", false), None);
+        let Some(Err(skipped)) = name_of(long.clone(), "hash", "*", false) else {
+            panic!("a name too long is skipped");
+        };
+        assert_eq!(
+            (skipped.key.len(), skipped.len),
+            (SKIPPED_SHOWN, long.len())
+        );
+        // An auxiliary key, and a queue of a name outside the pattern, are
+        // no objects of their own: nothing to say.
+        assert!(name_of(b"redisson_lock_token:{t}".to_vec(), "string", "*", false).is_none());
+        assert!(name_of(b"redisson_lock_queue:{x}".to_vec(), "list", "y*", false).is_none());
     }
 }

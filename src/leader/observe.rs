@@ -9,12 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{oneshot, Notify};
-
 use crate::client::ClientInner;
 use crate::error::Result;
+use crate::inspect::Rereads;
 use crate::keys::lock_channel;
-use crate::pubsub::Class;
 
 use super::current::{self, Leader};
 use super::record::leader_channel;
@@ -48,14 +46,12 @@ enum Reported {
 pub struct Observer {
     client: Arc<ClientInner>,
     name: String,
-    every: Duration,
-    woken: Arc<Notify>,
-    /// Each channel's relay stops when its sender is dropped (with this).
-    _relays: Vec<oneshot::Sender<()>>,
+    /// Wake-ups from both channels and the re-read interval, kept across
+    /// calls of [`next`](Observer::next). After any reading, a failed one
+    /// included, the next waits for one of them: a caller that keeps asking
+    /// through a lasting refusal does not spin.
+    rereads: Rereads,
     decider: Decider,
-    /// The last reading failed: the next waits before reading again, so a
-    /// caller that keeps asking through a lasting refusal does not spin.
-    failed: bool,
 }
 
 /// The reporting rule: what is news after what was reported.
@@ -69,32 +65,20 @@ struct Decider {
 impl Observer {
     pub(super) fn new(client: Arc<ClientInner>, name: String) -> Observer {
         let every = (client.config.lock_watchdog_timeout / 3).max(Duration::from_millis(1));
-        let woken = Arc::new(Notify::new());
-        let lock: Arc<str> = name.as_str().into();
-        let relays = [lock_channel(&name), leader_channel(&name)]
-            .iter()
-            .map(|channel| {
-                let subscription = client.pubsub.subscribe(channel, &lock, Class::All);
-                let (stop, stopped) = oneshot::channel();
-                client.conn.spawner().spawn(crate::inspect::relay(
-                    subscription,
-                    woken.clone(),
-                    stopped,
-                ));
-                stop
-            })
-            .collect();
+        let mut rereads = Rereads::new(every);
+        rereads.listen(
+            &client,
+            &name,
+            vec![lock_channel(&name), leader_channel(&name)],
+        );
         Observer {
             client,
             name,
-            every,
-            woken,
-            _relays: relays,
+            rereads,
             decider: Decider {
                 reported: Reported::Nothing,
                 highest: None,
             },
-            failed: false,
         }
     }
 
@@ -127,16 +111,17 @@ impl Observer {
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call reports nothing and loses nothing; the next
-    /// call reports the change it would have.
+    /// call reports the change it would have. The re-read interval runs from
+    /// one reading to the next, not from each call, and a wake-up it took is
+    /// kept for the next call: a caller that drops its calls (a `select!`
+    /// against a ticker, a `timeout` in a loop), however often, still sees a
+    /// change that no message announces within the interval.
     pub async fn next(&mut self) -> Result<LeaderChange> {
         loop {
-            if self.decider.reported != Reported::Nothing || self.failed {
-                // A wake-up that came while reading is kept by the Notify (one
-                // permit), so this wait returns at once after it.
-                let _ = tokio::time::timeout(self.every, self.woken.notified()).await;
-            }
+            self.rereads.until_due().await;
+            let began = tokio::time::Instant::now();
             let now = current::read(&self.client, &self.name).await;
-            self.failed = now.is_err();
+            self.rereads.read(began);
             if let Some(change) = self.decider.change(now?) {
                 return Ok(change);
             }

@@ -70,12 +70,12 @@ impl FromStr for PermitId {
     /// Parses the 32 hex digits Redisson prints (either case).
     fn from_str(text: &str) -> Result<Self> {
         let invalid = || Error::invalid(format!("{text:?} is not a permit id (32 hex digits)"));
-        if text.len() != 32 || !text.is_ascii() {
+        if text.len() != 32 {
             return Err(invalid());
         }
         let mut bytes = [0u8; 16];
-        for (i, byte) in bytes.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| invalid())?;
+        for (byte, pair) in bytes.iter_mut().zip(text.as_bytes().chunks(2)) {
+            *byte = crate::numeral::hex_byte(pair).ok_or_else(invalid)?;
         }
         Ok(PermitId(bytes))
     }
@@ -747,6 +747,10 @@ mod tests {
             "12",
             "zz890d18437ee59381f78cc85ddcaa8b",
             "é2890d18437ee59381f78cc85ddcaa8",
+            // Signs are not hex digits: this would print back as another id.
+            "+f+f+f+f+f+f+f+f+f+f+f+f+f+f+f+f",
+            "-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0",
+            " 12890d18437ee59381f78cc85ddcaa8",
         ] {
             assert!(
                 bad.parse::<PermitId>().unwrap_err().is_invalid_argument(),
@@ -754,5 +758,23 @@ mod tests {
             );
         }
         assert_ne!(PermitId::random(), PermitId::random());
+    }
+
+    #[test]
+    fn every_permit_id_that_parses_prints_back_as_it_was_read() {
+        // Every pair of characters from a small alphabet of digits, letters,
+        // signs and spaces, at every place of an id.
+        let alphabet = "0aF+- g";
+        for place in 0..16 {
+            for high in alphabet.chars() {
+                for low in alphabet.chars() {
+                    let mut text = "0".repeat(32);
+                    text.replace_range(2 * place..2 * place + 2, &format!("{high}{low}"));
+                    if let Ok(id) = text.parse::<PermitId>() {
+                        assert_eq!(id.to_string(), text.to_ascii_lowercase(), "{text}");
+                    }
+                }
+            }
+        }
     }
 }

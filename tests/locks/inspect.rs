@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use redisson_locks::inspect::{HoldMode, Kind};
+use redisson_locks::inspect::{HoldMode, Kind, SkipReason};
 
 use crate::support::fair::queue_len;
 use crate::support::{eventually, within, RedisServer, IDENTITY_PREFIX};
@@ -328,9 +328,27 @@ async fn scan_lists_the_lock_family_under_a_pattern_and_nothing_else() {
     // passed over, not an error that ends the scan.
     let _: () = admin.set("", "1").await.unwrap();
     let _: () = admin.set("x".repeat(9 * 1024), "1").await.unwrap();
+    let _: () = admin.set(&b"bin:\xff\xfe"[..], "1").await.unwrap();
     let everything = client.scan("*").await.unwrap();
     assert!(everything.complete);
     assert_eq!(everything.objects.len(), 33, "the 32 and other:1");
+    // ... and each is said, with why: nothing is left out silently.
+    let mut skipped: Vec<(usize, SkipReason)> = everything
+        .skipped
+        .iter()
+        .map(|s| (s.len, s.reason))
+        .collect();
+    skipped.sort_by_key(|(len, _)| *len);
+    assert_eq!(
+        skipped,
+        [
+            (0, SkipReason::NotAName),
+            (6, SkipReason::NotUtf8),
+            (9 * 1024, SkipReason::NotAName)
+        ],
+        "{:?}",
+        everything.skipped
+    );
     for guard in guards {
         guard.unlock().await.unwrap();
     }
@@ -414,6 +432,47 @@ async fn a_watch_sees_a_change_as_its_message_arrives() {
         .watch("w", Duration::ZERO)
         .unwrap_err()
         .is_invalid_argument());
+}
+
+/// A caller that drops `next()` faster than the watch's interval still gets
+/// a fresh snapshot at least every interval: an acquire (which announces
+/// nothing) and a lease running out are seen, with every call dropped after
+/// 1 to 150 ms, at every await inside (the wait, the reading's round trips).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_whose_calls_are_dropped_still_sees_silent_changes() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let watcher = server.client().await;
+    let mut watch = watcher.watch("quiet", Duration::from_millis(500)).unwrap();
+    assert!(!within(SOON, "first", watch.next()).await.unwrap().is_held());
+    let lease = Duration::from_millis(1_200);
+    let guard = holder
+        .get_lock("quiet")
+        .unwrap()
+        .lock_with_lease(lease)
+        .await
+        .unwrap();
+    let dropped_after = [1, 3, 10, 40, 150].map(Duration::from_millis);
+    let mut held = Vec::new();
+    let mut calls = 0usize;
+    within(
+        SOON,
+        "the hold and its end, with every call dropped",
+        async {
+            // Every snapshot that completes: held ones until the lease ran out,
+            // then a free one.
+            while held.first() != Some(&true) || held.last() != Some(&false) {
+                let limit = dropped_after[calls % dropped_after.len()];
+                calls += 1;
+                if let Ok(snapshot) = tokio::time::timeout(limit, watch.next()).await {
+                    held.push(snapshot.unwrap().is_held());
+                }
+            }
+        },
+    )
+    .await;
+    assert!(calls > 10, "the calls were dropped, many times: {calls}");
+    drop(guard);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -561,6 +620,34 @@ async fn user_data_that_looks_a_little_like_a_lock_is_foreign_and_never_forced()
     assert_eq!(kept.len(), 3, "nothing was changed");
     let blob: String = admin.get("blob").await.unwrap();
     assert_eq!(blob.len(), 4096);
+}
+
+/// A fair queue's lock name is matched against the pattern in the client (the
+/// name sits inside the key's hash tag), in time linear in the name: long
+/// names that almost match patterns of many stars once took seconds to
+/// forever there, on a worker thread every other task shares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_matches_long_queue_names_against_many_stars_at_once() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let mut admin = server.admin().await;
+    let long = "a".repeat(8_000);
+    let almost = format!("{long}c");
+    for name in [&long, &almost] {
+        let queue = format!("redisson_lock_queue:{{{name}}}");
+        let _: () = admin.rpush(&queue, "someone:1").await.unwrap();
+    }
+    for (pattern, expected) in [
+        ("*a*a*a*a*a*a*a*a*a*a*a*a*b", 0),
+        ("*a*a*a*a*a*a*a*a*a*a*a*a*c", 1),
+        ("a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*", 2),
+        ("*?*?*?*?*?*?*?*?", 2),
+    ] {
+        let found = within(SOON, pattern, client.scan(pattern)).await.unwrap();
+        let names: Vec<_> = found.objects.iter().map(|o| o.name.len()).collect();
+        assert_eq!(names.len(), expected, "{pattern}: {names:?}");
+        assert!(found.objects.iter().all(|o| o.kind == Kind::FairLock));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

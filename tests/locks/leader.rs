@@ -826,3 +826,63 @@ async fn a_foreign_key_at_the_record_is_read_around_and_refused_in_words() {
     assert_eq!(leader.since_ms, None);
     held.unlock().await.unwrap();
 }
+
+/// A caller that drops `next()` faster than the re-read interval (a
+/// `select!` against a ticker, a `timeout` in a loop) still sees the changes
+/// no message announces: a plain fenced-lock holder's win (an acquire
+/// publishes nothing), and its lease running out. With a 1.5 s watchdog the
+/// re-read is due every 500 ms; the calls here are dropped after 1 to 150 ms,
+/// at every await inside (the wait, the reading's round trips).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_whose_calls_are_dropped_still_sees_silent_changes() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let watcher = server
+        .client_with(|c| c.lock_watchdog_timeout = Duration::from_millis(1_500))
+        .await;
+    let mut observer = watcher.get_leader_election("silent").unwrap().observe();
+    assert_eq!(
+        within(SOON, "first reading", observer.next())
+            .await
+            .unwrap(),
+        LeaderChange::Vacant
+    );
+    let lease = Duration::from_millis(1_200);
+    let fenced = holder.get_fenced_lock("silent").unwrap();
+    let (guard, token) = fenced
+        .try_lock_and_get_token(Duration::ZERO, Some(lease))
+        .await
+        .unwrap()
+        .unwrap();
+    let dropped_after = [1, 3, 10, 40, 150].map(Duration::from_millis);
+    let mut seen = Vec::new();
+    let mut calls = 0usize;
+    within(
+        SOON,
+        "the win and the vacancy, with every call dropped",
+        async {
+            while seen.len() < 2 {
+                let limit = dropped_after[calls % dropped_after.len()];
+                calls += 1;
+                if let Ok(change) = tokio::time::timeout(limit, observer.next()).await {
+                    seen.push(change.unwrap());
+                }
+            }
+        },
+    )
+    .await;
+    let LeaderChange::Elected(leader) = &seen[0] else {
+        panic!("the holder's win first: {seen:?}")
+    };
+    assert_eq!(
+        (leader.epoch, leader.owner.client_id.as_str()),
+        (token, holder.id())
+    );
+    assert_eq!(
+        seen[1],
+        LeaderChange::Vacant,
+        "then its lease ran out: {seen:?}"
+    );
+    assert!(calls > 10, "the calls were dropped, many times: {calls}");
+    drop(guard);
+}

@@ -74,6 +74,8 @@ pub(crate) fn finish(result: Result<(), Failure>) -> ExitCode {
         Ok(()) | Err(Failure::ReaderGone) => ExitCode::SUCCESS,
         Err(Failure::Said { code, message }) => {
             // With stderr gone too there is nobody left to tell; the code still says it.
+            // Escaped: the message may quote a name or what the server said.
+            let message = crate::escape::escaped_lines(&message);
             let _ = writeln!(std::io::stderr(), "redisson-locks: {message}");
             ExitCode::from(code as u8)
         }

@@ -8,6 +8,7 @@ use redisson_locks::inspect::{Kind, Snapshot};
 use redisson_locks::Client;
 use serde::Serialize;
 
+use crate::escape::escaped;
 use crate::exit::{words, Code, Failure};
 use crate::page::Page;
 use crate::{out, show};
@@ -23,6 +24,7 @@ struct Forced<'a> {
 
 /// Frees `name` once confirmed (or with `yes`).
 pub(crate) async fn run(client: &Client, name: &str, yes: bool, json: bool) -> Result<(), Failure> {
+    let shown_name = escaped(name);
     let shown = client
         .inspect(name)
         .await
@@ -44,7 +46,7 @@ pub(crate) async fn run(client: &Client, name: &str, yes: bool, json: bool) -> R
             &shown,
             false,
             json,
-            &format!("Nothing holds '{name}': nothing was changed."),
+            &format!("Nothing holds '{shown_name}': nothing was changed."),
         );
     }
     if !refusable {
@@ -60,9 +62,9 @@ pub(crate) async fn run(client: &Client, name: &str, yes: bool, json: bool) -> R
         )
     })?;
     let mut said = if freed {
-        format!("Freed '{name}': {}.", owners(&before))
+        format!("Freed '{shown_name}': {}.", owners(&before))
     } else {
-        format!("Nothing held '{name}' any more: nothing was changed.")
+        format!("Nothing held '{shown_name}' any more: nothing was changed.")
     };
     if freed && fields(&before) != fields(&shown) {
         said.push_str(&format!(
@@ -115,7 +117,7 @@ fn owners(s: &Snapshot) -> String {
         .map(|h| {
             format!(
                 "{} ({} x{})",
-                h.owner.field,
+                escaped(&h.owner.field),
                 crate::units::mode(h.mode),
                 h.holds
             )
@@ -137,7 +139,7 @@ async fn confirm(name: &str) -> Result<(), Failure> {
             ),
         ));
     }
-    let question = format!("Force-unlock {name}? [y/N] ");
+    let question = format!("Force-unlock {}? [y/N] ", escaped(name));
     let answer = tokio::task::spawn_blocking(move || {
         use std::io::Write as _;
         let mut stderr = std::io::stderr();

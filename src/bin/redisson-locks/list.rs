@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-use redisson_locks::inspect::{Kind, Scanned, Snapshot, MAX_SCAN};
+use redisson_locks::inspect::{Kind, Scanned, SkipReason, Skipped, Snapshot, MAX_SCAN};
 use redisson_locks::Client;
 
+use crate::escape::escaped;
 use crate::exit::Failure;
 use crate::out;
 use crate::units;
@@ -38,7 +39,11 @@ pub(crate) async fn run(client: &Client, pattern: &str, json: bool) -> Result<()
 /// The table and its summary line.
 pub(crate) fn render(scanned: &Scanned, pattern: &str) -> String {
     if scanned.objects.is_empty() {
-        return format!("No lock, semaphore or latch matches '{pattern}'.\n");
+        return format!(
+            "No lock, semaphore or latch matches '{}'.\n{}",
+            escaped(pattern),
+            skipped_line(scanned)
+        );
     }
     let header = ["NAME", "KIND", "HOLDERS", "LEASE LEFT", "QUEUE/COUNT"].map(str::to_owned);
     let rows: Vec<[String; 5]> = scanned
@@ -52,6 +57,7 @@ pub(crate) fn render(scanned: &Scanned, pattern: &str) -> String {
                 lease(s),
                 queue_or_count(s),
             ]
+            .map(|cell| escaped(&cell).into_owned())
         })
         .collect();
     let mut widths = header.clone().map(|h| h.len());
@@ -133,5 +139,52 @@ fn summary(scanned: &Scanned) -> String {
         ));
     }
     line.push('\n');
+    line.push_str(&skipped_line(scanned));
     line
+}
+
+/// How many keys under the pattern were left out as no lock's name, and the
+/// first few of them with why; empty when none were.
+fn skipped_line(scanned: &Scanned) -> String {
+    if scanned.skipped.is_empty() {
+        return String::new();
+    }
+    let count = scanned.skipped.len();
+    let named: Vec<String> = scanned
+        .skipped
+        .iter()
+        .take(HOLDERS_SHOWN)
+        .map(skipped)
+        .collect();
+    let more = match count.saturating_sub(HOLDERS_SHOWN) {
+        0 => String::new(),
+        n => format!(", +{n} more"),
+    };
+    format!(
+        "Left out: {count} key{} under the pattern no lock can be named, so not read: {}{more}\n",
+        if count == 1 { "" } else { "s" },
+        named.join(", ")
+    )
+}
+
+/// One skipped key: `'ab\u{fffd}' (not UTF-8)`.
+fn skipped(key: &Skipped) -> String {
+    let cut = if key.key.len() < key.len && key.reason != SkipReason::NotUtf8 {
+        "..."
+    } else {
+        ""
+    };
+    let why = match key.reason {
+        SkipReason::NotUtf8 => "not UTF-8".to_owned(),
+        SkipReason::NotAName if key.len == 0 => "empty".to_owned(),
+        SkipReason::NotAName => format!(
+            "{} bytes, over the {} a name may have",
+            key.len,
+            redisson_locks::MAX_NAME_LEN
+        ),
+        SkipReason::SplitOverSlots => "its keys would be split over a cluster's slots".to_owned(),
+        // `SkipReason` is non-exhaustive.
+        _ => "no lock's name".to_owned(),
+    };
+    format!("'{}{cut}' ({why})", escaped(&key.key))
 }

@@ -6,11 +6,13 @@
 //! - `connect.rs`: a URL or a Redisson file, to a client that holds nothing.
 //! - `list.rs`, `show.rs`, `watch.rs`, `force.rs`: one command each.
 //! - `page.rs`, `units.rs`: text layout, and times and owners in words.
-//! - `out.rs`: stdout, stderr and `--json`.
+//! - `out.rs`: stdout, stderr and `--json`; `escape.rs`: what a terminal
+//!   would act on, shown escaped in text output.
 //! - `exit.rs`: exit codes and failures in words.
 
 mod args;
 mod connect;
+mod escape;
 mod exit;
 mod force;
 mod list;

@@ -5,6 +5,7 @@ use std::io::Write as _;
 
 use serde::Serialize;
 
+use crate::escape::escaped_lines;
 use crate::exit::{Code, Failure};
 
 /// Writes `text` to stdout and flushes it, so that a reader of a pipe (a test,
@@ -38,8 +39,10 @@ fn to_json(value: &impl Serialize, pretty: bool) -> Result<String, Failure> {
 
 /// A line on stderr: a warning, a prompt's context, what `--json` keeps out of
 /// stdout.
+/// Escaped as a message of the tool's own lines: it may quote a name or
+/// what the server said.
 pub(crate) fn note(text: &str) {
     // A closed stderr leaves nobody to tell; the result on stdout and the exit
     // code still say what happened.
-    let _ = writeln!(std::io::stderr(), "{text}");
+    let _ = writeln!(std::io::stderr(), "{}", escaped_lines(text));
 }
