@@ -915,3 +915,488 @@ async fn names_owners_and_identities_reach_the_terminal_escaped() {
     );
     assert_eq!(json["skipped"][0]["reason"], "not_utf8");
 }
+
+// ---- run, run-permit, elect: a command under a lock, a permit, leadership ----
+
+/// A Redisson YAML file in `dir` for `server` with a 1.5 s watchdog (renewals
+/// every 500 ms), so that a hold forced open is found lost within half a
+/// second; returns its path.
+fn short_watchdog_config(server: &RedisServer, dir: &std::path::Path) -> String {
+    let path = dir.join("redisson.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "singleServerConfig:\n  address: \"{}\"\nlockWatchdogTimeout: 1500\n",
+            server.url()
+        ),
+    )
+    .expect("write the config");
+    path.to_string_lossy().into_owned()
+}
+
+/// A fresh directory for a test's files (shared by the tool's children).
+fn scratch(test: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("rl-cli-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// Sends `signal` (`-INT`, `-KILL`, ...) to process `pid`.
+fn signal(pid: u32, signal: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success(), "kill {signal} {pid}");
+}
+
+/// Whether process `pid` still exists (a zombie counts as gone).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| !stat.split(") ").nth(1).unwrap_or("").starts_with('Z'))
+        .unwrap_or(false)
+}
+
+/// Reads the pid a child wrote to `path`, waiting for it.
+async fn pid_in(path: &std::path::Path) -> u32 {
+    within(SOON, "the command writes its pid", async {
+        loop {
+            if let Some(pid) = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_gives_the_command_the_lock_its_name_and_token_and_passes_its_status_on() {
+    let server = RedisServer::start();
+    let ran = tool(
+        &server,
+        &[
+            "run",
+            "job",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$REDISSON_LOCK_NAME\"; exit 7",
+        ],
+    )
+    .await;
+    assert_eq!(ran.exited(7).stdout.trim(), "job");
+    // Held while the command runs, by this machine's pid as its identity says.
+    let ran = tool(
+        &server,
+        &[
+            "run",
+            "job",
+            "--fenced",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$REDISSON_LOCK_TOKEN\"",
+        ],
+    )
+    .await;
+    let token: u64 = ran.exited(0).stdout.trim().parse().expect("a token");
+    let client = server.client().await;
+    let (_, next) = client
+        .get_fenced_lock("job")
+        .unwrap()
+        .lock_and_get_token()
+        .await
+        .unwrap();
+    assert!(next > token, "later holders draw greater tokens");
+    for kind in ["--fair", "--read", "--write"] {
+        let ran = tool(&server, &["run", kind, "k", "--", "true"]).await;
+        ran.exited(0);
+    }
+    // A command that dies of a signal: 128 + N, as a shell says it.
+    tool(&server, &["run", "sig", "--", "sh", "-c", "kill -KILL $$"])
+        .await
+        .exited(137);
+    assert!(server
+        .keys()
+        .await
+        .iter()
+        .all(|k| k.starts_with("redisson_lock_token")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_runs_on_one_name_never_overlap() {
+    let server = RedisServer::start();
+    let dir = scratch("overlap");
+    let log = dir.join("log");
+    let script = format!(
+        "echo start >> {log}; sleep 0.05; echo end >> {log}",
+        log = log.display()
+    );
+    let url = server.url();
+    let mut runs = Vec::new();
+    for _ in 0..4 {
+        let (url, script) = (url.clone(), script.clone());
+        runs.push(tokio::spawn(async move {
+            for _ in 0..5 {
+                run(
+                    &["--url", &url, "run", "shared", "--", "sh", "-c", &script],
+                    None,
+                )
+                .await
+                .exited(0);
+            }
+        }));
+    }
+    for r in runs {
+        r.await.unwrap();
+    }
+    let lines: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines.len(), 40, "{lines:?}");
+    for pair in lines.chunks(2) {
+        assert_eq!(
+            pair,
+            ["start", "end"],
+            "two commands ran at once: {lines:?}"
+        );
+    }
+    assert!(server.keys().await.is_empty(), "released after each");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_zero_on_a_held_lock_exits_124_at_once_and_runs_nothing() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let guard = holder.get_lock("busy").unwrap().lock().await.unwrap();
+    let dir = scratch("wait0");
+    let mark = dir.join("ran");
+    let touch = format!("touch {}", mark.display());
+    let ran = within(
+        SOON,
+        "--wait 0 answers at once",
+        tool(
+            &server,
+            &["run", "busy", "--wait", "0", "--", "sh", "-c", &touch],
+        ),
+    )
+    .await;
+    assert!(ran.exited(124).stderr.contains("not acquired"), "{ran:#?}");
+    assert!(!mark.exists(), "the command did not run");
+    // A bounded wait gives up too, and then the lock is taken once free.
+    tool(&server, &["run", "busy", "--wait", "300ms", "--", "true"])
+        .await
+        .exited(124);
+    guard.unlock().await.unwrap();
+    tool(
+        &server,
+        &["run", "busy", "--wait", "5s", "--", "sh", "-c", &touch],
+    )
+    .await
+    .exited(0);
+    assert!(mark.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An operator forces the lock open while the command runs, and the command
+/// ignores SIGTERM: the tool finds the hold lost at its next renewal, sends
+/// SIGTERM, then SIGKILL after --grace, and exits 123.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_outlives_a_forced_unlock_is_killed_within_the_grace() {
+    let server = RedisServer::start();
+    let dir = scratch("forced");
+    let config = short_watchdog_config(&server, &dir);
+    let pidfile = dir.join("pid");
+    let script = format!(
+        "trap '' TERM; echo $$ > {}; sleep 60 & wait; sleep 60",
+        pidfile.display()
+    );
+    let mut tool_process = command(&[
+        "--config", &config, "run", "forced", "--grace", "1s", "--", "sh", "-c", &script,
+    ])
+    .spawn()
+    .expect("spawn the tool");
+    let pid = pid_in(&pidfile).await;
+    let operator = server.client().await;
+    assert!(operator
+        .get_lock("forced")
+        .unwrap()
+        .force_unlock()
+        .await
+        .unwrap());
+    let forced = std::time::Instant::now();
+    let status = within(SOON, "the tool stops the command", tool_process.wait())
+        .await
+        .expect("wait");
+    assert_eq!(status.code(), Some(123), "{status:?}");
+    // Found at the next renewal (within 500 ms), then the 1 s grace.
+    assert!(
+        forced.elapsed() < Duration::from_secs(5),
+        "stopped {:?} after the force",
+        forced.elapsed()
+    );
+    assert!(!alive(pid), "the command was killed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A fixed lease that runs out while the command runs stops it, exit 123.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_that_runs_out_stops_the_command() {
+    let server = RedisServer::start();
+    let ran = within(
+        SOON,
+        "the lease ends the command",
+        tool(
+            &server,
+            &["run", "leased", "--lease", "800ms", "--", "sleep", "30"],
+        ),
+    )
+    .await;
+    assert!(ran.exited(123).stderr.contains("was lost"), "{ran:#?}");
+}
+
+/// SIGINT to the tool reaches the command (once: it runs in its own process
+/// group), the tool waits for it to exit, passes its status on, and the lock
+/// is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_to_the_tool_reaches_the_command_and_the_lock_is_released() {
+    let server = RedisServer::start();
+    let dir = scratch("sigint");
+    let (pidfile, got) = (dir.join("pid"), dir.join("got"));
+    let script = format!(
+        "trap 'echo INT >> {got}; exit 5' INT; echo $$ > {pid}; while true; do sleep 0.05; done",
+        got = got.display(),
+        pid = pidfile.display()
+    );
+    let url = server.url();
+    let mut tool_process = command(&["--url", &url, "run", "int", "--", "sh", "-c", &script])
+        .spawn()
+        .expect("spawn the tool");
+    pid_in(&pidfile).await;
+    assert_eq!(server.keys().await, ["int"], "held while it runs");
+    signal(tool_process.id().expect("running"), "-INT");
+    let status = within(SOON, "the tool ends after the command", tool_process.wait())
+        .await
+        .expect("wait");
+    assert_eq!(status.code(), Some(5), "the command's status: {status:?}");
+    assert_eq!(
+        std::fs::read_to_string(&got).unwrap(),
+        "INT\n",
+        "delivered once"
+    );
+    assert!(server.keys().await.is_empty(), "released");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGTERM to a tool still waiting for the lock ends the wait: exit 143,
+/// nothing run, no place left in a fair lock's queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_while_waiting_leaves_no_queue_entry() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let guard = holder.get_fair_lock("line").unwrap().lock().await.unwrap();
+    let url = server.url();
+    let mut waiting = command(&["--url", &url, "run", "--fair", "line", "--", "true"])
+        .spawn()
+        .expect("spawn the tool");
+    assert!(
+        eventually(SOON, || async {
+            support::fair::queue_len(&server, "line").await == 1
+        })
+        .await,
+        "the tool waits in line"
+    );
+    signal(waiting.id().expect("running"), "-TERM");
+    let status = within(SOON, "the wait ends", waiting.wait())
+        .await
+        .expect("wait");
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    assert_eq!(support::fair::queue_len(&server, "line").await, 0);
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_permit_lets_at_most_n_commands_run_at_once() {
+    let server = RedisServer::start();
+    let dir = scratch("permits");
+    let log = dir.join("log");
+    // Each command counts itself in and out with an atomic append; the
+    // running count is replayed from the log afterwards.
+    let script = format!(
+        "echo \"in $REDISSON_PERMIT_ID\" >> {log}; sleep 0.2; echo out >> {log}",
+        log = log.display()
+    );
+    let url = server.url();
+    let mut runs = Vec::new();
+    for _ in 0..6 {
+        let (url, script) = (url.clone(), script.clone());
+        runs.push(tokio::spawn(async move {
+            run(
+                &[
+                    "--url",
+                    &url,
+                    "run-permit",
+                    "jobs",
+                    "--permits",
+                    "2",
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ],
+                None,
+            )
+            .await
+            .exited(0);
+        }));
+    }
+    for r in runs {
+        r.await.unwrap();
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let (mut running, mut most) = (0i32, 0i32);
+    for line in text.lines() {
+        running += if line.starts_with("in ") { 1 } else { -1 };
+        most = most.max(running);
+    }
+    assert_eq!(text.lines().count(), 12, "{text}");
+    assert!(most <= 2, "{most} ran at once: {text}");
+    assert!(
+        text.lines().any(|l| l.len() == "in ".len() + 32),
+        "the permit id is in the environment: {text}"
+    );
+    let client = server.client().await;
+    let semaphore = client.get_permit_expirable_semaphore("jobs").unwrap();
+    assert_eq!(semaphore.available_permits().await.unwrap(), 2, "all back");
+    // All out: --wait 0 gives up with 124.
+    let a = semaphore.acquire_renewed().await.unwrap();
+    let b = semaphore.acquire_renewed().await.unwrap();
+    tool(
+        &server,
+        &["run-permit", "jobs", "--wait", "0", "--", "true"],
+    )
+    .await
+    .exited(124);
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `elect NAME -- COMMAND` runs the command as leader with its epoch; `elect
+/// NAME --listen` prints each change in order while leaders are killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elect_runs_the_leader_and_listen_prints_each_change_in_order() {
+    let server = RedisServer::start();
+    let dir = scratch("elect");
+    let config = short_watchdog_config(&server, &dir);
+    let ran = tool(
+        &server,
+        &[
+            "elect",
+            "boss",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$REDISSON_LEADER_EPOCH\"",
+        ],
+    )
+    .await;
+    let first: u64 = ran.exited(0).stdout.trim().parse().expect("an epoch");
+
+    let mut listener = command(&["--config", &config, "--json", "elect", "boss", "--listen"])
+        .spawn()
+        .expect("spawn the listener");
+    let mut lines = BufReader::new(listener.stdout.take().expect("stdout")).lines();
+    assert_eq!(
+        next_json(&mut lines).await["leader"],
+        Value::Null,
+        "vacant at start"
+    );
+    // Three leaders in turn, each SIGKILLed while it leads (the tool: its
+    // command is left behind, its hold ends with its 1.5 s lease).
+    let mut epochs = Vec::new();
+    for round in 0..3 {
+        let pidfile = dir.join(format!("pid{round}"));
+        let script = format!("echo $$ > {}; sleep 60", pidfile.display());
+        let mut leader = command(&[
+            "--config", &config, "elect", "boss", "--", "sh", "-c", &script,
+        ])
+        .spawn()
+        .expect("spawn a leader");
+        let command_pid = pid_in(&pidfile).await;
+        let change = next_json(&mut lines).await;
+        let epoch = change["leader"]["epoch"].as_u64().expect("an epoch");
+        epochs.push(epoch);
+        signal(leader.id().expect("running"), "-KILL");
+        let _ = leader.wait().await;
+        signal(command_pid, "-KILL");
+        assert_eq!(
+            next_json(&mut lines).await["leader"],
+            Value::Null,
+            "vacant after the kill"
+        );
+    }
+    assert!(
+        epochs[0] > first && epochs.windows(2).all(|w| w[0] < w[1]),
+        "{epochs:?}"
+    );
+    signal(listener.id().expect("running"), "-TERM");
+    let status = within(SOON, "the listener ends", listener.wait())
+        .await
+        .expect("wait");
+    assert_eq!(status.code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The next line of `lines`, as one JSON value, within [`SOON`].
+async fn next_json(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> Value {
+    let line = within(SOON, "a line", lines.next_line())
+        .await
+        .expect("read")
+        .expect("a line");
+    serde_json::from_str(&line).expect("one JSON object per line")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_command_lines_for_run_say_why_with_their_codes_and_leave_nothing() {
+    let server = RedisServer::start();
+    // No command, an unknown option, two kinds: usage, 2.
+    tool(&server, &["run", "x"]).await.exited(2);
+    tool(&server, &["run", "x", "--bogus", "--", "true"])
+        .await
+        .exited(2);
+    tool(&server, &["run", "x", "--fair", "--read", "--", "true"])
+        .await
+        .exited(2);
+    tool(&server, &["run", "x", "--wait", "soon", "--", "true"])
+        .await
+        .exited(2);
+    tool(&server, &["elect", "x"]).await.exited(2);
+    // A name no lock can have: 2, in words.
+    let ran = tool(&server, &["run", "", "--", "true"]).await;
+    assert!(ran.exited(2).stderr.contains("empty"), "{ran:#?}");
+    let long = "n".repeat(redisson_locks::MAX_NAME_LEN + 1);
+    tool(&server, &["run-permit", &long, "--", "true"])
+        .await
+        .exited(2);
+    // A command that cannot be found or run: 127, 126; the lock is released.
+    tool(&server, &["run", "x", "--", "/no/such/command"])
+        .await
+        .exited(127);
+    tool(&server, &["run", "x", "--", "/"]).await.exited(126);
+    // An unreachable server: 125 (not 1, which commands exit with so often).
+    let nobody = format!("redis://127.0.0.1:{}", free_port());
+    let ran = run(&["--url", &nobody, "run", "x", "--", "true"], None).await;
+    assert!(
+        ran.exited(125).stderr.contains("cannot connect"),
+        "{ran:#?}"
+    );
+    assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
+}

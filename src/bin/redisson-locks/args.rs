@@ -6,16 +6,20 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-const ABOUT: &str = "Look at and free Redisson-compatible locks, semaphores and latches in Redis";
+const ABOUT: &str =
+    "Look at, free and take Redisson-compatible locks, semaphores and latches in Redis";
 
 const LONG_ABOUT: &str = "\
 Look at and free Redisson-compatible locks, semaphores and latches in Redis:
 who holds what, for how long, and who waits. It reads what Java Redisson and
-Rust redisson-locks clients write alike.
+Rust redisson-locks clients write alike. And run a command while holding a
+lock, a permit or leadership, from a shell script, a cron job or a deploy step.
 
-The tool never takes a lock, so it never shows up as a holder itself; it
-connects with announce off (it writes no identity key) under the client name
-\"redisson-locks-cli\". Only `force-unlock` changes anything, and it asks first.";
+`list`, `show` and `watch` only look: they connect with announce off (no
+identity key is written) under the client name \"redisson-locks-cli\".
+`force-unlock` asks first. `run`, `run-permit` and `elect` take what they are
+named for, as any client of the library would, and give it back when the
+command ends.";
 
 const AFTER_HELP: &str = "\
 Connecting:
@@ -38,10 +42,18 @@ Exit codes:
   0  done
   1  failed: the server could not be reached or refused, a config file is bad,
      or the name cannot be forced (a semaphore or a latch)
-  2  usage: a wrong command line
+  2  usage: a wrong command line, or a name no lock can have
   3  show, force-unlock: no lock, semaphore or latch under the name
   4  force-unlock: not confirmed (answered no, or stdin is not a terminal and
-     --yes is absent)";
+     --yes is absent)
+  run, run-permit, elect: the command's own exit status, or 128+N when it died
+  of signal N; and these of the tool's own:
+  123  the hold was lost while the command ran (lease lost, term over, forced
+       open): the command was stopped, and its work was not surely protected
+  124  not acquired within --wait
+  125  the tool failed: could not connect, the server refused, a bad config
+  126  the command could not be executed
+  127  the command was not found";
 
 /// The whole command line.
 #[derive(Debug, Parser)]
@@ -177,4 +189,210 @@ Examples:
         #[arg(long, short)]
         yes: bool,
     },
+    /// Run a command while holding a lock; release it when the command ends
+    ///
+    /// Takes NAME (a reentrant lock unless told otherwise), runs COMMAND while
+    /// holding it, and releases it when COMMAND ends, however it ends.
+    #[command(after_help = RUN_HELP)]
+    Run {
+        /// The lock's name.
+        name: String,
+        /// Which lock: reentrant (the default), fair, read, write or fenced.
+        #[command(flatten)]
+        kind: LockKind,
+        #[command(flatten)]
+        hold: HoldOptions,
+        /// End the hold after this long even if the command still runs (the
+        /// command is then stopped, exit 123): a term limit for a wedged job.
+        #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+        max_hold: Option<std::time::Duration>,
+        /// The command and its arguments, after `--`.
+        #[arg(required = true, last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+    /// Run a command while holding a permit of a semaphore: at most N at once
+    ///
+    /// Takes a permit of the permit-expirable semaphore NAME (renewed while
+    /// held, given back when the command ends, and back by itself a lease
+    /// after a holder dies), so that at most N copies of a job run at once
+    /// across machines.
+    #[command(alias = "acquire-permit", after_help = RUN_PERMIT_HELP)]
+    RunPermit {
+        /// The semaphore's name.
+        name: String,
+        /// Set the semaphore to N permits first, if it has none set yet (an
+        /// existing count is kept, and a warning says so when it differs).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        permits: Option<u32>,
+        /// How long to wait for a permit: 0 tries once; without it, as long as
+        /// it takes.
+        #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+        wait: Option<std::time::Duration>,
+        /// After a lost permit, how long the command has between SIGTERM and
+        /// SIGKILL.
+        #[arg(long, value_name = "DURATION", default_value = "10s",
+              value_parser = crate::units::parse_duration)]
+        grace: std::time::Duration,
+        /// The command and its arguments, after `--`.
+        #[arg(required = true, last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+    /// Run a command as the leader of an election, or print each change of leader
+    ///
+    /// Campaigns for NAME and runs COMMAND while leading, with the epoch in its
+    /// environment; stops it when leadership is lost, and resigns when it ends.
+    /// With --listen, prints one line per change of leader instead.
+    #[command(after_help = ELECT_HELP)]
+    Elect {
+        /// The election's name.
+        name: String,
+        /// Print each change of leader (and the leader at start), one line
+        /// each, until interrupted; no command.
+        #[arg(long, conflicts_with_all = ["command", "wait"])]
+        listen: bool,
+        /// With --listen: stop after N lines.
+        #[arg(long, value_name = "N", requires = "listen",
+              value_parser = clap::value_parser!(u64).range(1..))]
+        count: Option<u64>,
+        /// How long to campaign before giving up (exit 124): 0 tries once;
+        /// without it, as long as it takes.
+        #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+        wait: Option<std::time::Duration>,
+        /// After leadership is lost, how long the command has between SIGTERM
+        /// and SIGKILL.
+        #[arg(long, value_name = "DURATION", default_value = "10s",
+              value_parser = crate::units::parse_duration)]
+        grace: std::time::Duration,
+        /// The command and its arguments, after `--` (not with --listen).
+        #[arg(
+            last = true,
+            value_name = "COMMAND",
+            required_unless_present = "listen"
+        )]
+        command: Vec<String>,
+    },
 }
+
+impl Command {
+    /// Whether it runs a command and passes that command's status on.
+    pub(crate) fn runs_a_command(&self) -> bool {
+        match self {
+            Command::Run { .. } | Command::RunPermit { .. } => true,
+            Command::Elect { listen, .. } => !listen,
+            _ => false,
+        }
+    }
+}
+
+/// Which lock `run` takes: one flag at most.
+#[derive(Debug, Args)]
+#[group(multiple = false)]
+pub(crate) struct LockKind {
+    /// A fair lock: waiters served first come, first served.
+    #[arg(long)]
+    pub(crate) fair: bool,
+    /// The read side of a read-write lock: shared with other readers.
+    #[arg(long)]
+    pub(crate) read: bool,
+    /// The write side of a read-write lock: alone.
+    #[arg(long)]
+    pub(crate) write: bool,
+    /// A fenced lock: the command gets a fencing token greater than every
+    /// earlier holder's, in REDISSON_LOCK_TOKEN.
+    #[arg(long)]
+    pub(crate) fenced: bool,
+}
+
+/// How `run` waits for and keeps its hold.
+#[derive(Debug, Args)]
+pub(crate) struct HoldOptions {
+    /// How long to wait for the lock: 0 tries once; without it, as long as it
+    /// takes. A number is seconds; or 500ms, 30s, 5m, 1h.
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+    pub(crate) wait: Option<std::time::Duration>,
+    /// Hold for this long at most, not renewed: when it ends the command is
+    /// stopped (exit 123). Without it the hold is renewed while the command
+    /// runs (the watchdog).
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+    pub(crate) lease: Option<std::time::Duration>,
+    /// After a lost hold, how long the command has between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DURATION", default_value = "10s",
+          value_parser = crate::units::parse_duration)]
+    pub(crate) grace: std::time::Duration,
+}
+
+/// What the commands that run a command have in common, for their help (a
+/// macro: `concat!` takes literals only).
+macro_rules! child_help {
+    () => {
+        "\
+The command runs in a process group of its own, with the tool's stdin, stdout
+and stderr. SIGINT, SIGTERM and SIGHUP sent to the tool are passed on to it;
+what is held is given back once it has exited. When what is held is lost
+before the command ends (its lease ran out unrenewed, a renewal found it gone,
+an operator forced it open, its term ended), the command's process group gets
+SIGTERM, then SIGKILL after --grace, and the tool exits with 123.
+
+Exit status: the command's own, or 128+N when it died of signal N; 123 hold
+lost; 124 not acquired within --wait; 125 the tool failed (could not connect,
+the server refused); 126 the command could not be executed; 127 not found; 2 a
+wrong command line or a name no lock can have. The tool's own codes can also
+be the command's: where that matters, have the command exit below 123.
+
+Durations: a number of seconds (30, 1.5), or with a unit: 500ms, 30s, 5m, 1h."
+    };
+}
+
+const RUN_HELP: &str = concat!(
+    "\
+The command's environment gets REDISSON_LOCK_NAME (the lock's name) and, with
+--fenced, REDISSON_LOCK_TOKEN (its fencing token: send it with every write to a
+store that refuses lower ones).
+
+",
+    child_help!(),
+    "
+
+Examples:
+  redisson-locks run nightly-report -- ./report.sh
+  redisson-locks run deploy:web --wait 0 -- ./deploy.sh   # exit 124 if held
+  redisson-locks run ledger --fenced --lease 5m -- ./post-entries
+  redisson-locks run cache --read --wait 30s -- ./read-cache"
+);
+
+const RUN_PERMIT_HELP: &str = concat!(
+    "\
+The command's environment gets REDISSON_LOCK_NAME and REDISSON_PERMIT_ID (the
+permit's id, as Redisson prints it). The permit is renewed by the watchdog
+while the command runs; a holder that dies gives it back a lease later.
+
+",
+    child_help!(),
+    "
+
+Examples:
+  redisson-locks run-permit renders --permits 4 -- ./render-one.sh
+  redisson-locks run-permit renders --wait 0 -- ./render-one.sh   # 124 if all 4 are out"
+);
+
+const ELECT_HELP: &str = concat!(
+    "\
+The command's environment gets REDISSON_LOCK_NAME and REDISSON_LEADER_EPOCH
+(the epoch: greater than every earlier leader's, a fencing token). The
+election lives on the fenced lock's keys: a Java RFencedLock holder leads too.
+
+With --listen: one line per change, the leader at start first:
+  epoch 7: 6c47fd2f:1 (pid 4121 on web-3), since 09:15:02
+  vacant
+With --json, one object per line: {\"leader\": {...}} or {\"leader\": null}.
+A change nothing announces (a leader's lease running out) is seen within a
+third of a watchdog lease.
+
+",
+    child_help!(),
+    "
+
+Examples:
+  redisson-locks elect scheduler -- ./run-scheduler
+  redisson-locks elect scheduler --listen"
+);

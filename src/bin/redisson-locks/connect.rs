@@ -17,12 +17,14 @@ const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 const CLIENT_NAME: &str = "redisson-locks-cli";
 
 /// A client connected as `connection` says; a failure names the server.
-pub(crate) async fn connect(connection: &Connection) -> Result<Client, Failure> {
+///
+/// A client that only looks (`holds` false) does not announce itself, so
+/// that looking at a lock leaves no key behind (and needs no write access).
+/// One that takes a lock for a command announces itself as any client of the
+/// library does, so that `show` names the holder: this host, this pid.
+pub(crate) async fn connect(connection: &Connection, holds: bool) -> Result<Client, Failure> {
     let (mut config, target) = config_of(connection)?;
-    // The tool never holds anything, so it never appears as an owner; it does
-    // not announce itself either, so that looking at a lock leaves no key
-    // behind (and needs no write access).
-    config.announce = false;
+    config.announce = holds;
     config.client_name = Some(CLIENT_NAME.to_owned());
     let client = Client::connect(config).await.map_err(|e| {
         Failure::new(

@@ -18,6 +18,22 @@ pub(crate) enum Code {
     /// `force-unlock` was not confirmed: declined at the prompt, or no
     /// terminal to ask on and no `--yes`.
     NotConfirmed = 4,
+    /// A name no lock can have (empty, too long): a wrong command line, as
+    /// clap's own 2.
+    Usage = 2,
+    /// `run`, `run-permit`, `elect`: what was held was lost while the command
+    /// ran, and the command was stopped.
+    HoldLost = 123,
+    /// `run`, `run-permit`, `elect`: not acquired within `--wait`.
+    NotAcquired = 124,
+    /// `run`, `run-permit`, `elect`: the tool itself failed (could not
+    /// connect, the server refused); the commands that pass a child's status
+    /// on use this rather than 1, which commands exit with so often.
+    ToolFailed = 125,
+    /// The command could not be executed (found, but not runnable).
+    CannotExecute = 126,
+    /// The command was not found.
+    CommandNotFound = 127,
 }
 
 /// Why a command did not finish normally.
@@ -32,6 +48,9 @@ pub(crate) enum Failure {
     },
     /// Whoever read stdout went away (`| head`): stop quietly, as `cat` does.
     ReaderGone,
+    /// The command `run` ran ended with this status, which the tool passes
+    /// on: nothing to say.
+    Status(u8),
 }
 
 impl Failure {
@@ -45,6 +64,15 @@ impl Failure {
     /// An operational failure of the library, with what was being done.
     pub(crate) fn of(doing: &str, error: &Error) -> Failure {
         Failure::new(Code::Failed, format!("{doing}: {}", words(error)))
+    }
+
+    /// The same failure ending with `code` instead (a command that passes a
+    /// child's status on fails with [`Code::ToolFailed`], not 1).
+    pub(crate) fn with_code(self, code: Code) -> Failure {
+        match self {
+            Failure::Said { message, .. } => Failure::Said { code, message },
+            other => other,
+        }
     }
 }
 
@@ -72,6 +100,7 @@ impl From<std::io::Error> for Failure {
 pub(crate) fn finish(result: Result<(), Failure>) -> ExitCode {
     match result {
         Ok(()) | Err(Failure::ReaderGone) => ExitCode::SUCCESS,
+        Err(Failure::Status(status)) => ExitCode::from(status),
         Err(Failure::Said { code, message }) => {
             // With stderr gone too there is nobody left to tell; the code still says it.
             // Escaped: the message may quote a name or what the server said.

@@ -1,23 +1,32 @@
 //! `redisson-locks`: the operator's tool for Redisson-compatible locks in
 //! Redis. `list` what is held, `show` everything about one name, `watch` it
-//! live, `force-unlock` what is stuck. Run `redisson-locks --help`.
+//! live, `force-unlock` what is stuck; and from a shell, `run` a command
+//! under a lock, `run-permit` under a semaphore's permit, `elect` a leader.
+//! Run `redisson-locks --help`.
 //!
 //! - `args.rs`: the command line and its help.
 //! - `connect.rs`: a URL or a Redisson file, to a client that holds nothing.
 //! - `list.rs`, `show.rs`, `watch.rs`, `force.rs`: one command each.
+//! - `run.rs`, `permit.rs`, `elect.rs`: a command run while holding a lock, a
+//!   permit, leadership; `child.rs`: that command's process, its signals,
+//!   and stopping it when the hold is lost.
 //! - `page.rs`, `units.rs`: text layout, and times and owners in words.
 //! - `out.rs`: stdout, stderr and `--json`; `escape.rs`: what a terminal
 //!   would act on, shown escaped in text output.
 //! - `exit.rs`: exit codes and failures in words.
 
 mod args;
+mod child;
 mod connect;
+mod elect;
 mod escape;
 mod exit;
 mod force;
 mod list;
 mod out;
 mod page;
+mod permit;
+mod run;
 mod show;
 mod units;
 mod watch;
@@ -52,7 +61,17 @@ fn main() -> ExitCode {
 /// Connects, runs the command, and closes the client before the process
 /// ends, so that its connection is given back in order.
 async fn run(cli: Cli) -> Result<(), Failure> {
-    let client = connect::connect(&cli.connection).await?;
+    // A command that passes its child's status on says its own failures
+    // with 125, not the 1 so many commands exit with.
+    let holds = cli.command.runs_a_command();
+    let failed = if holds {
+        Code::ToolFailed
+    } else {
+        Code::Failed
+    };
+    let client = connect::connect(&cli.connection, holds)
+        .await
+        .map_err(|f| f.with_code(failed))?;
     let json = cli.json;
     let result = match &cli.command {
         Command::List { pattern } => list::run(&client, pattern, json).await,
@@ -73,6 +92,57 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             watch::run(&client, options).await
         }
         Command::ForceUnlock { name, yes } => force::run(&client, name, *yes, json).await,
+        Command::Run {
+            name,
+            kind,
+            hold,
+            max_hold,
+            command,
+        } => {
+            let options = run::Options {
+                name,
+                kind,
+                hold,
+                max_hold: *max_hold,
+                command,
+            };
+            run::run(&client, options).await
+        }
+        Command::RunPermit {
+            name,
+            permits,
+            wait,
+            grace,
+            command,
+        } => {
+            let options = permit::Options {
+                name,
+                permits: *permits,
+                wait: *wait,
+                grace: *grace,
+                command,
+            };
+            permit::run(&client, options).await
+        }
+        Command::Elect {
+            name,
+            listen,
+            count,
+            wait,
+            grace,
+            command,
+        } => {
+            let options = elect::Options {
+                name,
+                listen: *listen,
+                count: *count,
+                wait: *wait,
+                grace: *grace,
+                command,
+                json,
+            };
+            elect::run(&client, options).await
+        }
     };
     client.close().await;
     result

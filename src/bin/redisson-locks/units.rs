@@ -19,6 +19,37 @@ pub(crate) fn duration(d: Duration) -> String {
     }
 }
 
+/// A duration as an operator types it: a number of seconds (`30`, `1.5`, `0`),
+/// or a number with a unit: `500ms`, `30s`, `5m`, `1h`. What clap calls for
+/// `--wait`, `--lease` and `--grace`.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "ms" => 0.001,
+        "m" => 60.0,
+        "h" => 3_600.0,
+        _ => {
+            return Err(format!(
+                "'{unit}' is not a unit: use ms, s, m or h (or none, for seconds)"
+            ))
+        }
+    };
+    let valid = !number.is_empty()
+        && number.bytes().filter(|b| *b == b'.').count() <= 1
+        && number.bytes().any(|b| b.is_ascii_digit());
+    let seconds: f64 = if valid { number.parse().ok() } else { None }
+        .ok_or_else(|| format!("'{text}' is not a duration: try 30, 1.5s, 500ms, 5m or 1h"))?;
+    Duration::try_from_secs_f64(seconds * scale)
+        .ok()
+        .filter(|d| *d <= redisson_locks::MAX_DURATION)
+        .ok_or_else(|| format!("'{text}' is too long a duration"))
+}
+
 /// An optional lease: `28.4s`, or `none` (no TTL: it never expires by itself).
 pub(crate) fn lease(d: Option<Duration>) -> String {
     d.map_or_else(|| "none".to_owned(), duration)
@@ -138,6 +169,29 @@ mod tests {
             "2d03h"
         );
         assert_eq!(lease(None), "none");
+    }
+
+    #[test]
+    fn durations_read_as_typed() {
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1_500)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3_600)));
+        for bad in [
+            "",
+            "s",
+            "-1",
+            "+1",
+            "1.2.3",
+            "10x",
+            "1e3",
+            "99999999999h",
+            ".",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

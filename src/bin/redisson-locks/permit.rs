@@ -1,0 +1,71 @@
+//! `run-permit NAME -- COMMAND`: at most N copies of a job across machines.
+//! Takes a renewed permit of a permit-expirable semaphore (Redisson's
+//! `RPermitExpirableSemaphore`, so Java jobs count against the same N), runs
+//! the command while it is held, and gives it back when the command ends. A
+//! holder that dies gives it back by itself, a lease later.
+
+use std::time::Duration;
+
+use redisson_locks::Client;
+
+use crate::child::{run_while_held, unless_stopped};
+use crate::exit::{words, Code, Failure};
+use crate::out::note;
+
+/// What the command line asked of `run-permit`.
+#[derive(Debug)]
+pub(crate) struct Options<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) permits: Option<u32>,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) grace: Duration,
+    pub(crate) command: &'a [String],
+}
+
+/// Takes a permit, runs the command, gives the permit back.
+pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Failure> {
+    let name = options.name;
+    let semaphore = client
+        .get_permit_expirable_semaphore(name)
+        .map_err(|e| Failure::new(Code::Usage, words(&e)))?;
+    let failed = |doing: &str, e| Failure::of(doing, &e).with_code(Code::ToolFailed);
+    if let Some(permits) = options.permits {
+        let set = semaphore
+            .try_set_permits(permits)
+            .await
+            .map_err(|e| failed(&format!("cannot set the permits of '{name}'"), e))?;
+        if !set {
+            note(&format!(
+                "redisson-locks: note: '{name}' has its permits set already: --permits \
+                 {permits} was not applied (the count stays as it was)"
+            ));
+        }
+    }
+    let what = format!("a permit of '{name}'");
+    let acquired = unless_stopped(async {
+        match options.wait {
+            None => semaphore.acquire_renewed().await.map(Some),
+            Some(wait) => semaphore.try_acquire_renewed(wait).await,
+        }
+    })
+    .await?
+    .map_err(|e| failed(&format!("cannot take {what}"), e))?;
+    let Some(permit) = acquired else {
+        return Err(Failure::new(
+            Code::NotAcquired,
+            format!("{what} was not acquired within the wait: all are out"),
+        ));
+    };
+    let env = [
+        ("REDISSON_LOCK_NAME", name.to_owned()),
+        ("REDISSON_PERMIT_ID", permit.id().to_string()),
+    ];
+    run_while_held(
+        &format!("{what} ({})", permit.id()),
+        permit,
+        options.command,
+        &env,
+        options.grace,
+    )
+    .await
+}
