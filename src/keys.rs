@@ -151,6 +151,26 @@ pub(crate) fn read_hold_key(name: &str, owner: &str, i: u64) -> String {
     format!("{}{READ_HOLD}{i}", suffixed(name, owner))
 }
 
+/// A SCAN pattern matching every read hold's lease key of read-write lock
+/// `name` (see [`read_hold_key`]), and no other key.
+pub(crate) fn read_hold_pattern(name: &str) -> String {
+    let holder_keys = suffixed(name, "");
+    let tagged = holder_keys.strip_suffix(':').unwrap_or(&holder_keys);
+    format!("{}:*{READ_HOLD}*", glob_escaped(tagged))
+}
+
+/// `text` with Redis's glob characters escaped, so that it matches itself only.
+fn glob_escaped(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
+
 /// The part of `key` Redis Cluster hashes: the content of the first `{...}` when it
 /// is non-empty, else the whole key.
 fn hash_tag(key: &str) -> &str {
@@ -237,6 +257,16 @@ pub(crate) fn group_member_id(encoded: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_hold_keys_are_matched_by_their_pattern_alone() {
+        assert_eq!(read_hold_pattern("rw"), "{rw}:*:rwlock_timeout:*");
+        assert_eq!(read_hold_pattern("{t}r*w:"), "{t}r\\*w::*:rwlock_timeout:*");
+        assert_eq!(
+            read_hold_pattern("a[b]?\\"),
+            "{a\\[b\\]\\?\\\\}:*:rwlock_timeout:*"
+        );
+    }
 
     #[test]
     fn plain_names_get_a_hash_tag() {

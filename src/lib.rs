@@ -152,6 +152,9 @@
 //!   its scope, and what dropping it does.
 //! - [`porting`]: every Java `RLock` method and its Rust form, and where the
 //!   semantics differ from Redisson's.
+//! - `testing` (feature `test-util`): a throwaway server for your own tests,
+//!   and faults aimed at your locks (a lease ended now, a pause, cut
+//!   connections), with a complete example test.
 //! - The repository's `DESIGN.md` (key schema, script contracts, the wait loop and
 //!   the watchdog), `TOPOLOGY.md` (cluster, Sentinel, replicas, RedLock) and
 //!   `BENCHMARKS.md`, and its `examples/` (`demo`, `fencing`, `lockbench`).
@@ -192,6 +195,8 @@ mod self_wait;
 #[cfg(feature = "sentinel")]
 mod sentinel_conn;
 mod sync;
+#[cfg(feature = "test-util")]
+pub mod testing;
 mod trace;
 mod validity;
 mod wait;

@@ -1,0 +1,299 @@
+//! A kit for testing your own code against lost locks, on a real server
+//! (feature `test-util`).
+//!
+//! Mocks of a lock cannot lose it the way Redis does, so this kit does not
+//! mock: [`TestServer`] starts a throwaway `redis-server` for one test (a
+//! free loopback port, a temp dir, no persistence, killed on drop), and then
+//! does to it what production does to your holds, when your test wants it:
+//!
+//! - [`end_lease`](TestServer::end_lease): the lock's lease ends now, on the
+//!   server, as if it had run out. The holder finds out as it would in
+//!   production: its next renewal finds the hold gone, its
+//!   [`lease_lost()`](crate::LockGuard::lease_lost) completes and a section
+//!   under [`run`](crate::LockGuard::run) is cut with
+//!   [`Error::LeaseLost`]. (A hold taken with an
+//!   explicit lease is not renewed: it finds out when its own validity ends.)
+//! - [`pause`](TestServer::pause): the server answers nobody for a while.
+//! - [`cut_connections`](TestServer::cut_connections): every client's
+//!   connections are cut, as by a network blip; the clients reconnect.
+//!
+//! The server is `$REDIS_SERVER` when set, else `redis-server` on `PATH`
+//! (Debian: `apt-get install redis-server`); without one,
+//! [`TestServer::start`] fails with a message that says so.
+//!
+//! # Example: my job stops writing when it loses the lock
+//!
+//! The job under test writes while it holds `reports`; the test ends the
+//! lease under it and checks that the job stopped, and wrote nothing after.
+//! A job that ignored the loss would write on, and the test would fail.
+//!
+//! ```no_run
+//! use std::sync::{Arc, Mutex};
+//! use std::time::{Duration, Instant};
+//!
+//! use redisson_locks::testing::TestServer;
+//! use redisson_locks::{Client, Error};
+//!
+//! /// The code under test: writes a line every 20 ms for as long as it holds
+//! /// the lock, and stops the moment it does not.
+//! async fn write_reports(client: Client, written: Arc<Mutex<Vec<Instant>>>) -> Result<(), Error> {
+//!     let guard = client.get_lock("reports")?.lock().await?;
+//!     guard
+//!         .run(async {
+//!             loop {
+//!                 written.lock().unwrap().push(Instant::now());
+//!                 tokio::time::sleep(Duration::from_millis(20)).await;
+//!             }
+//!         })
+//!         .await
+//! }
+//!
+//! # async fn my_job_stops_writing_when_it_loses_the_lock() -> Result<(), Error> {
+//! // In your tests: #[tokio::test]
+//! let server = TestServer::start()?;
+//! let client = server.client().await?;
+//! let written = Arc::new(Mutex::new(Vec::new()));
+//! let job = tokio::spawn(write_reports(client.clone(), written.clone()));
+//! while written.lock().unwrap().is_empty() {
+//!     tokio::time::sleep(Duration::from_millis(10)).await;
+//! }
+//!
+//! server.end_lease("reports").await?;
+//!
+//! // The job ends, told why, within a renewal (half a second here)...
+//! let ended = tokio::time::timeout(Duration::from_secs(5), job)
+//!     .await
+//!     .expect("the job kept running after it lost the lock")
+//!     .expect("the job panicked");
+//! assert!(ended.unwrap_err().is_lease_lost());
+//! // ... and writes nothing more.
+//! let count = written.lock().unwrap().len();
+//! tokio::time::sleep(Duration::from_millis(200)).await;
+//! assert_eq!(written.lock().unwrap().len(), count);
+//! # Ok(()) }
+//! ```
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::{Client, Config};
+
+/// The watchdog lease of [`TestServer::config`]: renewals every 500 ms, so a
+/// lease the kit ends is found lost within half a second.
+pub const TEST_WATCHDOG: Duration = Duration::from_millis(1_500);
+
+/// How long a server may take to listen after it is started.
+const START_LIMIT: Duration = Duration::from_secs(10);
+
+/// A throwaway `redis-server` for one test: killed, and its directory
+/// removed, when dropped.
+#[derive(Debug)]
+pub struct TestServer {
+    child: Child,
+    dir: PathBuf,
+    port: u16,
+}
+
+impl TestServer {
+    /// Starts `$REDIS_SERVER` (else `redis-server` on `PATH`) on a free
+    /// loopback port, in a temp dir of its own, with no persistence, and
+    /// waits until it listens.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the binary cannot be found or run (the message
+    /// says how to install it), or when it does not listen within 10 s.
+    pub fn start() -> Result<TestServer> {
+        let binary = std::env::var("REDIS_SERVER")
+            .ok()
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| "redis-server".to_owned());
+        TestServer::start_from(binary)
+    }
+
+    /// [`start`](TestServer::start) with a server binary of your choosing: a
+    /// path to a `redis-server` or `valkey-server`, or a name on `PATH`.
+    ///
+    /// # Errors
+    /// As [`start`](TestServer::start).
+    pub fn start_from(binary: impl AsRef<std::ffi::OsStr>) -> Result<TestServer> {
+        let binary = binary.as_ref().to_string_lossy().into_owned();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map_err(|e| Error::Config(format!("the test kit found no free port: {e}")))?
+            .port();
+        let dir =
+            std::env::temp_dir().join(format!("redisson-locks-test-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            Error::Config(format!("the test kit cannot create {}: {e}", dir.display()))
+        })?;
+        let spawned = Command::new(&binary)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                let hint = if e.kind() == std::io::ErrorKind::NotFound {
+                    " (install it: `apt-get install redis-server`, or set REDIS_SERVER to \
+                     the path of a redis-server or valkey-server)"
+                } else {
+                    ""
+                };
+                return Err(Error::Config(format!(
+                    "the test kit cannot start '{binary}': {e}{hint}"
+                )));
+            }
+        };
+        let server = TestServer { child, dir, port };
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if started.elapsed() > START_LIMIT {
+                return Err(Error::Config(format!(
+                    "the test kit's '{binary}' did not listen on port {port} within 10 s"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(server)
+    }
+
+    /// Its address: `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// A configuration for it: [`Config::new`] with its address, and a
+    /// watchdog lease of [`TEST_WATCHDOG`] (renewals every 500 ms, so that a
+    /// lease ended by [`end_lease`](TestServer::end_lease) is found lost
+    /// within half a second; the default 30 s would take up to 10 s).
+    pub fn config(&self) -> Config {
+        let mut config = Config::new(self.url());
+        config.lock_watchdog_timeout = TEST_WATCHDOG;
+        config
+    }
+
+    /// A client of it, with [`config`](TestServer::config).
+    ///
+    /// # Errors
+    /// As [`Client::connect`].
+    pub async fn client(&self) -> Result<Client> {
+        Client::connect(self.config()).await
+    }
+
+    /// Ends the lease of the lock `name` now, whoever holds it and whatever
+    /// its kind (reentrant, fair, fenced, read-write, a single-hash group):
+    /// its holds are gone from the server, as if their leases had run out,
+    /// and nothing is announced (a lease that runs out announces nothing
+    /// either). Its holders find out at their next renewal; its waiters at
+    /// their next look, within the lease they were waiting out. A fair lock's
+    /// queue, and a fenced lock's token, are left as they are. `false` when
+    /// nothing held it.
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the server cannot be reached.
+    pub async fn end_lease(&self, name: &str) -> Result<bool> {
+        crate::keys::validate_name(name)?;
+        let mut admin = self.admin().await?;
+        let ended: i64 = redis::cmd("DEL")
+            .arg(name)
+            .query_async(&mut admin)
+            .await
+            .map_err(Error::redis)?;
+        // A read-write lock's per-hold leases live beside it.
+        let pattern = crate::keys::read_hold_pattern(name);
+        let mut cursor = 0u64;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut admin)
+                .await
+                .map_err(Error::redis)?;
+            if !keys.is_empty() {
+                let _: i64 = redis::cmd("DEL")
+                    .arg(&keys)
+                    .query_async(&mut admin)
+                    .await
+                    .map_err(Error::redis)?;
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        Ok(ended > 0)
+    }
+
+    /// Pauses the server for `duration`: it answers no client's command
+    /// until then (`CLIENT PAUSE ... ALL`), as a server stalled by a long
+    /// command, a fork or a failover would. Returns at once.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero duration; [`Error::Redis`] when
+    /// the server cannot be reached.
+    pub async fn pause(&self, duration: Duration) -> Result<()> {
+        let millis = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        if millis == 0 {
+            return Err(Error::invalid("a pause must last at least a millisecond"));
+        }
+        let mut admin = self.admin().await?;
+        redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(millis)
+            .arg("ALL")
+            .query_async::<()>(&mut admin)
+            .await
+            .map_err(Error::redis)
+    }
+
+    /// Cuts every client's connections (`CLIENT KILL`), as a network blip
+    /// would: commands in flight fail or are retried, and the clients
+    /// reconnect. Returns how many connections were cut.
+    ///
+    /// # Errors
+    /// [`Error::Redis`] when the server cannot be reached.
+    pub async fn cut_connections(&self) -> Result<usize> {
+        let mut admin = self.admin().await?;
+        let mut cut = 0;
+        for kind in ["normal", "pubsub"] {
+            let killed: usize = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg(kind)
+                .arg("SKIPME")
+                .arg("yes")
+                .query_async(&mut admin)
+                .await
+                .map_err(Error::redis)?;
+            cut += killed;
+        }
+        Ok(cut)
+    }
+
+    /// A plain connection of the kit's own, for the faults.
+    async fn admin(&self) -> Result<redis::aio::MultiplexedConnection> {
+        redis::Client::open(self.url())
+            .map_err(Error::redis)?
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(Error::redis)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
