@@ -171,6 +171,13 @@ fn glob_escaped(text: &str) -> String {
     escaped
 }
 
+/// The name Redisson gives the lock of `kind` on a collection's entry whose
+/// key its codec encodes as `encoded`: `{collection}:<hash>:<kind>` (see
+/// `entry.rs`).
+pub(crate) fn entry_lock_name(collection: &str, encoded: &[u8], kind: &str) -> String {
+    suffixed(collection, &format!("{}:{kind}", group_member_id(encoded)))
+}
+
 /// The part of `key` Redis Cluster hashes: the content of the first `{...}` when it
 /// is non-empty, else the whole key.
 fn hash_tag(key: &str) -> &str {

@@ -171,6 +171,7 @@ mod config;
 mod conn;
 mod connect;
 mod contract;
+mod entry;
 mod error;
 mod fence;
 mod heuristics;
@@ -206,6 +207,7 @@ pub use client::Client;
 pub use config::{
     redact_address, Config, OwnerMode, SelfWait, TlsConfig, MAX_DURATION, MAX_RETRY_ATTEMPTS,
 };
+pub use entry::{CollectionLocks, CollectionType, EntryKey};
 pub use error::{Error, RedisErrorKind, RedisFailure, Result};
 pub use fence::{FencedStore, FencedWrite};
 pub use keys::MAX_NAME_LEN;

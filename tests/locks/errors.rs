@@ -205,3 +205,47 @@ fn bad_configuration_is_a_config_error() {
     config.lock_watchdog_timeout = Duration::ZERO;
     assert!(config.validate().unwrap_err().is_config());
 }
+
+/// Per-entry locks: an empty collection name or key, or a derived name over
+/// the limit, is refused before any I/O; a good one is the kind it names in
+/// every other way (it locks, the inspector reads it, nothing is left).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_entries_are_refused_and_good_ones_are_their_kind() {
+    use redisson_locks::EntryKey;
+    let server = RedisServer::start();
+    let client = server.client().await;
+    assert!(client.get_map("").unwrap_err().is_invalid_argument());
+    let orders = client.get_map("orders").unwrap();
+    assert!(orders
+        .get_lock(&EntryKey::encoded(Vec::new()))
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(orders
+        .get_semaphore(&EntryKey::string(""))
+        .unwrap_err()
+        .is_invalid_argument());
+    let huge = client.get_set("s".repeat(MAX_NAME_LEN)).unwrap();
+    assert!(huge
+        .get_fair_lock(&EntryKey::string("k"))
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(server.keys().await.is_empty(), "nothing was written");
+
+    let lock = orders.get_lock(&EntryKey::string("42")).unwrap();
+    let guard = lock.lock().await.unwrap();
+    let seen = client.inspect(lock.name()).await.unwrap();
+    assert!(seen.is_held() && seen.holders[0].owner.mine, "{seen:?}");
+    assert_eq!(lock.name(), "{orders}:RE0IojEvPTY8Dofe3IkBNA:lock");
+    guard.unlock().await.unwrap();
+    let latch = orders
+        .get_count_down_latch(&EntryKey::string("42"))
+        .unwrap();
+    assert!(latch.try_set_count(1).await.unwrap());
+    latch.count_down().await.unwrap();
+    assert!(
+        within(Duration::from_secs(5), "the open latch", latch.wait())
+            .await
+            .is_ok()
+    );
+    assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
+}

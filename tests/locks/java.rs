@@ -1720,3 +1720,139 @@ async fn the_inspector_reads_what_java_holds() {
     java.expect("unlocked", Some("j1"), SOON).await;
     assert_eq!(client.inspect("ir").await.unwrap().kind, Kind::Absent);
 }
+
+/// Locks on collections' entries (`getMap(name).getLock(key)` and the rest):
+/// for every collection type, key and codec a Rust service can encode without
+/// a JVM, every kind's name is the one Redisson derives (JSON keys on
+/// Redisson 3.x only: 4.x ships without Jackson).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entry_lock_names_are_redissons_for_every_collection_key_and_codec() {
+    use redisson_locks::EntryKey;
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    let json = crate::support::java::redisson_version().starts_with("3.");
+    let mut keys = vec![
+        ("string", "k", "string", EntryKey::string("k")),
+        ("string", "über:{x}", "string", EntryKey::string("über:{x}")),
+        ("string", "42", "long", EntryKey::string("42")),
+    ];
+    if json {
+        keys.extend([
+            ("json", "k", "string", EntryKey::json_string("k")),
+            (
+                "json",
+                "a\"\\\u{1}😀é",
+                "string",
+                EntryKey::json_string("a\"\\\u{1}😀é"),
+            ),
+            ("json", "42", "long", EntryKey::json_long(42)),
+            ("json", "-7", "int", EntryKey::json_int(-7)),
+        ]);
+    }
+    let mut checked = 0;
+    for (collection_type, collection) in [
+        ("map", "orders"),
+        ("set", "{tag}seats"),
+        ("setcache", "sc"),
+        ("listmultimap", "lm"),
+        ("setmultimap", "sm"),
+    ] {
+        let rust = match collection_type {
+            "map" => client.get_map(collection),
+            "set" => client.get_set(collection),
+            "setcache" => client.get_set_cache(collection),
+            _ => client.get_multimap(collection),
+        }
+        .unwrap();
+        for (codec, key, key_type, entry) in &keys {
+            java.op(
+                "a",
+                "entry_names",
+                collection,
+                json!({ "collection_type": collection_type, "codec": codec, "key": key, "key_type": key_type }),
+            );
+            let names = java.expect("entry_names", Some("a"), SOON).await;
+            let rw = rust.get_read_write_lock(entry).unwrap();
+            let ours = [
+                ("lock", rust.get_lock(entry).unwrap().name().to_owned()),
+                (
+                    "fairlock",
+                    rust.get_fair_lock(entry).unwrap().name().to_owned(),
+                ),
+                ("rw_lock", rw.read_lock().name().to_owned()),
+                (
+                    "semaphore",
+                    rust.get_semaphore(entry).unwrap().name().to_owned(),
+                ),
+                (
+                    "permitexpirablesemaphore",
+                    rust.get_permit_expirable_semaphore(entry)
+                        .unwrap()
+                        .name()
+                        .to_owned(),
+                ),
+                (
+                    "countdownlatch",
+                    rust.get_count_down_latch(entry).unwrap().name().to_owned(),
+                ),
+            ];
+            for (kind, name) in ours {
+                assert_eq!(
+                    names[kind].as_str(),
+                    Some(name.as_str()),
+                    "{collection_type} {collection} {codec} {key:?} {kind}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 5 * keys.len() * 6);
+}
+
+/// A Java thread and a Rust task contend on one map entry's lock, and one
+/// entry's read-write lock: each sees the other's hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_and_rust_contend_on_a_map_entrys_locks() {
+    use redisson_locks::EntryKey;
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    let orders = client.get_map("orders").unwrap();
+    let key = EntryKey::string("42");
+    let entry = |entry_kind: &str| json!({ "collection_type": "map", "codec": "string", "key": "42", "entry_kind": entry_kind, "lease_ms": 0, "wait_ms": -1 });
+    java.act("j", "lock", "entry", "orders", entry("lock"));
+    java.expect("acquired", Some("j"), SOON).await;
+    let lock = orders.get_lock(&key).unwrap();
+    assert!(
+        lock.try_lock().await.unwrap().is_none(),
+        "Java holds the entry"
+    );
+    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let unlocked = Instant::now();
+    java.act("j", "unlock", "entry", "orders", entry("lock"));
+    java.expect("unlocked", Some("j"), SOON).await;
+    let (guard, at) = within(SOON, "the Rust waiter", waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(at >= unlocked);
+    guard.unlock().await.unwrap();
+
+    // Readers of both languages share the entry's read-write lock; a writer waits.
+    java.act("j", "lock", "entry", "orders", entry("read"));
+    java.expect("acquired", Some("j"), SOON).await;
+    let rw = orders.get_read_write_lock(&key).unwrap();
+    let reading = rw
+        .read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("a second reader");
+    assert!(rw.write_lock().try_lock().await.unwrap().is_none());
+    reading.unlock().await.unwrap();
+    java.act("j", "unlock", "entry", "orders", entry("read"));
+    java.expect("unlocked", Some("j"), SOON).await;
+    assert!(rw.write_lock().try_lock().await.unwrap().is_some());
+}

@@ -219,10 +219,81 @@ public final class Driver {
                 }
                 return redisson.getMultiLock(locks);
             }
+            // A lock on a collection's entry: `name` is the collection, with
+            // `collection_type`, `codec`, `key` (and `key_type`); `entry_kind`
+            // is lock, fairlock, read or write.
+            case "entry": {
+                String entryKind = str(cmd, "entry_kind");
+                switch (entryKind) {
+                    case "read": return ((org.redisson.api.RReadWriteLock) entryObject(cmd, "getReadWriteLock")).readLock();
+                    case "write": return ((org.redisson.api.RReadWriteLock) entryObject(cmd, "getReadWriteLock")).writeLock();
+                    case "fairlock": return (RLock) entryObject(cmd, "getFairLock");
+                    default: return (RLock) entryObject(cmd, "getLock");
+                }
+            }
             case "nonreentrant": return byName("getNonReentrantLock", name);
             case "nonreentrant_fair": return byName("getNonReentrantFairLock", name);
             default: throw new IllegalArgumentException("unknown kind " + kind);
         }
+    }
+
+    /** The collection `cmd` names, with its codec. */
+    private static Object collectionOf(Map<String, Object> cmd) throws ReflectiveOperationException {
+        String name = str(cmd, "name");
+        org.redisson.client.codec.Codec codec = "json".equals(str(cmd, "codec"))
+                ? (org.redisson.client.codec.Codec) Class.forName("org.redisson.codec.JsonJacksonCodec")
+                        .getDeclaredConstructor().newInstance()
+                : StringCodec.INSTANCE;
+        switch (str(cmd, "collection_type")) {
+            case "map": return redisson.getMap(name, codec);
+            case "set": return redisson.getSet(name, codec);
+            case "setcache": return redisson.getSetCache(name, codec);
+            case "listmultimap": return redisson.getListMultimap(name, codec);
+            case "setmultimap": return redisson.getSetMultimap(name, codec);
+            default: throw new IllegalArgumentException("unknown collection " + str(cmd, "collection_type"));
+        }
+    }
+
+    /** The key `cmd` names: a String, or with `key_type` a Long or an Integer. */
+    private static Object keyOf(Map<String, Object> cmd) {
+        String key = str(cmd, "key");
+        String type = cmd.containsKey("key_type") ? str(cmd, "key_type") : "string";
+        switch (type) {
+            case "long": return Long.parseLong(key);
+            case "int": return Integer.parseInt(key);
+            default: return key;
+        }
+    }
+
+    /** `collection.method(key)`: the object Redisson derives from an entry. */
+    private static Object entryObject(Map<String, Object> cmd, String method) {
+        try {
+            Object collection = collectionOf(cmd);
+            java.lang.reflect.Method m = null;
+            for (java.lang.reflect.Method candidate : collection.getClass().getMethods()) {
+                if (candidate.getName().equals(method) && candidate.getParameterCount() == 1) {
+                    m = candidate;
+                    break;
+                }
+            }
+            if (m == null) {
+                throw new UnsupportedOperationException(method + " is not on " + collection.getClass());
+            }
+            return m.invoke(collection, keyOf(cmd));
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** The names Redisson gives every object it derives from an entry. */
+    private static Map<String, Object> entryNames(Map<String, Object> cmd) {
+        return obj("event", "entry_names",
+                "lock", ((RLock) entryObject(cmd, "getLock")).getName(),
+                "fairlock", ((RLock) entryObject(cmd, "getFairLock")).getName(),
+                "rw_lock", ((org.redisson.api.RReadWriteLock) entryObject(cmd, "getReadWriteLock")).readLock().getName(),
+                "semaphore", ((org.redisson.api.RObject) entryObject(cmd, "getSemaphore")).getName(),
+                "permitexpirablesemaphore", ((org.redisson.api.RObject) entryObject(cmd, "getPermitExpirableSemaphore")).getName(),
+                "countdownlatch", ((org.redisson.api.RObject) entryObject(cmd, "getCountDownLatch")).getName());
     }
 
     /** A lock from a `RedissonClient` method that this Redisson may not have. */
@@ -291,6 +362,8 @@ public final class Driver {
             }
             case "force_unlock":
                 return obj("event", "forced", "result", lockOf(cmd).forceUnlock());
+            case "entry_names":
+                return entryNames(cmd);
             case "record":
                 redisson.<String>getList(str(cmd, "list"), StringCodec.INSTANCE).add(str(cmd, "value"));
                 return obj("event", "recorded");

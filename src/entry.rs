@@ -1,0 +1,354 @@
+//! Locks on a collection's entries, as Redisson derives them: Java code that
+//! takes `redisson.getMap("orders").getLock(orderId)` (or `getFairLock`,
+//! `getReadWriteLock`, `getSemaphore`, `getPermitExpirableSemaphore`,
+//! `getCountDownLatch`, on an `RMap`, `RSet`, `RSetCache`, `RListMultimap`,
+//! `RSetMultimap` or `RJsonStore`) locks a name made from the collection's
+//! name and the key's encoded bytes. [`CollectionLocks`] makes the same
+//! names, so a Rust service contends on the same entry.
+//!
+//! The name is `{collection}:<hash>:<kind>` (`collection:<hash>:<kind>` when
+//! the collection's name has a hash tag of its own): `<hash>` is the 128-bit
+//! HighwayHash of the key as the collection's codec encodes it, in base64
+//! without padding (the hash the single-hash multi-lock uses), and `<kind>` is
+//! `lock`, `fairlock`, `rw_lock`, `semaphore`, `permitexpirablesemaphore` or
+//! `countdownlatch`. Every collection type uses the same rule (checked against
+//! Redisson 3.52 and 4.7 for all but `RJsonStore`, which is Redisson PRO: it is
+//! not in the open-source jar, and its names follow the same rule untested).
+//!
+//! The codec's bytes matter: the same key under `StringCodec` and under a JSON
+//! codec are different entries. [`EntryKey`] builds the bytes of the codecs a
+//! Rust service can share with Java without a JVM (`StringCodec`, and
+//! `JsonJacksonCodec`'s strings and numbers); for any other codec (Kryo, the
+//! default since Redisson 3.x: its bytes depend on Java's classes), take the
+//! bytes Java produces (`codec.getMapKeyEncoder().encode(key)`) and pass them
+//! to [`EntryKey::encoded`].
+
+use std::fmt::Write as _;
+
+use crate::error::{Error, Result};
+use crate::{
+    Client, RCountDownLatch, RLock, RPermitExpirableSemaphore, RReadWriteLock, RSemaphore,
+};
+
+/// A collection's key as its codec encodes it: what Redisson hashes to name
+/// the entry's locks.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EntryKey(Vec<u8>);
+
+impl EntryKey {
+    /// The bytes a codec made of the key, as they are (take them from Java:
+    /// `codec.getMapKeyEncoder().encode(key)`, for Kryo and any other codec).
+    pub fn encoded(bytes: impl Into<Vec<u8>>) -> EntryKey {
+        EntryKey(bytes.into())
+    }
+
+    /// A key under Redisson's `StringCodec`: its UTF-8 bytes (a Java `Long`
+    /// or `Integer` key there is its decimal text: `EntryKey::string("42")`).
+    pub fn string(key: &str) -> EntryKey {
+        EntryKey(key.as_bytes().to_vec())
+    }
+
+    /// A `String` key under Redisson's `JsonJacksonCodec`: a JSON string, as
+    /// Jackson writes it (control characters escaped, `\u` in upper-case hex,
+    /// characters beyond U+FFFF as two escaped surrogates, others as UTF-8).
+    pub fn json_string(key: &str) -> EntryKey {
+        let mut json = String::with_capacity(key.len() + 2);
+        json.push('"');
+        for c in key.chars() {
+            match c {
+                '"' => json.push_str("\\\""),
+                '\\' => json.push_str("\\\\"),
+                '\u{8}' => json.push_str("\\b"),
+                '\t' => json.push_str("\\t"),
+                '\n' => json.push_str("\\n"),
+                '\u{c}' => json.push_str("\\f"),
+                '\r' => json.push_str("\\r"),
+                c if u32::from(c) < 0x20 => {
+                    let _ = write!(json, "\\u{:04X}", u32::from(c));
+                }
+                c if u32::from(c) > 0xFFFF => {
+                    let mut units = [0u16; 2];
+                    for unit in c.encode_utf16(&mut units) {
+                        let _ = write!(json, "\\u{unit:04X}");
+                    }
+                }
+                c => json.push(c),
+            }
+        }
+        json.push('"');
+        EntryKey(json.into_bytes())
+    }
+
+    /// A Java `Integer` key under `JsonJacksonCodec`: its decimal text.
+    pub fn json_int(key: i32) -> EntryKey {
+        EntryKey(key.to_string().into_bytes())
+    }
+
+    /// A Java `Long` key under `JsonJacksonCodec`, which writes its type
+    /// beside it: `["java.lang.Long",42]`.
+    pub fn json_long(key: i64) -> EntryKey {
+        EntryKey(format!("[\"java.lang.Long\",{key}]").into_bytes())
+    }
+
+    /// The encoded bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Which Redisson collection the entries belong to. The lock names do not
+/// depend on it (every type derives them the same way); it is kept for what
+/// the handle says of itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CollectionType {
+    /// `RMap` (and `RMapCache`, `RLocalCachedMap`: the same methods).
+    Map,
+    /// `RSet`.
+    Set,
+    /// `RSetCache`.
+    SetCache,
+    /// `RListMultimap`, `RSetMultimap` (`RMultimap`).
+    Multimap,
+    /// `RJsonStore` (Redisson PRO).
+    JsonStore,
+}
+
+/// The locks and synchronizers Redisson derives from one collection's
+/// entries: see the [module docs](self) and [`Client::get_map`].
+#[derive(Debug, Clone)]
+pub struct CollectionLocks {
+    client: Client,
+    name: String,
+    kind: CollectionType,
+}
+
+impl CollectionLocks {
+    pub(crate) fn new(
+        client: Client,
+        name: String,
+        kind: CollectionType,
+    ) -> Result<CollectionLocks> {
+        if name.is_empty() {
+            return Err(Error::invalid("a collection's name must not be empty"));
+        }
+        Ok(CollectionLocks { client, name, kind })
+    }
+
+    /// The collection's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The collection's type.
+    pub fn collection_type(&self) -> CollectionType {
+        self.kind
+    }
+
+    /// The name Redisson gives the lock of `kind` (`"lock"`, `"fairlock"`,
+    /// `"rw_lock"`, `"semaphore"`, `"permitexpirablesemaphore"`,
+    /// `"countdownlatch"`) on entry `key`.
+    fn entry_name(&self, key: &EntryKey, kind: &str) -> Result<String> {
+        if key.0.is_empty() {
+            return Err(Error::invalid(format!(
+                "an entry lock of '{}' needs a key: its encoded bytes are empty",
+                self.name
+            )));
+        }
+        Ok(crate::keys::entry_lock_name(&self.name, &key.0, kind))
+    }
+
+    /// The entry's lock (Redisson `getLock(key)`): a reentrant [`RLock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::EntryKey;
+    /// // Java: redisson.getMap("orders", StringCodec.INSTANCE).getLock("42")
+    /// let lock = client.get_map("orders")?.get_lock(&EntryKey::string("42"))?;
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty key, or a name over
+    /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) (or, in a cluster, one whose
+    /// keys would be split over slots).
+    pub fn get_lock(&self, key: &EntryKey) -> Result<RLock> {
+        self.client.get_lock(self.entry_name(key, "lock")?)
+    }
+
+    /// The entry's fair lock (Redisson `getFairLock(key)`).
+    ///
+    /// # Errors
+    /// As [`get_lock`](CollectionLocks::get_lock).
+    pub fn get_fair_lock(&self, key: &EntryKey) -> Result<RLock> {
+        self.client.get_fair_lock(self.entry_name(key, "fairlock")?)
+    }
+
+    /// The entry's read-write lock (Redisson `getReadWriteLock(key)`).
+    ///
+    /// # Errors
+    /// As [`get_lock`](CollectionLocks::get_lock).
+    pub fn get_read_write_lock(&self, key: &EntryKey) -> Result<RReadWriteLock> {
+        self.client
+            .get_read_write_lock(self.entry_name(key, "rw_lock")?)
+    }
+
+    /// The entry's semaphore (Redisson `getSemaphore(key)`).
+    ///
+    /// # Errors
+    /// As [`get_lock`](CollectionLocks::get_lock).
+    pub fn get_semaphore(&self, key: &EntryKey) -> Result<RSemaphore> {
+        self.client
+            .get_semaphore(self.entry_name(key, "semaphore")?)
+    }
+
+    /// The entry's permit-expirable semaphore (Redisson
+    /// `getPermitExpirableSemaphore(key)`).
+    ///
+    /// # Errors
+    /// As [`get_lock`](CollectionLocks::get_lock).
+    pub fn get_permit_expirable_semaphore(
+        &self,
+        key: &EntryKey,
+    ) -> Result<RPermitExpirableSemaphore> {
+        self.client
+            .get_permit_expirable_semaphore(self.entry_name(key, "permitexpirablesemaphore")?)
+    }
+
+    /// The entry's count-down latch (Redisson `getCountDownLatch(key)`).
+    ///
+    /// # Errors
+    /// As [`get_lock`](CollectionLocks::get_lock).
+    pub fn get_count_down_latch(&self, key: &EntryKey) -> Result<RCountDownLatch> {
+        self.client
+            .get_count_down_latch(self.entry_name(key, "countdownlatch")?)
+    }
+}
+
+impl Client {
+    /// The locks on the entries of Redisson map `name` (`redisson.getMap(name)`
+    /// and its `getLock(key)`, `getFairLock`, `getReadWriteLock`,
+    /// `getSemaphore`, `getPermitExpirableSemaphore`, `getCountDownLatch`).
+    /// No I/O happens here, and the map's own data is never touched.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::EntryKey;
+    /// // Java: redisson.getMap("lock_name").getReadWriteLock("lock_id"), on StringCodec
+    /// let rw = client.get_map("lock_name")?.get_read_write_lock(&EntryKey::string("lock_id"))?;
+    /// let reading = rw.read_lock().lock().await?;
+    /// reading.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty name.
+    pub fn get_map(&self, name: impl Into<String>) -> Result<CollectionLocks> {
+        CollectionLocks::new(self.clone(), name.into(), CollectionType::Map)
+    }
+
+    /// As [`get_map`](Client::get_map), for an `RSet`'s values.
+    ///
+    /// # Errors
+    /// As [`get_map`](Client::get_map).
+    pub fn get_set(&self, name: impl Into<String>) -> Result<CollectionLocks> {
+        CollectionLocks::new(self.clone(), name.into(), CollectionType::Set)
+    }
+
+    /// As [`get_map`](Client::get_map), for an `RSetCache`'s values.
+    ///
+    /// # Errors
+    /// As [`get_map`](Client::get_map).
+    pub fn get_set_cache(&self, name: impl Into<String>) -> Result<CollectionLocks> {
+        CollectionLocks::new(self.clone(), name.into(), CollectionType::SetCache)
+    }
+
+    /// As [`get_map`](Client::get_map), for an `RListMultimap`'s or
+    /// `RSetMultimap`'s keys.
+    ///
+    /// # Errors
+    /// As [`get_map`](Client::get_map).
+    pub fn get_multimap(&self, name: impl Into<String>) -> Result<CollectionLocks> {
+        CollectionLocks::new(self.clone(), name.into(), CollectionType::Multimap)
+    }
+
+    /// As [`get_map`](Client::get_map), for an `RJsonStore`'s keys (Redisson
+    /// PRO; the names follow the same rule, untested against it).
+    ///
+    /// # Errors
+    /// As [`get_map`](Client::get_map).
+    pub fn get_json_store(&self, name: impl Into<String>) -> Result<CollectionLocks> {
+        CollectionLocks::new(self.clone(), name.into(), CollectionType::JsonStore)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::entry_lock_name;
+
+    /// Names printed by Redisson 3.52 and 4.7 (`getMap(..).getLock(..).getName()`
+    /// and the other kinds), for keys under `StringCodec` and `JsonJacksonCodec`.
+    #[test]
+    fn names_are_redissons() {
+        let name = |collection: &str, key: EntryKey, kind: &str| {
+            entry_lock_name(collection, key.as_bytes(), kind)
+        };
+        assert_eq!(
+            name("m", EntryKey::string("k"), "lock"),
+            "{m}:zGp2RnUc2cZchMHly8iqUA:lock"
+        );
+        assert_eq!(
+            name("s", EntryKey::string("k"), "fairlock"),
+            "{s}:zGp2RnUc2cZchMHly8iqUA:fairlock"
+        );
+        assert_eq!(
+            name("m", EntryKey::string("k"), "rw_lock"),
+            "{m}:zGp2RnUc2cZchMHly8iqUA:rw_lock"
+        );
+        assert_eq!(
+            name("sm", EntryKey::string("k"), "permitexpirablesemaphore"),
+            "{sm}:zGp2RnUc2cZchMHly8iqUA:permitexpirablesemaphore"
+        );
+        assert_eq!(
+            name("{t}m", EntryKey::string("k"), "lock"),
+            "{t}m:zGp2RnUc2cZchMHly8iqUA:lock"
+        );
+        assert_eq!(
+            name("m", EntryKey::string("42"), "lock"),
+            "{m}:RE0IojEvPTY8Dofe3IkBNA:lock"
+        );
+        assert_eq!(
+            name("m", EntryKey::string("über"), "lock"),
+            "{m}:GzuwQEB/5bLb7VUiU1pjGg:lock"
+        );
+        assert_eq!(
+            name("m", EntryKey::json_string("k"), "lock"),
+            "{m}:MVqIGLrZGxv6VtioR3jeNg:lock"
+        );
+        assert_eq!(
+            name("m", EntryKey::json_string("über"), "lock"),
+            "{m}:E54TPr3IF7IeMgrHgtE7qg:lock"
+        );
+        assert_eq!(
+            name("m", EntryKey::json_long(42), "lock"),
+            "{m}:WwNbBTVB1zGkaLw39wufaA:lock"
+        );
+        assert_eq!(
+            name("m", EntryKey::json_int(42), "lock"),
+            "{m}:RE0IojEvPTY8Dofe3IkBNA:lock"
+        );
+    }
+
+    /// The bytes Jackson (in Redisson 3.52's `JsonJacksonCodec`) wrote for a
+    /// string of every kind of character.
+    #[test]
+    fn json_strings_are_jacksons() {
+        let key = EntryKey::json_string("a\u{1}\u{1f}\n\t\u{8}\u{c}\r\"\\/\u{7f}\u{2028}é😀");
+        let expected = "22615c75303030315c75303031465c6e5c745c625c665c725c225c5c2f7fe280a8c3a95c75443833445c754445303022";
+        let hex: String = key.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, expected);
+    }
+}
