@@ -232,6 +232,11 @@ impl Client {
         let reconnect: crate::conn::Reconnect =
             Box::new(move || Box::pin(connect_link(same_kind.clone(), reconnect_pushes.clone())));
         let conn = Conn::new(link, home, spawner, reconnect, pushes.reconnect_signal());
+        // Pinned (SCRIPT LOAD), so that a busy shared server's EVAL cache
+        // cannot evict them; loaded again after any NOSCRIPT. A refusal (an ACL
+        // without SCRIPT) leaves the EVAL fallback to cover every call.
+        conn.scripts().set_catalogue(crate::scripts::catalogue);
+        let _ = conn.scripts().pin(&conn).await;
         let mut warnings = check_server(&mut conn.clone()).await;
         let (replica_sync, sync_warning) =
             crate::replication::replicas_to_sync(config.replica_sync, &mut conn.clone()).await;
@@ -295,6 +300,25 @@ impl Client {
     /// ```
     pub fn warnings(&self) -> &[String] {
         &self.inner.warnings
+    }
+
+    /// How many script calls found their script gone from the server's cache
+    /// (NOSCRIPT: after a restart, a failover, SCRIPT FLUSH, or an eviction
+    /// from the EVAL cache of Redis 7.4 and newer) and were sent again with
+    /// the script's text; each such miss also loads every script again. The
+    /// client loads (pins) its scripts when it connects, so on a healthy
+    /// server this stays at 0; the metrics feature counts the same as
+    /// `redisson_locks_script_fallbacks_total`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) {
+    /// if client.script_fallbacks() > 0 {
+    ///     eprintln!("the server lost this client's scripts {} times", client.script_fallbacks());
+    /// }
+    /// # }
+    /// ```
+    pub fn script_fallbacks(&self) -> u64 {
+        self.inner.conn.scripts().fallbacks()
     }
 
     /// This client's id: a random UUID v4, the first half of its owner fields.

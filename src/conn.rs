@@ -40,6 +40,8 @@ struct Shared {
     spawner: Spawner,
     /// Tells the subscriber the connection was replaced.
     on_move: Box<dyn Fn() + Send + Sync>,
+    /// The server's script cache as this client knows it.
+    scripts: crate::lua::ScriptCache,
 }
 
 /// Connects a new link like the first one.
@@ -132,8 +134,14 @@ impl Conn {
                 leaving: std::sync::atomic::AtomicBool::new(false),
                 spawner,
                 on_move,
+                scripts: crate::lua::ScriptCache::default(),
             }),
         }
+    }
+
+    /// The server's script cache as this client knows it (see `lua.rs`).
+    pub(crate) fn scripts(&self) -> &crate::lua::ScriptCache {
+        &self.shared.scripts
     }
 
     /// The client is being dropped: commands still to be sent (queued releases)

@@ -19,6 +19,7 @@
 //! | `redisson_locks_settles_total` | counter | kind | attempts and releases of unknown outcome (a lost reply, a future dropped mid-flight) that were settled |
 //! | `redisson_locks_waiting_tasks` | gauge | kind | acquires in progress (the span of the wait histogram) |
 //! | `redisson_locks_live_holds` | gauge | kind | holds granted and not yet released or lost |
+//! | `redisson_locks_script_fallbacks_total` | counter | | script calls the server's cache had lost (NOSCRIPT), sent again with the script's text; each also loads every script again |
 //!
 //! Every acquire call ends as exactly one of acquired, timeout, busy, error or
 //! cancelled, so those five counters add up to the calls made. `kind` is the
@@ -96,9 +97,9 @@ impl Kind {
 }
 
 #[cfg(feature = "metrics")]
-pub(crate) use recording::{metered, HoldMeter, Labels};
+pub(crate) use recording::{metered, script_fallback, HoldMeter, Labels};
 #[cfg(not(feature = "metrics"))]
-pub(crate) use silent::{metered, HoldMeter, Labels};
+pub(crate) use silent::{metered, script_fallback, HoldMeter, Labels};
 
 /// The metric names.
 #[cfg(feature = "metrics")]
@@ -115,6 +116,7 @@ mod names {
     pub(super) const SETTLES: &str = "redisson_locks_settles_total";
     pub(super) const WAITING: &str = "redisson_locks_waiting_tasks";
     pub(super) const HOLDS: &str = "redisson_locks_live_holds";
+    pub(super) const SCRIPT_FALLBACKS: &str = "redisson_locks_script_fallbacks_total";
 }
 
 #[cfg(feature = "metrics")]
@@ -174,7 +176,17 @@ mod recording {
             );
             describe_gauge!(WAITING, "Acquires in progress.");
             describe_gauge!(HOLDS, "Holds granted and not yet released or lost.");
+            describe_counter!(
+                SCRIPT_FALLBACKS,
+                "Script calls whose script the server had lost (NOSCRIPT), sent again with its text."
+            );
         });
+    }
+
+    /// A script call found its script missing from the server's cache.
+    pub(crate) fn script_fallback() {
+        describe();
+        ::metrics::counter!(SCRIPT_FALLBACKS).increment(1);
     }
 
     /// The labels of one acquisition's measurements: its kind, and its name
@@ -395,6 +407,9 @@ mod silent {
 
     use super::Kind;
     use crate::config::Config;
+
+    #[inline(always)]
+    pub(crate) fn script_fallback() {}
 
     #[derive(Debug, Clone)]
     pub(crate) struct Labels;

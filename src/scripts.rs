@@ -763,6 +763,50 @@ lua_script!(LATCH_TRY_SET, "latch_try_set.lua");
 lua_script!(LATCH_COUNT_DOWN, "latch_count_down.lua");
 lua_script!(LATCH_DELETE, "latch_delete.lua");
 
+/// Every script this crate sends, for pinning them in the server's cache
+/// (`lua::ScriptCache::pin`). A test checks that none is missing.
+pub(crate) fn catalogue() -> Vec<&'static LuaScript> {
+    vec![
+        &*LOCK_ACQUIRE,
+        &*LOCK_RELEASE,
+        &*LOCK_FORCE_RELEASE,
+        &*LOCK_RENEW,
+        &*FENCED_ACQUIRE,
+        &*LEADER_RECORD,
+        &*FENCED_WRITE,
+        &*FAIR_ACQUIRE,
+        &*FAIR_CANCEL,
+        &*FAIR_RELEASE,
+        &*FAIR_FORCE_RELEASE,
+        &*RW_READ_ACQUIRE,
+        &*RW_READ_RELEASE,
+        &*RW_READ_RENEW,
+        &*RW_WRITE_ACQUIRE,
+        &*RW_WRITE_RELEASE,
+        &*RW_FORCE_RELEASE,
+        &*GROUP_ACQUIRE,
+        &*GROUP_RELEASE,
+        &*GROUP_RENEW,
+        &*GROUP_FORCE_RELEASE,
+        &*GROUP_IS_LOCKED,
+        &*INSPECT,
+        &*SEMAPHORE_ACQUIRE,
+        &*SEMAPHORE_RELEASE,
+        &*SEMAPHORE_SETTLE,
+        &*SEMAPHORE_TRY_SET,
+        &*SEMAPHORE_ADD,
+        &*SEMAPHORE_DRAIN,
+        &*PES_ACQUIRE,
+        &*PES_RELEASE,
+        &*PES_UPDATE_LEASE,
+        &*PES_RENEW,
+        &*PES_AVAILABLE,
+        &*LATCH_TRY_SET,
+        &*LATCH_COUNT_DOWN,
+        &*LATCH_DELETE,
+    ]
+}
+
 /// The latch message: open (the count reached zero, or the latch was deleted).
 const LATCH_ZERO_MESSAGE: &str = "0";
 /// The latch message: a new count was set.
@@ -1042,4 +1086,23 @@ pub(crate) async fn latch_delete(conn: &mut Conn, name: &str, channel: &str) -> 
         .arg(LATCH_ZERO_MESSAGE)
         .arg(conn.publish_command());
     decode_flag("latch delete", call(conn, name, &invocation).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::catalogue;
+
+    /// The catalogue names every script defined here, each once: a script
+    /// missing from it would never be pinned.
+    #[test]
+    fn the_catalogue_holds_every_script() {
+        let source = include_str!("scripts.rs");
+        let defined = source.matches("\nlua_script!(").count();
+        let scripts = catalogue();
+        assert_eq!(scripts.len(), defined);
+        let mut shas: Vec<&str> = scripts.iter().map(|s| s.sha()).collect();
+        shas.sort_unstable();
+        shas.dedup();
+        assert_eq!(shas.len(), defined, "no script twice");
+    }
 }

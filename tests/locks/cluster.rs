@@ -94,6 +94,9 @@ async fn every_lock_kind_works_on_a_cluster() {
     r2.unlock().await.unwrap();
     let w = within(T, "cluster writer", waiting).await.unwrap();
     w.unlock().await.unwrap();
+    // The scripts were pinned on every primary at connect: names over all
+    // three needed no EVAL fallback.
+    assert_eq!((a.script_fallbacks(), b.script_fallbacks()), (0, 0));
 
     assert!(
         eventually(Duration::from_secs(5), || async {

@@ -156,3 +156,87 @@ async fn a_server_that_may_evict_lock_keys_is_reported_at_connect() {
     let safe = RedisServer::start();
     assert!(safe.client().await.warnings().is_empty());
 }
+
+/// `EVAL` of `return <n>` for n in `range`: distinct ad-hoc scripts from
+/// another client, as a busy shared server sees them.
+async fn eval_many(admin: &mut redis::aio::MultiplexedConnection, range: std::ops::Range<u32>) {
+    for n in range {
+        let _: i64 = redis::cmd("EVAL")
+            .arg(format!("return {n}"))
+            .arg(0)
+            .query_async(admin)
+            .await
+            .unwrap();
+    }
+}
+
+/// Scripts are pinned with SCRIPT LOAD: a thousand ad-hoc EVALs from another
+/// client, which since Redis 7.4 evict EVAL-cached scripts (500 kept), leave
+/// this crate's scripts in place, so neither the client that was connected
+/// nor a new one meets a NOSCRIPT. After SCRIPT FLUSH one call falls back to
+/// EVAL (counted), and the scripts are loaded again at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_scripts_outlive_the_eval_cache_and_a_flush_costs_one_fallback() {
+    let server = RedisServer::start();
+    let mut admin = server.admin().await;
+    let before = server.client().await;
+    let names = ["pinned", "pinned-fair"];
+    let locks = |client: &Client| {
+        [
+            client.get_lock(names[0]).unwrap(),
+            client.get_fair_lock(names[1]).unwrap(),
+        ]
+    };
+    for lock in locks(&before) {
+        lock.lock().await.unwrap().unlock().await.unwrap();
+    }
+    // Whether this server evicts what EVAL cached: a marker script, then the flood.
+    let marker = "return 'marker'";
+    let _: String = redis::cmd("EVAL")
+        .arg(marker)
+        .arg(0)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    eval_many(&mut admin, 0..1_000).await;
+    let marker_sha = redis::Script::new(marker).get_hash().to_owned();
+    let kept: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(&marker_sha)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    eprintln!(
+        "{:?}: an EVAL-cached script after 1,000 others: {}",
+        crate::support::server_version(),
+        if kept[0] { "kept" } else { "evicted" }
+    );
+    let after = server.client().await;
+    for client in [&before, &after] {
+        for lock in locks(client) {
+            lock.lock().await.unwrap().unlock().await.unwrap();
+        }
+        assert_eq!(client.script_fallbacks(), 0, "no NOSCRIPT after the flood");
+    }
+
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let lock = before.get_lock(names[0]).unwrap();
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    assert_eq!(before.script_fallbacks(), 1, "one call fell back to EVAL");
+    // Loaded again in the background: the fair lock's scripts, never sent
+    // since the flush, are there before their first call.
+    let fair_acquire_back = crate::support::eventually(Duration::from_secs(10), || async {
+        let fair = locks(&before)[1].clone();
+        let calls = server.command_calls("eval").await;
+        fair.lock().await.unwrap().unlock().await.unwrap();
+        server.command_calls("eval").await == calls
+    })
+    .await;
+    assert!(fair_acquire_back, "the scripts were loaded again");
+    assert_eq!(before.script_fallbacks(), 1);
+    assert!(server.keys().await.is_empty());
+}
