@@ -124,8 +124,18 @@ async fn connect_cluster(config: &Config, pushes: &PushHandler) -> Result<Link> 
         builder = builder.password(password);
     }
     builder = tls::cluster(builder, config)?;
+    if config.database != 0 {
+        builder = builder.database_id(config.database);
+    }
     let client = builder.build().map_err(|e| Error::Config(e.to_string()))?;
-    let mut conn = client.get_async_connection().await.map_err(Error::redis)?;
+    let mut conn = match client.get_async_connection().await {
+        Ok(conn) => conn,
+        Err(e) if config.database != 0 => return Err(cluster_database_refused(config, &e).await),
+        Err(e) => return Err(Error::redis(e)),
+    };
+    if config.database != 0 {
+        check_cluster_database(&mut conn, config).await?;
+    }
     let sharded = match config.sharded_pubsub {
         // Asked for explicitly on a server without it: every release script's
         // SPUBLISH would fail after its writes (freed, yet reported failed), and
@@ -156,6 +166,86 @@ async fn connect_cluster(config: &Config, pushes: &PushHandler) -> Result<Link> 
         },
     };
     Ok(Link::Cluster { conn, sharded })
+}
+
+/// Every primary of the cluster serves `config.database` on this client's
+/// connections (`CLIENT INFO` says `db=N` on each): a node that cannot would
+/// put some of the locks in another database than the rest.
+#[cfg(feature = "cluster")]
+async fn check_cluster_database(
+    conn: &mut redis::cluster_async::ClusterConnection,
+    config: &Config,
+) -> Result<()> {
+    use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
+    let reply = conn
+        .route_command(
+            redis::cmd("CLIENT").arg("INFO").clone(),
+            RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None)),
+        )
+        .await
+        .map_err(Error::redis)?;
+    let texts: Vec<String> = match reply {
+        redis::Value::Map(nodes) => nodes
+            .into_iter()
+            .map(|(_, text)| redis::from_redis_value::<String>(text).unwrap_or_default())
+            .collect(),
+        one => vec![redis::from_redis_value::<String>(one).unwrap_or_default()],
+    };
+    let wanted = format!("db={}", config.database);
+    if texts.is_empty()
+        || texts
+            .iter()
+            .any(|text| !text.split(' ').any(|part| part == wanted))
+    {
+        return Err(Error::Config(format!(
+            "database is {}, but not every primary of the cluster serves it on this \
+             client's connections (CLIENT INFO said: {texts:?})",
+            config.database
+        )));
+    }
+    Ok(())
+}
+
+/// Why a cluster refused database `config.database`, naming the server and
+/// its version: numbered databases in cluster mode need Valkey 9 or newer,
+/// with `cluster-databases` above the number.
+#[cfg(feature = "cluster")]
+async fn cluster_database_refused(config: &Config, error: &redis::RedisError) -> Error {
+    let server = async {
+        let mut first = config.cluster_node_infos().ok()?.into_iter().next()?;
+        let settings = first.redis_settings().clone().set_db(0);
+        first = first.set_redis_settings(settings);
+        let mut plain = redis::Client::open(first)
+            .ok()?
+            .get_multiplexed_async_connection()
+            .await
+            .ok()?;
+        let info: redis::InfoDict = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut plain)
+            .await
+            .ok()?;
+        // `server_name` is `valkey` on Valkey; Redis has none.
+        let name = match info.get::<String>("server_name").as_deref() {
+            Some("valkey") => "Valkey",
+            _ => "Redis",
+        };
+        let version = info
+            .get::<String>("valkey_version")
+            .or_else(|| info.get::<String>("redis_version"))?;
+        Some(format!("{name} {version}"))
+    };
+    let server = tokio::time::timeout(config.connect_timeout, server)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| "the cluster's server (its version could not be read)".to_owned());
+    Error::Config(format!(
+        "database is {}, but {server} refuses it in cluster mode ({error}): numbered \
+         databases in a cluster need Valkey 9 or newer with cluster-databases above {}; \
+         elsewhere a cluster has only database 0",
+        config.database, config.database
+    ))
 }
 
 /// The major version of a server the connection reaches (INFO server).

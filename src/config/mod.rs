@@ -129,11 +129,15 @@ pub struct Config {
     /// service configured with `redis://host:6379/3` here needs `setDatabase(3)`.
     ///
     /// Sentinel addresses name the sentinels, which have no databases: a `/N` on
-    /// one must equal this field. A Redis Cluster has only database 0 (`SELECT`
-    /// of any other is refused in cluster mode, and Redisson's cluster settings
-    /// have no database), so with [`cluster_nodes`](Config::cluster_nodes) this
-    /// field must be 0 and a node's `/N` other than `/0` is refused: a lock can
-    /// then never land in a database other than the one the configuration names.
+    /// one must equal this field. With [`cluster_nodes`](Config::cluster_nodes),
+    /// a number other than 0 needs a cluster that has numbered databases (Valkey
+    /// 9 or newer, with `cluster-databases` above it; Redisson 4's
+    /// `clusterServersConfig.database`): [`Client::connect`](crate::Client::connect)
+    /// checks that every primary serves it and otherwise fails with
+    /// [`Error::Config`] naming the server and its version (Redis refuses
+    /// `SELECT` in cluster mode). A node's `/N` must equal this field. Pub/sub
+    /// channels are not per database: a lock of the same name in two databases
+    /// wakes the other's waiters too (they find it held, and sleep on).
     pub database: i64,
     /// How long one connection attempt may take (Redisson `connectTimeout`).
     /// Default 10 s. [`Client::connect`](crate::Client::connect) fails after this long
@@ -654,24 +658,15 @@ impl Config {
                 )));
             }
         }
-        if self.cluster_nodes.is_empty() {
-            return Ok(());
-        }
         for node in &self.cluster_nodes {
-            if let Some(named) = address_database(node).filter(|&n| n != 0) {
-                return Err(Error::Config(format!(
-                    "cluster node '{}' names database {named}, but a Redis Cluster has only \
-                     database 0; drop the /{named}",
-                    redact_address(node)
+            if let Some(named) = named(node) {
+                return Err(Error::Config(database_conflict(
+                    &format!("cluster node '{}'", redact_address(node)),
+                    named,
+                    "database",
+                    self.database,
                 )));
             }
-        }
-        if self.database != 0 {
-            return Err(Error::Config(format!(
-                "database is {}, but a Redis Cluster (cluster_nodes) has only database 0; \
-                 set database to 0",
-                self.database
-            )));
         }
         Ok(())
     }
@@ -1183,17 +1178,13 @@ mod tests {
         cluster("redis://b:7001/0", 0).validate().unwrap();
         let err = cluster("redis://b:7001/3", 0).validate().unwrap_err();
         assert!(
-            err.to_string().contains(
-                "cluster node 'redis://b:7001/3' names database 3, but a Redis Cluster has only database 0"
-            ),
-            "{err}"
-        );
-        let err = cluster("redis://b:7001", 1).validate().unwrap_err();
-        assert!(
             err.to_string()
-                .contains("database is 1, but a Redis Cluster (cluster_nodes) has only database 0"),
+                .contains("cluster node 'redis://b:7001/3' names database 3 but database is 0"),
             "{err}"
         );
+        // A number other than 0 is the cluster's to refuse, at connect.
+        cluster("redis://b:7001", 1).validate().unwrap();
+        cluster("redis://b:7001/1", 1).validate().unwrap();
     }
 
     #[test]

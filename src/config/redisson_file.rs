@@ -277,9 +277,11 @@ impl ServerSection {
     ) -> std::result::Result<(), String> {
         let section = topology.section();
         let key = |name: &str| format!("{section}.{name}");
-        // A Redis Cluster has no databases, so Redisson's cluster section has no key for one.
+        // Redisson 4 reads a cluster section's `database` too (Valkey 9 clusters
+        // have numbered databases); the client checks at connect that the
+        // cluster serves it.
         let database_given = self.database.is_some();
-        if let (Some(db), Topology::Single | Topology::Sentinel) = (self.database, topology) {
+        if let Some(db) = self.database {
             config.database = db.non_negative(&key("database"))?;
         }
         let in_force = Database {
@@ -291,14 +293,7 @@ impl ServerSection {
             Topology::Single => in_force.check(&key("address"), &config.address)?,
             Topology::Cluster => {
                 for node in &config.cluster_nodes {
-                    if let Some(named) = address_database(node).filter(|&n| n != 0) {
-                        return Err(format!(
-                            "{} '{}' names database {named}, but a Redis Cluster has only \
-                             database 0; drop the /{named}",
-                            key("nodeAddresses"),
-                            redact_address(node)
-                        ));
-                    }
+                    in_force.check(&key("nodeAddresses"), node)?;
                 }
             }
             Topology::Sentinel => {
@@ -840,7 +835,7 @@ codec: !<org.redisson.codec.Kryo5Codec> {}
             vec!["redis://127.0.0.1:7001", "redis://127.0.0.1:7002"]
         );
         assert_eq!(c.password.as_deref(), Some("secret"));
-        assert_eq!(c.database, 0, "a cluster has no databases");
+        assert_eq!(c.database, 3, "Redisson 4 reads a cluster's database");
         assert_eq!(c.retry_interval, Duration::from_millis(500));
         let err = yaml_err("clusterServersConfig:\n  scanInterval: 1000\n");
         assert!(err.contains("clusterServersConfig.nodeAddresses"), "{err}");
@@ -1268,6 +1263,12 @@ threads: 16
         .unwrap();
         assert_eq!(c.database, 1);
         let err = yaml_err("clusterServersConfig:\n  nodeAddresses: [redis://a:1/2]\n");
-        assert!(err.contains("a Redis Cluster has only database 0"), "{err}");
+        assert!(
+            err.contains("names database 2, but Redisson ignores an address's database"),
+            "{err}"
+        );
+        let c = yaml("clusterServersConfig:\n  nodeAddresses: [redis://a:1/2]\n  database: 2\n")
+            .unwrap();
+        assert_eq!(c.database, 2);
     }
 }

@@ -370,3 +370,88 @@ async fn leader_election_and_renewed_permits_work_on_a_cluster() {
     }
     assert_eq!(renewing.renewed_holds(), 0);
 }
+
+/// A cluster `database` other than 0: on Valkey 9 and newer (run with
+/// `cluster-databases`), every kind's keys land in that database on every
+/// primary and a client of database 0 does not see them; elsewhere (Redis
+/// refuses SELECT in cluster mode) `connect` fails with `Error::Config`
+/// naming the server and its version. `scripts/test` runs it on Valkey 9.1 as
+/// well as on the main server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_database_is_used_where_the_server_has_them_and_refused_by_name_elsewhere() {
+    let server = crate::support::server_version();
+    let has_them = server.name == "Valkey" && server.at_least(9, 0);
+    let cluster = if has_them {
+        RedisCluster::start_with(&["--cluster-databases", "16"])
+    } else {
+        RedisCluster::start()
+    };
+    let mut config = cluster.config();
+    config.database = 3;
+    let connected = redisson_locks::Client::connect(config).await;
+    if !has_them {
+        let e = connected.unwrap_err();
+        let (major, minor, patch) = server.version;
+        let text = e.to_string();
+        eprintln!("{text}");
+        assert!(
+            e.is_config()
+                && text.contains(&format!("{major}.{minor}.{patch}"))
+                && text.contains("Valkey 9"),
+            "{e}"
+        );
+        return;
+    }
+    let three = connected.unwrap();
+    let zero = cluster.client().await;
+    let names = ["alpha", "beta", "gamma", "{order}:1"];
+    let mut guards = Vec::new();
+    for name in names {
+        guards.push(three.get_lock(name).unwrap().lock().await.unwrap());
+        assert!(
+            zero.get_lock(name)
+                .unwrap()
+                .try_lock()
+                .await
+                .unwrap()
+                .is_some(),
+            "{name}: database 0 has a lock of its own"
+        );
+    }
+    let mut in_three = Vec::new();
+    for node in &cluster.nodes {
+        let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}/3", node.port()))
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let role: String = redis::cmd("ROLE")
+            .query_async::<Vec<redis::Value>>(&mut conn)
+            .await
+            .ok()
+            .and_then(|r| r.first().cloned())
+            .and_then(|v| redis::from_redis_value(v).ok())
+            .unwrap_or_default();
+        if role == "master" {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("*")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            in_three.extend(
+                keys.into_iter()
+                    .filter(|k| !k.starts_with(crate::support::IDENTITY_PREFIX)),
+            );
+        }
+    }
+    in_three.sort();
+    assert_eq!(in_three, {
+        let mut expected: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        expected.sort();
+        expected
+    });
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    assert_eq!(three.script_fallbacks(), 0);
+}

@@ -28,15 +28,20 @@ fn port_with_free_bus() -> u16 {
 impl RedisCluster {
     /// Starts and joins a 3 primary + 3 replica cluster; waits until it serves.
     pub fn start() -> RedisCluster {
+        Self::start_with(&[])
+    }
+
+    /// [`start`](Self::start) with `extra` arguments for every node.
+    pub fn start_with(extra: &[&str]) -> RedisCluster {
         for _ in 0..3 {
-            if let Some(cluster) = Self::try_start() {
+            if let Some(cluster) = Self::try_start(extra) {
                 return cluster;
             }
         }
         panic!("could not form a redis cluster");
     }
 
-    fn try_start() -> Option<RedisCluster> {
+    fn try_start(extra: &[&str]) -> Option<RedisCluster> {
         let mut nodes = Vec::new();
         for _ in 0..6 {
             let bus = free_port().to_string();
@@ -52,6 +57,7 @@ impl RedisCluster {
                 "--cluster-replica-validity-factor",
                 "0",
             ];
+            args.extend_from_slice(extra);
             // The bus port is an option from 7.0 on; before, it is port + 10000.
             let node = if server_version().at_least(7, 0) {
                 args.extend(["--cluster-port", &bus]);
