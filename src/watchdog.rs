@@ -28,8 +28,15 @@ use crate::validity::Validity;
 /// Holds renewed per script call, as Redisson does.
 pub(crate) const RENEW_BATCH: usize = 100;
 
+/// Renewal script calls a tick has outstanding at once (pipelined on the
+/// multiplexed connection).
+const RENEWALS_IN_FLIGHT: usize = 32;
+
 /// (lock name, hash field, kind).
 type HoldKey = (String, String, RenewKind);
+
+/// Holds due for renewal, each with the newest generation a renewal covers.
+type Due = Vec<(HoldKey, u64)>;
 
 /// The holds one owner has on one lock, as this client knows them.
 #[derive(Debug, Default)]
@@ -386,7 +393,7 @@ async fn keep_announcing(
 async fn renew_all(registry: &Registry, conn: &mut Conn, lease: Duration) -> bool {
     let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
     let now = Instant::now();
-    let due: Vec<(HoldKey, u64)> = registry
+    let due: Due = registry
         .holds()
         .iter()
         .filter_map(|(key, entry)| Some((key.clone(), entry.due(now)?)))
@@ -394,52 +401,76 @@ async fn renew_all(registry: &Registry, conn: &mut Conn, lease: Duration) -> boo
     let any_due = !due.is_empty();
     // One script call touches keys of one slot only in a cluster: group by kind
     // and, there, by slot.
-    type Batch<'a> = Vec<&'a (HoldKey, u64)>;
-    let mut groups: HashMap<(RenewKind, Option<Slot>), Batch> = HashMap::new();
-    for hold in &due {
-        let ((name, _, kind), _) = hold;
-        let slot = conn.is_cluster().then(|| cluster_slot(name));
-        groups.entry((*kind, slot)).or_default().push(hold);
+    let mut groups: HashMap<(RenewKind, Option<Slot>), Due> = HashMap::new();
+    for hold in due {
+        let slot = conn.is_cluster().then(|| cluster_slot(&hold.0 .0));
+        groups.entry((hold.0 .2, slot)).or_default().push(hold);
     }
-    for ((kind, _), holds) in groups {
-        for batch in holds.chunks(RENEW_BATCH) {
-            let holds: Vec<(&str, &str)> = batch
-                .iter()
-                .map(|((name, field, _), _)| (name.as_str(), field.as_str()))
-                .collect();
-            let sent = Instant::now();
-            let renewed = match kind {
-                RenewKind::HashField => scripts::lock_renew(conn, &holds, lease_ms).await,
-                RenewKind::ReadHolds => scripts::read_renew(conn, &holds, lease_ms).await,
-                RenewKind::GroupMembers => scripts::group_renew(conn, &holds, lease_ms).await,
-                RenewKind::Permit => scripts::pes_renew(conn, &holds, lease_ms).await,
-            };
-            // An error leaves every hold registered: the next tick tries again,
-            // well within the lease (three ticks per lease).
-            let renewed = match renewed {
-                Ok(renewed) => renewed,
-                Err(e) => {
-                    crate::trace::warn_event!(
-                        "renewing {} hold(s) failed (retried next tick, a third of a lease on): {e}",
-                        batch.len()
-                    );
-                    continue;
-                }
-            };
-            for ((key, newest), still_held) in batch.iter().zip(renewed) {
-                if still_held {
-                    registry.update(key, |entry| entry.confirm_up_to(*newest, sent, lease));
-                } else {
-                    // Gone on the server: every hold this round covered is lost. A
-                    // hold activated since (a re-entry on a freed key) is not.
-                    crate::trace::warn_event!(
-                        "{:?}: lease lost (renewal found the hold or permit gone: expired, forced, released elsewhere or taken over)",
-                        key.0
-                    );
-                    registry.update(key, |entry| entry.lose_up_to(*newest));
-                }
+    // The batches go out together, at most RENEWALS_IN_FLIGHT at a time on
+    // the multiplexed connection: sent one after the other, holds spread over
+    // thousands of a cluster's slots (one call per slot) took longer per tick
+    // than a lease, and expired while being renewed.
+    let mut batches = Vec::new();
+    for ((kind, _), mut holds) in groups {
+        while !holds.is_empty() {
+            let rest = holds.split_off(holds.len().min(RENEW_BATCH));
+            batches.push(renew_batch(conn.clone(), kind, holds, lease_ms));
+            holds = rest;
+        }
+    }
+    let mut answered = futures_util::StreamExt::buffer_unordered(
+        futures_util::stream::iter(batches),
+        RENEWALS_IN_FLIGHT,
+    );
+    while let Some((batch, sent, renewed)) = futures_util::StreamExt::next(&mut answered).await {
+        // An error leaves every hold registered: the next tick tries again,
+        // well within the lease (three ticks per lease).
+        let renewed = match renewed {
+            Ok(renewed) => renewed,
+            Err(e) => {
+                crate::trace::warn_event!(
+                    "renewing {} hold(s) failed (retried next tick, a third of a lease on): {e}",
+                    batch.len()
+                );
+                continue;
+            }
+        };
+        for ((key, newest), still_held) in batch.iter().zip(renewed) {
+            if still_held {
+                registry.update(key, |entry| entry.confirm_up_to(*newest, sent, lease));
+            } else {
+                // Gone on the server: every hold this round covered is lost. A
+                // hold activated since (a re-entry on a freed key) is not.
+                crate::trace::warn_event!(
+                    "{:?}: lease lost (renewal found the hold or permit gone: expired, forced, released elsewhere or taken over)",
+                    key.0
+                );
+                registry.update(key, |entry| entry.lose_up_to(*newest));
             }
         }
     }
     any_due
+}
+
+/// One renewal script call for `batch` (holds of one kind, and in a cluster of
+/// one slot); with when it was sent, for the holds' validity.
+async fn renew_batch(
+    mut conn: Conn,
+    kind: RenewKind,
+    batch: Due,
+    lease_ms: u64,
+) -> (Due, Instant, crate::Result<Vec<bool>>) {
+    let holds: Vec<(&str, &str)> = batch
+        .iter()
+        .map(|((name, field, _), _)| (name.as_str(), field.as_str()))
+        .collect();
+    let sent = Instant::now();
+    let renewed = match kind {
+        RenewKind::HashField => scripts::lock_renew(&mut conn, &holds, lease_ms).await,
+        RenewKind::ReadHolds => scripts::read_renew(&mut conn, &holds, lease_ms).await,
+        RenewKind::GroupMembers => scripts::group_renew(&mut conn, &holds, lease_ms).await,
+        RenewKind::Permit => scripts::pes_renew(&mut conn, &holds, lease_ms).await,
+    };
+    drop(holds);
+    (batch, sent, renewed)
 }

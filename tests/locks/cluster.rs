@@ -455,3 +455,83 @@ async fn a_cluster_database_is_used_where_the_server_has_them_and_refused_by_nam
     }
     assert_eq!(three.script_fallbacks(), 0);
 }
+
+/// Redisson once overflowed a stack and hit CROSSSLOT renewing many holds
+/// spread over a cluster's slots. Here: 10,000 watchdog holds on names over
+/// all three primaries (thousands of slots), a third of them released
+/// between renewal ticks: every live hold is renewed through two more leases,
+/// none is reported lost, and a released one is never renewed back to life.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_holds_over_every_primary_are_renewed_and_released_ones_stay_gone() {
+    const HOLDS: usize = 10_000;
+    let cluster = RedisCluster::start();
+    let mut config = cluster.config();
+    config.lock_watchdog_timeout = Duration::from_secs(6);
+    let client = redisson_locks::Client::connect(config).await.unwrap();
+    let mut guards = Vec::new();
+    within(Duration::from_secs(120), "10,000 holds taken", async {
+        for i in 0..HOLDS {
+            guards.push(
+                client
+                    .get_lock(format!("h{i}"))
+                    .unwrap()
+                    .lock()
+                    .await
+                    .unwrap(),
+            );
+        }
+    })
+    .await;
+    assert_eq!(client.renewed_holds(), HOLDS);
+    let slots: std::collections::HashSet<u16> =
+        (0..HOLDS).map(|i| cluster_slot(&format!("h{i}"))).collect();
+    assert!(slots.len() > 4_000, "spread over {} slots", slots.len());
+    // A third released, in three rounds between ticks (every 2 s).
+    let mut released = Vec::new();
+    for round in 0..3 {
+        tokio::time::sleep(Duration::from_millis(1_300)).await;
+        let mut kept = Vec::new();
+        for (i, guard) in guards.into_iter().enumerate() {
+            if i % 9 == round * 3 {
+                released.push(guard.name().to_owned());
+                guard.unlock().await.unwrap();
+            } else {
+                kept.push(guard);
+            }
+        }
+        guards = kept;
+    }
+    // Two more leases' worth of ticks: the live holds outlive their 6 s lease.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(client.renewed_holds(), guards.len());
+    assert!(guards
+        .iter()
+        .all(|g| !g.is_lease_lost() && g.valid_for().is_some()));
+    let mut admin = client.clone();
+    for name in released.iter().step_by(37) {
+        let lock = admin.get_lock(name.clone()).unwrap();
+        assert!(!lock.is_locked().await.unwrap(), "{name} came back to life");
+    }
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    admin = client;
+    assert_eq!(admin.renewed_holds(), 0);
+}
+
+/// Redis Cluster's hash slot of a plain name's keys (`{name}`): CRC16 (XMODEM)
+/// of the name, modulo 16384.
+fn cluster_slot(name: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in name.as_bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}

@@ -249,3 +249,73 @@ async fn bad_entries_are_refused_and_good_ones_are_their_kind() {
     );
     assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
 }
+
+/// Redisson once overflowed the unlock's wait expiry with a huge
+/// `retryAttempts` (fixed in 4.4.0). Here the most this crate accepts, with
+/// the longest interval, leaves every kind's lock and unlock working, at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_most_retry_attempts_leave_every_kind_unlocking() {
+    use redisson_locks::MAX_RETRY_ATTEMPTS;
+    let server = RedisServer::start();
+    let client = server
+        .client_with(|c| {
+            c.retry_attempts = MAX_RETRY_ATTEMPTS;
+            c.retry_interval = c.timeout;
+        })
+        .await;
+    within(
+        Duration::from_secs(30),
+        "every kind, locked and unlocked",
+        async {
+            let rw = client.get_read_write_lock("rw").unwrap();
+            let locks = [
+                client.get_lock("reentrant").unwrap(),
+                client.get_fair_lock("fair").unwrap(),
+                (*client.get_fenced_lock("fenced").unwrap()).clone(),
+                client.get_spin_lock("spin").unwrap(),
+                client.get_non_reentrant_lock("non").unwrap(),
+                rw.read_lock(),
+                rw.write_lock(),
+                client.get_multi_lock("group", ["a", "b"]).unwrap(),
+            ];
+            for lock in locks {
+                let guard = lock.lock().await.unwrap();
+                guard.unlock().await.unwrap();
+                let guard = lock.lock_with_lease(Duration::from_secs(5)).await.unwrap();
+                guard.unlock().await.unwrap();
+                assert!(
+                    lock.unlock().await.unwrap_err().is_not_held(),
+                    "{}",
+                    lock.name()
+                );
+            }
+            let semaphore = client.get_semaphore("sem").unwrap();
+            assert!(semaphore.try_set_permits(1).await.unwrap());
+            semaphore.acquire().await.unwrap();
+            semaphore.release().await.unwrap();
+            let pes = client.get_permit_expirable_semaphore("pes").unwrap();
+            assert!(pes.try_set_permits(1).await.unwrap());
+            pes.acquire_renewed()
+                .await
+                .unwrap()
+                .release()
+                .await
+                .unwrap();
+            let latch = client.get_count_down_latch("latch").unwrap();
+            assert!(latch.try_set_count(1).await.unwrap());
+            latch.count_down().await.unwrap();
+            latch.wait().await.unwrap();
+        },
+    )
+    .await;
+    // Left: the synchronizers' counts, the fenced token, and the
+    // semaphore's mark of its last acquire (it ends with its TTL).
+    let keys = server.keys().await;
+    assert!(
+        keys.iter().all(|k| k == "sem"
+            || k == "pes"
+            || k.starts_with("redisson_lock_token")
+            || k.starts_with("{sem}:rl-acquired:")),
+        "{keys:?}"
+    );
+}

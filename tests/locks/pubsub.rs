@@ -146,3 +146,69 @@ async fn waiters_resubscribe_after_their_connection_is_killed() {
     theirs.unlock().await.unwrap();
     assert!(server.keys().await.is_empty());
 }
+
+/// Redisson once leaked a per-channel permit when subscriptions broke under
+/// load, silently disabling wake-ups for a slice of channels for the life of
+/// the process. Here: 1,000 waiters on 1,000 names (30 s leases), their
+/// subscriptions killed three times while they wait, then every lock
+/// released: each waiter is woken by its message, long before its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_on_a_thousand_names_are_woken_by_message_after_subscriptions_are_killed() {
+    const NAMES: usize = 1_000;
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let waiter = server.client().await;
+    let mut guards = Vec::new();
+    for i in 0..NAMES {
+        guards.push(
+            holder
+                .get_lock(format!("n{i}"))
+                .unwrap()
+                .lock()
+                .await
+                .unwrap(),
+        );
+    }
+    let mut waiting = Vec::new();
+    for i in 0..NAMES {
+        let lock = waiter.get_lock(format!("n{i}")).unwrap();
+        waiting.push(tokio::spawn(async move { lock.lock().await.unwrap() }));
+    }
+    let all_subscribed = || async { waiter.subscribed_channels() == NAMES };
+    assert!(eventually(Duration::from_secs(30), all_subscribed).await);
+    for _ in 0..3 {
+        assert!(server.kill_subscribers().await >= 1);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Back on every channel before the releases.
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            server.channels().await.len() == NAMES
+        })
+        .await,
+        "{} of {NAMES} channels subscribed again",
+        server.channels().await.len()
+    );
+    let released = tokio::time::Instant::now();
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    within(Duration::from_secs(20), "every waiter woken", async {
+        for w in waiting {
+            w.await.unwrap().unlock().await.unwrap();
+        }
+    })
+    .await;
+    assert!(
+        released.elapsed() < Duration::from_secs(20),
+        "woken by their messages, not their 30 s leases: {:?}",
+        released.elapsed()
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.keys().await.is_empty()
+        })
+        .await
+    );
+    assert_eq!(waiter.subscribed_channels(), 0);
+}
