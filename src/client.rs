@@ -235,7 +235,8 @@ impl Client {
         // Pinned (SCRIPT LOAD), so that a busy shared server's EVAL cache
         // cannot evict them; loaded again after any NOSCRIPT. A refusal (an ACL
         // without SCRIPT) leaves the EVAL fallback to cover every call.
-        conn.scripts().set_catalogue(crate::scripts::catalogue);
+        conn.scripts()
+            .set_catalogue(crate::scripts::catalogue, crate::metrics::script_fallback);
         let _ = conn.scripts().pin(&conn).await;
         let mut warnings = check_server(&mut conn.clone()).await;
         let (replica_sync, sync_warning) =

@@ -14,6 +14,7 @@ use tokio::runtime::Handle;
 
 use crate::background::{entered, Spawner};
 use crate::home::Home;
+use crate::script_cache::ScriptCache;
 
 /// The client's connection: a cheap, cloneable handle. It knows where its driver
 /// lives (see `home.rs`) and moves it to the client's own thread when that home
@@ -41,7 +42,7 @@ struct Shared {
     /// Tells the subscriber the connection was replaced.
     on_move: Box<dyn Fn() + Send + Sync>,
     /// The server's script cache as this client knows it.
-    scripts: crate::lua::ScriptCache,
+    scripts: Arc<ScriptCache>,
 }
 
 /// Connects a new link like the first one.
@@ -134,13 +135,14 @@ impl Conn {
                 leaving: std::sync::atomic::AtomicBool::new(false),
                 spawner,
                 on_move,
-                scripts: crate::lua::ScriptCache::default(),
+                scripts: Arc::new(ScriptCache::default()),
             }),
         }
     }
 
-    /// The server's script cache as this client knows it (see `lua.rs`).
-    pub(crate) fn scripts(&self) -> &crate::lua::ScriptCache {
+    /// The server's script cache as this client knows it (see
+    /// `script_cache.rs`).
+    pub(crate) fn scripts(&self) -> &Arc<ScriptCache> {
         &self.shared.scripts
     }
 

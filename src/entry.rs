@@ -1,27 +1,5 @@
-//! Locks on a collection's entries, as Redisson derives them: Java code that
-//! takes `redisson.getMap("orders").getLock(orderId)` (or `getFairLock`,
-//! `getReadWriteLock`, `getSemaphore`, `getPermitExpirableSemaphore`,
-//! `getCountDownLatch`, on an `RMap`, `RSet`, `RSetCache`, `RListMultimap`,
-//! `RSetMultimap` or `RJsonStore`) locks a name made from the collection's
-//! name and the key's encoded bytes. [`CollectionLocks`] makes the same
-//! names, so a Rust service contends on the same entry.
-//!
-//! The name is `{collection}:<hash>:<kind>` (`collection:<hash>:<kind>` when
-//! the collection's name has a hash tag of its own): `<hash>` is the 128-bit
-//! HighwayHash of the key as the collection's codec encodes it, in base64
-//! without padding (the hash the single-hash multi-lock uses), and `<kind>` is
-//! `lock`, `fairlock`, `rw_lock`, `semaphore`, `permitexpirablesemaphore` or
-//! `countdownlatch`. Every collection type uses the same rule (checked against
-//! Redisson 3.52 and 4.7 for all but `RJsonStore`, which is Redisson PRO: it is
-//! not in the open-source jar, and its names follow the same rule untested).
-//!
-//! The codec's bytes matter: the same key under `StringCodec` and under a JSON
-//! codec are different entries. [`EntryKey`] builds the bytes of the codecs a
-//! Rust service can share with Java without a JVM (`StringCodec`, and
-//! `JsonJacksonCodec`'s strings and numbers); for any other codec (Kryo, the
-//! default since Redisson 3.x: its bytes depend on Java's classes), take the
-//! bytes Java produces (`codec.getMapKeyEncoder().encode(key)`) and pass them
-//! to [`EntryKey::encoded`].
+//! Locks on a collection's entries, as Redisson derives them: see
+//! [`CollectionLocks`].
 
 use std::fmt::Write as _;
 
@@ -114,8 +92,32 @@ pub enum CollectionType {
     JsonStore,
 }
 
-/// The locks and synchronizers Redisson derives from one collection's
-/// entries: see the [module docs](self) and [`Client::get_map`].
+/// Locks on a collection's entries, as Redisson derives them: Java code that
+/// takes `redisson.getMap("orders").getLock(orderId)` (or `getFairLock`,
+/// `getReadWriteLock`, `getSemaphore`, `getPermitExpirableSemaphore`,
+/// `getCountDownLatch`, on an `RMap`, `RSet`, `RSetCache`, `RListMultimap`,
+/// `RSetMultimap` or `RJsonStore`) locks a name made from the collection's
+/// name and the key's encoded bytes. [`CollectionLocks`] makes the same
+/// names, so a Rust service contends on the same entry.
+///
+/// The name is `{collection}:<hash>:<kind>` (`collection:<hash>:<kind>` when
+/// the collection's name has a hash tag of its own): `<hash>` is the 128-bit
+/// HighwayHash of the key as the collection's codec encodes it, in base64
+/// without padding (the hash the single-hash multi-lock uses), and `<kind>` is
+/// `lock`, `fairlock`, `rw_lock`, `semaphore`, `permitexpirablesemaphore` or
+/// `countdownlatch`. Every collection type uses the same rule (checked against
+/// Redisson 3.52 and 4.7 for all but `RJsonStore`, which is Redisson PRO: it is
+/// not in the open-source jar, and its names follow the same rule untested).
+///
+/// The codec's bytes matter: the same key under `StringCodec` and under a JSON
+/// codec are different entries. [`EntryKey`] builds the bytes of the codecs a
+/// Rust service can share with Java without a JVM (`StringCodec`, and
+/// `JsonJacksonCodec`'s strings and numbers); for any other codec (Kryo, the
+/// default since Redisson 3.x: its bytes depend on Java's classes), take the
+/// bytes Java produces (`codec.getMapKeyEncoder().encode(key)`) and pass them
+/// to [`EntryKey::encoded`].
+///
+/// Made by [`Client::get_map`] and its siblings.
 #[derive(Debug, Clone)]
 pub struct CollectionLocks {
     client: Client,

@@ -152,7 +152,8 @@ pub(crate) fn read_hold_key(name: &str, owner: &str, i: u64) -> String {
 }
 
 /// A SCAN pattern matching every read hold's lease key of read-write lock
-/// `name` (see [`read_hold_key`]), and no other key.
+/// `name` (see `read_hold_key`), and no other key.
+#[cfg(any(test, feature = "test-util"))]
 pub(crate) fn read_hold_pattern(name: &str) -> String {
     let holder_keys = suffixed(name, "");
     let tagged = holder_keys.strip_suffix(':').unwrap_or(&holder_keys);
@@ -160,6 +161,7 @@ pub(crate) fn read_hold_pattern(name: &str) -> String {
 }
 
 /// `text` with Redis's glob characters escaped, so that it matches itself only.
+#[cfg(any(test, feature = "test-util"))]
 fn glob_escaped(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {

@@ -191,6 +191,7 @@ mod pubsub;
 mod release;
 mod replication;
 mod retry;
+mod script_cache;
 mod scripts;
 mod self_wait;
 #[cfg(feature = "sentinel")]

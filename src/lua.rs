@@ -8,15 +8,8 @@
 //! the script's text, which cannot be refused for that reason (and caches the
 //! script again), so a flushed cache costs one round trip and never an error.
 //!
-//! Scripts are also *pinned*: loaded with SCRIPT LOAD when the client
-//! connects, and again after any NOSCRIPT (a restart, a failover to a server
-//! that never saw them, SCRIPT FLUSH). Since Redis 7.4 the scripts EVAL caches
-//! are evicted (least recently used, 500 kept) while loaded ones are kept, so a
-//! server shared with other EVAL users would otherwise make this client pay
-//! the EVAL fallback after every idle spell. [`ScriptCache`] counts both.
-
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+//! Scripts are also *pinned* (`script_cache.rs`): loaded with SCRIPT LOAD when
+//! the client connects, and again after any NOSCRIPT.
 
 use redis::{Cmd, RedisResult, ToRedisArgs, Value};
 
@@ -35,6 +28,11 @@ impl LuaScript {
             sha: redis::Script::new(code).get_hash().to_owned(),
             code,
         }
+    }
+
+    /// Its text, as EVAL and SCRIPT LOAD send it.
+    pub(crate) fn code(&self) -> &'static str {
+        self.code
     }
 
     /// Its SHA1, as EVALSHA names it.
@@ -102,83 +100,12 @@ impl ScriptCall<'_> {
             Err(err)
                 if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
             {
-                conn.scripts().missed(conn);
+                conn.scripts().missed(conn, conn.spawner());
                 self.command("EVAL", self.script.code)
                     .query_async(conn)
                     .await
             }
             other => other,
         }
-    }
-}
-
-/// Every script a client may send, for [`ScriptCache::pin`].
-pub(crate) type Catalogue = fn() -> Vec<&'static LuaScript>;
-
-/// What a client knows of the server's script cache: the scripts to pin, and
-/// how often one was missing.
-#[derive(Debug, Default)]
-pub(crate) struct ScriptCache {
-    catalogue: OnceLock<Catalogue>,
-    /// NOSCRIPT replies, each answered with EVAL.
-    fallbacks: AtomicU64,
-    /// A round of SCRIPT LOAD is on its way.
-    pinning: AtomicBool,
-}
-
-impl ScriptCache {
-    /// Names the scripts to pin (once, at connect).
-    pub(crate) fn set_catalogue(&self, catalogue: Catalogue) {
-        let _ = self.catalogue.set(catalogue);
-    }
-
-    /// How many script calls found their script missing and sent its text.
-    pub(crate) fn fallbacks(&self) -> u64 {
-        self.fallbacks.load(Ordering::Relaxed)
-    }
-
-    /// A script was missing: counts it, and loads them all again in the
-    /// background unless that is under way.
-    fn missed(&self, conn: &Conn) {
-        self.fallbacks.fetch_add(1, Ordering::Relaxed);
-        crate::metrics::script_fallback();
-        if self.catalogue.get().is_none() || self.pinning.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let conn = conn.clone();
-        conn.clone().spawner().spawn(async move {
-            // A failure leaves the EVAL fallback to cover: nothing to report.
-            let _ = conn.scripts().pin(&conn).await;
-        });
-    }
-
-    /// Loads every script of the catalogue with SCRIPT LOAD (on every
-    /// primary of a cluster: the command is routed to all of them), all at
-    /// once on the multiplexed connection.
-    ///
-    /// # Errors
-    /// The first refusal (an ACL without SCRIPT, a server gone); the EVAL
-    /// fallback still covers every call.
-    pub(crate) async fn pin(&self, conn: &Conn) -> RedisResult<()> {
-        self.pinning.store(true, Ordering::Release);
-        let scripts = self
-            .catalogue
-            .get()
-            .map(|catalogue| catalogue())
-            .unwrap_or_default();
-        let loads = scripts.iter().map(|script| {
-            let mut conn = conn.clone();
-            async move {
-                redis::cmd("SCRIPT")
-                    .arg("LOAD")
-                    .arg(script.code)
-                    .query_async::<Value>(&mut conn)
-                    .await
-            }
-        });
-        let loaded = futures_util::future::join_all(loads).await;
-        self.pinning.store(false, Ordering::Release);
-        loaded.into_iter().collect::<RedisResult<Vec<Value>>>()?;
-        Ok(())
     }
 }
