@@ -14,6 +14,7 @@ mod locks {
     mod faults;
     mod fenced;
     mod group;
+    mod histories;
     mod hostile;
     mod inspect;
     mod interop;

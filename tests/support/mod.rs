@@ -28,6 +28,7 @@ pub mod child;
 pub mod cluster;
 pub mod fair;
 pub mod fake_resp;
+pub mod history;
 pub mod java;
 pub mod proxy;
 pub mod sentinel;

@@ -331,7 +331,9 @@ and stderr. SIGINT, SIGTERM and SIGHUP sent to the tool are passed on to it;
 what is held is given back once it has exited. When what is held is lost
 before the command ends (its lease ran out unrenewed, a renewal found it gone,
 an operator forced it open, its term ended), the command's process group gets
-SIGTERM, then SIGKILL after --grace, and the tool exits with 123.
+SIGTERM, then SIGKILL after --grace, and the tool exits with 123. (A tool
+killed with SIGKILL itself leaves nothing to stop the command: what it held
+then ends with its lease.)
 
 Exit status: the command's own, or 128+N when it died of signal N; 123 hold
 lost; 124 not acquired within --wait; 125 the tool failed (could not connect,

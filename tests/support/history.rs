@@ -1,0 +1,449 @@
+//! Recorded histories and the models they are checked against, as Jepsen
+//! checks lock services: every invocation and completion of every operation,
+//! from every process, with CLOCK_MONOTONIC times (one clock for the machine,
+//! so processes compare), written per process and merged; then a search for
+//! an order of the operations, each taking effect at one instant between its
+//! invocation and its completion, that a small sequential model accepts
+//! (linearizability, checked per lock: a lock's operations never constrain
+//! another's).
+//!
+//! An operation whose outcome is unknown (a timeout, a cut connection) may
+//! have taken effect at any instant after its invocation, or never: the
+//! search may place it anywhere after its start, or leave it out.
+//!
+//! The models, with this crate's rules:
+//! - [`Mutex`]: one owner at a time; a release by a non-owner is refused.
+//! - [`ReentrantMutex`]: the same owner may take it again; a count.
+//! - [`FencedMutex`] / reentrant: every grant's token (Redisson draws a new
+//!   one on every acquisition, re-entry included) above every earlier one.
+//! - [`Permits`]: never more than N out; no release by an owner holding none.
+//!
+//! A plain mutex model fails by design once a holder is paused past its
+//! lease (the lock is given to another while the first still believes it
+//! holds): histories with such faults are checked with the lease-aware
+//! interval checker (`checker.rs`) instead, or with holds cut at their
+//! validity.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::Hash;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use super::checker::monotonic_ns;
+
+/// What an operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    Acquire,
+    Release,
+    Renew,
+    Token,
+    PermitAcquire,
+    PermitRelease,
+    CountDown,
+}
+
+/// How an operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// It took effect (with a value: a token, a count).
+    Ok,
+    /// It surely took no effect: refused (busy, not held, no permit).
+    Refused,
+    /// Nobody knows: it may have taken effect, at any instant after its start.
+    Unknown,
+}
+
+/// One line of a process's history file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Line {
+    t: u64,
+    process: String,
+    call: u64,
+    #[serde(flatten)]
+    event: Event,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+enum Event {
+    Invoke {
+        owner: String,
+        lock: String,
+        op: Op,
+    },
+    Complete {
+        outcome: Outcome,
+        value: Option<u64>,
+    },
+}
+
+/// One process's recorder: appends to `history-<process>.jsonl` in a
+/// directory shared by all the processes of a run.
+#[derive(Debug)]
+pub struct Recorder {
+    path: PathBuf,
+    process: String,
+    calls: AtomicU64,
+}
+
+/// An operation in flight; [`Call::end`] records how it ended. Dropped
+/// without an end, it is recorded as unknown.
+#[derive(Debug)]
+pub struct Call<'a> {
+    recorder: &'a Recorder,
+    id: u64,
+    ended: bool,
+}
+
+impl Recorder {
+    pub fn create(dir: &Path, process: &str) -> Recorder {
+        std::fs::create_dir_all(dir).expect("history dir");
+        let path = dir.join(format!("history-{process}.jsonl"));
+        Recorder {
+            path,
+            process: process.to_owned(),
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    fn write(&self, call: u64, event: Event) {
+        let line = Line {
+            t: monotonic_ns(),
+            process: self.process.clone(),
+            call,
+            event,
+        };
+        let mut text = serde_json::to_string(&line).expect("json");
+        text.push('\n');
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .expect("history file");
+        // One write per line: O_APPEND keeps lines whole.
+        file.write_all(text.as_bytes()).expect("history write");
+    }
+
+    /// Records the invocation of `op` by `owner` on `lock`.
+    pub fn invoke(&self, owner: &str, lock: &str, op: Op) -> Call<'_> {
+        let id = self.calls.fetch_add(1, Ordering::Relaxed);
+        self.write(
+            id,
+            Event::Invoke {
+                owner: owner.into(),
+                lock: lock.into(),
+                op,
+            },
+        );
+        Call {
+            recorder: self,
+            id,
+            ended: false,
+        }
+    }
+}
+
+impl Call<'_> {
+    pub fn end(mut self, outcome: Outcome, value: Option<u64>) {
+        self.ended = true;
+        self.recorder
+            .write(self.id, Event::Complete { outcome, value });
+    }
+}
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.recorder.write(
+                self.id,
+                Event::Complete {
+                    outcome: Outcome::Unknown,
+                    value: None,
+                },
+            );
+        }
+    }
+}
+
+/// One operation of a merged history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operation {
+    pub process: String,
+    pub owner: String,
+    pub lock: String,
+    pub op: Op,
+    pub outcome: Outcome,
+    pub value: Option<u64>,
+    pub invoked_ns: u64,
+    /// `u64::MAX` for an unknown outcome: it may take effect any time after.
+    pub completed_ns: u64,
+}
+
+/// Every process's history in `dir`, merged: one operation per call (an
+/// invocation without a completion, its process killed, is unknown).
+pub fn merge(dir: &Path) -> Vec<Operation> {
+    let mut open: HashMap<(String, u64), (u64, String, String, Op)> = HashMap::new();
+    let mut ops = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("history dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("history file");
+        // A process killed mid-line leaves a partial last line: skipped.
+        for line in text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Line>(l).ok())
+        {
+            let key = (line.process.clone(), line.call);
+            match line.event {
+                Event::Invoke { owner, lock, op } => {
+                    open.insert(key, (line.t, owner, lock, op));
+                }
+                Event::Complete { outcome, value } => {
+                    if let Some((invoked_ns, owner, lock, op)) = open.remove(&key) {
+                        let completed_ns = if outcome == Outcome::Unknown {
+                            u64::MAX
+                        } else {
+                            line.t
+                        };
+                        ops.push(Operation {
+                            process: key.0,
+                            owner,
+                            lock,
+                            op,
+                            outcome,
+                            value,
+                            invoked_ns,
+                            completed_ns,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    for ((process, _), (invoked_ns, owner, lock, op)) in open {
+        ops.push(Operation {
+            process,
+            owner,
+            lock,
+            op,
+            outcome: Outcome::Unknown,
+            value: None,
+            invoked_ns,
+            completed_ns: u64::MAX,
+        });
+    }
+    ops.sort_by_key(|o| (o.invoked_ns, o.completed_ns));
+    ops
+}
+
+/// A sequential model of one lock: from a state, whether an operation is
+/// possible and the state after it.
+pub trait Model {
+    type State: Clone + Eq + Hash + std::fmt::Debug;
+    fn init(&self) -> Self::State;
+    /// The state after `op` took effect in `state` as its outcome says, or
+    /// `None` when that outcome is impossible there. Only `Ok` and `Refused`
+    /// outcomes are asked about (an unknown one is asked as `Ok`).
+    fn step(&self, state: &Self::State, op: &Operation) -> Option<Self::State>;
+}
+
+/// Why a history is not linearizable: the lock, and the operations that
+/// could not all be placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub lock: String,
+    pub operations: Vec<Operation>,
+}
+
+/// Checks every lock's operations against `model`; the first lock that no
+/// order explains.
+pub fn check<M: Model>(model: &M, history: &[Operation]) -> Result<(), Violation> {
+    let mut by_lock: BTreeMap<&str, Vec<&Operation>> = BTreeMap::new();
+    for op in history {
+        by_lock.entry(op.lock.as_str()).or_default().push(op);
+    }
+    for (lock, ops) in by_lock {
+        if !linearizable(model, &ops) {
+            return Err(Violation {
+                lock: lock.to_owned(),
+                operations: ops.into_iter().cloned().collect(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The search (Wing and Gong's, with the memo of Lowe's and porcupine's):
+/// place, one at a time, an operation invoked before every unplaced
+/// operation's completion; backtrack when the model refuses; remember the
+/// (placed set, state) pairs already tried. Unknown operations may stay
+/// unplaced.
+fn linearizable<M: Model>(model: &M, ops: &[&Operation]) -> bool {
+    let n = ops.len();
+    let mut seen: HashSet<(Vec<u64>, M::State)> = HashSet::new();
+    let mut stack: Vec<(Vec<u64>, M::State)> = vec![(vec![0; n.div_ceil(64)], model.init())];
+    let placed = |set: &Vec<u64>, i: usize| set[i / 64] & (1 << (i % 64)) != 0;
+    while let Some((set, state)) = stack.pop() {
+        if !seen.insert((set.clone(), state.clone())) {
+            continue;
+        }
+        // Done when every definite operation is placed.
+        if (0..n).all(|i| placed(&set, i) || ops[i].outcome == Outcome::Unknown) {
+            return true;
+        }
+        // The earliest completion among the unplaced bounds who may go next.
+        let horizon = (0..n)
+            .filter(|&i| !placed(&set, i))
+            .map(|i| ops[i].completed_ns)
+            .min()
+            .unwrap_or(u64::MAX);
+        for i in (0..n).filter(|&i| !placed(&set, i) && ops[i].invoked_ns <= horizon) {
+            if let Some(next) = model.step(&state, ops[i]) {
+                let mut set = set.clone();
+                set[i / 64] |= 1 << (i % 64);
+                stack.push((set, next));
+            }
+        }
+    }
+    false
+}
+
+/// One owner at a time (non-reentrant: a second acquire by the holder is refused).
+pub struct Mutex;
+
+impl Model for Mutex {
+    type State = Option<String>;
+    fn init(&self) -> Self::State {
+        None
+    }
+    fn step(&self, holder: &Self::State, op: &Operation) -> Option<Self::State> {
+        let ok = op.outcome != Outcome::Refused;
+        match (op.op, ok, holder) {
+            (Op::Acquire, true, None) => Some(Some(op.owner.clone())),
+            (Op::Acquire, false, Some(_)) => Some(holder.clone()),
+            (Op::Release, true, Some(h)) if *h == op.owner => Some(None),
+            (Op::Release, false, h) if h.as_deref() != Some(op.owner.as_str()) => {
+                Some(holder.clone())
+            }
+            (Op::Renew, true, Some(h)) if *h == op.owner => Some(holder.clone()),
+            (Op::Renew, false, h) if h.as_deref() != Some(op.owner.as_str()) => {
+                Some(holder.clone())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The same owner may take it again; only the last release frees it.
+pub struct ReentrantMutex;
+
+impl Model for ReentrantMutex {
+    type State = Option<(String, u64)>;
+    fn init(&self) -> Self::State {
+        None
+    }
+    fn step(&self, state: &Self::State, op: &Operation) -> Option<Self::State> {
+        let ok = op.outcome != Outcome::Refused;
+        let mine = state.as_ref().is_some_and(|(h, _)| *h == op.owner);
+        match (op.op, ok, state) {
+            (Op::Acquire, true, None) => Some(Some((op.owner.clone(), 1))),
+            (Op::Acquire, true, Some((h, c))) if mine => Some(Some((h.clone(), c + 1))),
+            (Op::Acquire, false, Some(_)) if !mine => Some(state.clone()),
+            (Op::Release, true, Some((h, c))) if mine => Some((*c > 1).then(|| (h.clone(), c - 1))),
+            (Op::Release, false, _) if !mine => Some(state.clone()),
+            (Op::Renew, true, _) if mine => Some(state.clone()),
+            (Op::Renew, false, _) if !mine => Some(state.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// A mutex whose every grant carries a token above every earlier grant's;
+/// `reentrant`: the holder may take it again (drawing a new token too).
+pub struct FencedMutex {
+    pub reentrant: bool,
+}
+
+impl Model for FencedMutex {
+    /// (holder and its count, the greatest token granted)
+    type State = (Option<(String, u64)>, u64);
+    fn init(&self) -> Self::State {
+        (None, 0)
+    }
+    fn step(&self, (holder, last): &Self::State, op: &Operation) -> Option<Self::State> {
+        let ok = op.outcome != Outcome::Refused;
+        let mine = holder.as_ref().is_some_and(|(h, _)| *h == op.owner);
+        // An unknown grant's token is unknown: it moves nothing.
+        let token = |t: Option<u64>| match (op.outcome, t) {
+            (Outcome::Unknown, _) => Some(*last),
+            (_, Some(t)) if t > *last => Some(t),
+            _ => None,
+        };
+        match (op.op, ok) {
+            (Op::Acquire, true) if holder.is_none() => {
+                Some((Some((op.owner.clone(), 1)), token(op.value)?))
+            }
+            (Op::Acquire, true) if mine && self.reentrant => {
+                let (h, c) = holder.clone()?;
+                Some((Some((h, c + 1)), token(op.value)?))
+            }
+            (Op::Acquire, false) if holder.is_some() => Some((holder.clone(), *last)),
+            (Op::Release, true) if mine => {
+                let (h, c) = holder.clone()?;
+                Some(((c > 1).then_some((h, c - 1)), *last))
+            }
+            (Op::Release, false) if !mine => Some((holder.clone(), *last)),
+            _ => None,
+        }
+    }
+}
+
+/// At most `n` permits out; a release by an owner holding none is refused.
+pub struct Permits {
+    pub n: u64,
+}
+
+impl Model for Permits {
+    /// (owner, permits it holds), sorted.
+    type State = Vec<(String, u64)>;
+    fn init(&self) -> Self::State {
+        Vec::new()
+    }
+    fn step(&self, out: &Self::State, op: &Operation) -> Option<Self::State> {
+        let ok = op.outcome != Outcome::Refused;
+        let total: u64 = out.iter().map(|(_, c)| c).sum();
+        let held = out
+            .iter()
+            .find(|(o, _)| *o == op.owner)
+            .map_or(0, |(_, c)| *c);
+        let with = |count: u64| {
+            let mut next: Vec<(String, u64)> = out
+                .iter()
+                .filter(|(o, _)| *o != op.owner)
+                .cloned()
+                .collect();
+            if count > 0 {
+                next.push((op.owner.clone(), count));
+            }
+            next.sort();
+            next
+        };
+        match (op.op, ok) {
+            (Op::PermitAcquire, true) if total < self.n => Some(with(held + 1)),
+            (Op::PermitAcquire, false) if total >= self.n => Some(out.clone()),
+            (Op::PermitRelease, true) if held > 0 => Some(with(held - 1)),
+            (Op::PermitRelease, false) if held == 0 => Some(out.clone()),
+            _ => None,
+        }
+    }
+}
