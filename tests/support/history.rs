@@ -53,8 +53,14 @@ pub enum Op {
 pub enum Outcome {
     /// It took effect (with a value: a token, a count).
     Ok,
-    /// It surely took no effect: refused (busy, not held, no permit).
+    /// It surely took no effect, and the state at some instant of the call
+    /// is why: a single try that found the lock held or no permit free, a
+    /// release by an owner not holding.
     Refused,
+    /// It surely took no effect, and says nothing of the state (Jepsen's
+    /// `:fail`): a wait that ran out, which a paused server or a slow line
+    /// explains as well as a holder. The checker leaves it out.
+    Fail,
     /// Nobody knows: it may have taken effect, at any instant after its start.
     Unknown,
 }
@@ -269,7 +275,7 @@ pub struct Violation {
 /// order explains.
 pub fn check<M: Model>(model: &M, history: &[Operation]) -> Result<(), Violation> {
     let mut by_lock: BTreeMap<&str, Vec<&Operation>> = BTreeMap::new();
-    for op in history {
+    for op in history.iter().filter(|op| op.outcome != Outcome::Fail) {
         by_lock.entry(op.lock.as_str()).or_default().push(op);
     }
     for (lock, ops) in by_lock {
