@@ -439,3 +439,37 @@ async fn campaign_task(
         }
     }
 }
+
+/// The fair lock's model (`model/fair_lock.qnt`, run by `scripts/model`)
+/// records the SHA-1 of each script it models: a script changed without its
+/// line in the model (and so, presumably, without the model) fails here.
+#[test]
+fn the_fair_model_is_in_step_with_the_fair_scripts() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let model = std::fs::read_to_string(root.join("model/fair_lock.qnt")).expect("the model");
+    let recorded: Vec<(&str, &str)> = model
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("//   lua/"))
+        .filter_map(|rest| rest.split_once(' '))
+        .collect();
+    let mut modelled: Vec<&str> = recorded.iter().map(|(file, _)| *file).collect();
+    modelled.sort_unstable();
+    assert_eq!(
+        modelled,
+        [
+            "fair_acquire.lua",
+            "fair_cancel.lua",
+            "fair_common.lua",
+            "fair_release.lua"
+        ],
+        "the model names the scripts it follows"
+    );
+    for (file, sha) in recorded {
+        let text = std::fs::read_to_string(root.join("lua").join(file)).expect("the script");
+        assert_eq!(
+            redis::Script::new(&text).get_hash(),
+            sha,
+            "lua/{file} changed: bring model/fair_lock.qnt in step with it, then its line"
+        );
+    }
+}
