@@ -225,18 +225,29 @@ async fn pinned_scripts_outlive_the_eval_cache_and_a_flush_costs_one_fallback() 
         .await
         .unwrap();
     let lock = before.get_lock(names[0]).unwrap();
-    lock.lock().await.unwrap().unlock().await.unwrap();
-    assert_eq!(before.script_fallbacks(), 1, "one call fell back to EVAL");
-    // Loaded again in the background: the fair lock's scripts, never sent
-    // since the flush, are there before their first call.
-    let fair_acquire_back = crate::support::eventually(Duration::from_secs(10), || async {
+    let guard = lock.lock().await.unwrap();
+    // The acquire fell back (a renewal racing it might too).
+    assert!(
+        before.script_fallbacks() >= 1,
+        "the acquire fell back to EVAL"
+    );
+    // Every script is loaded again in the background: soon a fair lock's
+    // acquire and release, never sent since the flush, need no EVAL. (Calls
+    // that race the reload may fall back too: they are counted.)
+    let reloaded = crate::support::eventually(Duration::from_secs(10), || async {
         let fair = locks(&before)[1].clone();
         let calls = server.command_calls("eval").await;
         fair.lock().await.unwrap().unlock().await.unwrap();
         server.command_calls("eval").await == calls
     })
     .await;
-    assert!(fair_acquire_back, "the scripts were loaded again");
-    assert_eq!(before.script_fallbacks(), 1);
+    assert!(reloaded, "the scripts were loaded again");
+    guard.unlock().await.unwrap();
+    // From here on nothing falls back.
+    let settled = before.script_fallbacks();
+    for lock in locks(&before) {
+        lock.lock().await.unwrap().unlock().await.unwrap();
+    }
+    assert_eq!(before.script_fallbacks(), settled);
     assert!(server.keys().await.is_empty());
 }
