@@ -165,7 +165,7 @@ pub(crate) async fn supervise(
 /// to stop first (SIGINT, SIGTERM, SIGHUP): then the wait is dropped, which
 /// leaves nothing behind (no hold, no queue entry), and the tool ends with
 /// 128+N, as if the signal had ended it.
-pub(crate) async fn unless_stopped<T>(acquiring: impl Future<Output = T>) -> Result<T, Failure> {
+async fn unless_stopped<T>(acquiring: impl Future<Output = T>) -> Result<T, Failure> {
     let mut stops = Stops::listen()?;
     tokio::select! {
         done = acquiring => Ok(done),
@@ -205,6 +205,22 @@ impl Stops {
             _ = self.terminate.recv() => Signal::TERM,
             _ = self.hangup.recv() => Signal::HUP,
         }
+    }
+}
+
+/// What `taking` (a wait for a lock, a permit, a win) came to, unless the
+/// tool was told to stop first ([`unless_stopped`]): what it took; or
+/// [`Code::NotAcquired`] saying `not_acquired` when the wait ran out, or
+/// [`Code::ToolFailed`] saying what `doing` failed.
+pub(crate) async fn take<T>(
+    doing: &str,
+    not_acquired: String,
+    taking: impl Future<Output = redisson_locks::Result<Option<T>>>,
+) -> Result<T, Failure> {
+    match unless_stopped(taking).await? {
+        Ok(Some(taken)) => Ok(taken),
+        Ok(None) => Err(Failure::new(Code::NotAcquired, not_acquired)),
+        Err(e) => Err(Failure::of(doing, &e).with_code(Code::ToolFailed)),
     }
 }
 

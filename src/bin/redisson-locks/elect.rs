@@ -6,7 +6,7 @@ use std::time::Duration;
 use redisson_locks::{Client, Leader, LeaderChange};
 use serde_json::json;
 
-use crate::child::{run_while_held, unless_stopped, Stops};
+use crate::child::{run_while_held, take, Stops};
 use crate::exit::{words, Code, Failure};
 use crate::{out, units};
 
@@ -32,20 +32,17 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
         return listen(election.observe(), options.count, options.json).await;
     }
     let what = format!("leadership of '{name}'");
-    let won = unless_stopped(async {
-        match options.wait {
-            None => election.campaign().await.map(Some),
-            Some(wait) => election.try_campaign(wait).await,
-        }
-    })
-    .await?
-    .map_err(|e| Failure::of("cannot campaign", &e).with_code(Code::ToolFailed))?;
-    let Some(leadership) = won else {
-        return Err(Failure::new(
-            Code::NotAcquired,
-            format!("{what} was not won within the wait: another participant leads"),
-        ));
-    };
+    let leadership = take(
+        "cannot campaign",
+        format!("{what} was not won within the wait: another participant leads"),
+        async {
+            match options.wait {
+                None => election.campaign().await.map(Some),
+                Some(wait) => election.try_campaign(wait).await,
+            }
+        },
+    )
+    .await?;
     let env = [
         ("REDISSON_LOCK_NAME", name.to_owned()),
         ("REDISSON_LEADER_EPOCH", leadership.epoch().to_string()),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redisson_locks::Client;
 
-use crate::child::{run_while_held, unless_stopped};
+use crate::child::{run_while_held, take};
 use crate::exit::{words, Code, Failure};
 use crate::out::note;
 
@@ -42,20 +42,17 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
         }
     }
     let what = format!("a permit of '{name}'");
-    let acquired = unless_stopped(async {
-        match options.wait {
-            None => semaphore.acquire_renewed().await.map(Some),
-            Some(wait) => semaphore.try_acquire_renewed(wait).await,
-        }
-    })
-    .await?
-    .map_err(|e| failed(&format!("cannot take {what}"), e))?;
-    let Some(permit) = acquired else {
-        return Err(Failure::new(
-            Code::NotAcquired,
-            format!("{what} was not acquired within the wait: all are out"),
-        ));
-    };
+    let permit = take(
+        &format!("cannot take {what}"),
+        format!("{what} was not acquired within the wait: all are out"),
+        async {
+            match options.wait {
+                None => semaphore.acquire_renewed().await.map(Some),
+                Some(wait) => semaphore.try_acquire_renewed(wait).await,
+            }
+        },
+    )
+    .await?;
     let env = [
         ("REDISSON_LOCK_NAME", name.to_owned()),
         ("REDISSON_PERMIT_ID", permit.id().to_string()),

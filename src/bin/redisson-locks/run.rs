@@ -8,7 +8,7 @@ use std::time::Duration;
 use redisson_locks::{Client, LockGuard, RLock};
 
 use crate::args::{HoldOptions, LockKind};
-use crate::child::{run_while_held, unless_stopped};
+use crate::child::{run_while_held, take};
 use crate::exit::{Code, Failure};
 
 /// What the command line asked of `run`.
@@ -30,15 +30,12 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
         None => lock,
     };
     let what = format!("the {} '{name}'", kind_words(options.kind));
-    let Some(guard) = unless_stopped(acquire(&lock, options.hold))
-        .await?
-        .map_err(|e| Failure::of(&format!("cannot take {what}"), &e).with_code(Code::ToolFailed))?
-    else {
-        return Err(Failure::new(
-            Code::NotAcquired,
-            format!("{what} was not acquired within the wait: it is held"),
-        ));
-    };
+    let guard = take(
+        &format!("cannot take {what}"),
+        format!("{what} was not acquired within the wait: it is held"),
+        acquire(&lock, options.hold),
+    )
+    .await?;
     let mut env = vec![("REDISSON_LOCK_NAME", name.to_owned())];
     if options.kind.fenced {
         let token = lock_token(client, name).await?;
