@@ -354,6 +354,34 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// One hold of `lock`, recorded: `taking` (a timed acquire, with the token it
+/// drew, if any), then its release. A wait that ran out is a `fail` (no
+/// effect, and no evidence of a holder: a paused server explains it too); a
+/// call that failed is unknown.
+async fn recorded_hold(
+    recorder: &Recorder,
+    owner: &str,
+    lock: &str,
+    taking: impl std::future::Future<
+        Output = redisson_locks::Result<Option<(redisson_locks::LockGuard, Option<u64>)>>,
+    >,
+) {
+    let call = recorder.invoke(owner, lock, Acquire);
+    match taking.await {
+        Ok(Some((guard, token))) => {
+            call.end(Done, token);
+            let call = recorder.invoke(owner, lock, Release);
+            match guard.unlock().await {
+                Ok(()) => call.end(Done, None),
+                Err(e) if e.is_not_held() => call.end(Refused, None),
+                Err(_) => drop(call),
+            }
+        }
+        Ok(None) => call.end(Fail, None),
+        Err(_) => drop(call),
+    }
+}
+
 /// The campaign's three locks, each against its model: why not, if one fails.
 fn check_campaign(history: &[Operation]) -> Result<(), String> {
     let on = |lock: &str| -> Vec<Operation> {
@@ -394,36 +422,13 @@ async fn campaign_task(
     let slots = client.get_semaphore("camp-slots").unwrap();
     let wait = Duration::from_millis(400);
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        let call = recorder.invoke(owner, "camp-lock", Acquire);
-        match lock.try_lock_wait(wait).await {
-            Ok(Some(guard)) => {
-                call.end(Done, None);
-                let call = recorder.invoke(owner, "camp-lock", Release);
-                match guard.unlock().await {
-                    Ok(()) => call.end(Done, None),
-                    Err(e) if e.is_not_held() => call.end(Refused, None),
-                    Err(_) => drop(call),
-                }
-            }
-            // A wait that ran out: no effect, and no evidence of a holder
-            // (a paused server explains it too).
-            Ok(None) => call.end(Fail, None),
-            Err(_) => drop(call),
-        }
-        let call = recorder.invoke(owner, "camp-fenced", Acquire);
-        match fenced.try_lock_and_get_token(wait, None).await {
-            Ok(Some((guard, token))) => {
-                call.end(Done, Some(token));
-                let call = recorder.invoke(owner, "camp-fenced", Release);
-                match guard.unlock().await {
-                    Ok(()) => call.end(Done, None),
-                    Err(e) if e.is_not_held() => call.end(Refused, None),
-                    Err(_) => drop(call),
-                }
-            }
-            Ok(None) => call.end(Fail, None),
-            Err(_) => drop(call),
-        }
+        let taking = async { Ok(lock.try_lock_wait(wait).await?.map(|guard| (guard, None))) };
+        recorded_hold(recorder, owner, "camp-lock", taking).await;
+        let taking = async {
+            let taken = fenced.try_lock_and_get_token(wait, None).await?;
+            Ok(taken.map(|(guard, token)| (guard, Some(token))))
+        };
+        recorded_hold(recorder, owner, "camp-fenced", taking).await;
         let call = recorder.invoke(owner, "camp-slots", PermitAcquire);
         match slots.try_acquire_wait(wait).await {
             Ok(true) => {
