@@ -2,21 +2,14 @@
 
 use std::sync::Arc;
 
-use crate::background::{entered, Background};
-use crate::conn::Conn;
-use crate::connect::{check_server, connect_link};
-use crate::home::Home;
-use crate::ledger::{Ledger, Settling};
-
 use crate::config::Config;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::keys::{validate_cluster_name, validate_name};
 use crate::lock::{
     BackOff, Fair, GroupMembers, NonReentrant, NonReentrantFair, RFencedLock, RLock,
     RReadWriteLock, Reentrant, Spin,
 };
-use crate::pubsub::{PubSub, PushHandler};
-use crate::watchdog::Watchdog;
+use crate::transport::keys::{validate_cluster_name, validate_name};
 
 /// A connection to Redis and the lock machinery around it: a cheap, cloneable handle.
 ///
@@ -53,74 +46,14 @@ use crate::watchdog::Watchdog;
 /// ```
 #[derive(Clone, Debug)]
 pub struct Client {
-    inner: Arc<ClientInner>,
-}
-
-#[derive(Debug)]
-pub(crate) struct ClientInner {
-    pub(crate) id: std::sync::Arc<str>,
-    pub(crate) config: Config,
-    pub(crate) conn: Conn,
-    pub(crate) pubsub: PubSub,
-    pub(crate) watchdog: Watchdog,
-    /// What this client believes each owner holds (see `ledger.rs`).
-    pub(crate) ledger: Ledger,
-    /// This client's side of each lock's line (see `line.rs`).
-    pub(crate) lines: Arc<crate::line::Lines>,
-    /// Which of this client's tasks holds what, to name a wait for one's own
-    /// hold (see `self_wait.rs`).
-    pub(crate) holdings: Arc<crate::self_wait::Holdings>,
-    /// How many replicas must acknowledge each acquire (0: no replica sync).
-    pub(crate) replica_sync: u32,
-    /// How every hold of this client is given back (see `release.rs`).
-    pub(crate) releaser: crate::release::Releaser,
-    /// Who this client is, and how it says so on the server (see `identity.rs`).
-    pub(crate) identity: crate::identity::Identity,
-    warnings: Vec<String>,
-    /// The client's thread; dropped last, after the releases it must still send
-    /// have been queued. Taken out by [`Client::close`], which awaits its end.
-    background: Option<Background>,
-}
-
-impl Drop for ClientInner {
-    fn drop(&mut self) {
-        // Nobody can unlock a detached hold once the client is gone: release it,
-        // as any other release, through its owner's gate.
-        for (acquirer, lease_ms) in self.watchdog.take_detached() {
-            let (field, _) = acquirer.renewal();
-            let slot = self.ledger.slot(&acquirer.target().name, field);
-            let releaser = self.releaser.clone();
-            self.conn.spawn_cleanup(async move {
-                let name = acquirer.name().to_owned();
-                if let Err(e) = crate::ledger::release_one(&slot, &acquirer, &releaser, lease_ms).await {
-                    crate::trace::warn_event!(
-                        "lock {name:?}: releasing a detached hold as the client closed failed (it ends with its lease): {e}"
-                    );
-                }
-            });
-        }
-        // What is still to be sent goes out from the client's own thread.
-        if self.conn.spawner().has_cleanup() {
-            self.conn.leave_home();
-        }
-    }
+    inner: Arc<Engine>,
 }
 
 impl Client {
     /// The shared state, for the blocking facade.
     #[cfg(feature = "blocking")]
-    pub(crate) fn inner(&self) -> &Arc<ClientInner> {
+    pub(crate) fn inner(&self) -> &Arc<Engine> {
         &self.inner
-    }
-}
-
-impl ClientInner {
-    /// What this client does with a self-wait (see `self_wait.rs`).
-    pub(crate) fn self_wait_policy(&self) -> crate::self_wait::Policy {
-        crate::self_wait::Policy {
-            on_self_wait: self.config.self_wait,
-            warn_after: self.config.self_wait_warning,
-        }
     }
 }
 
@@ -153,24 +86,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn close(self) {
-        match Arc::try_unwrap(self.inner) {
-            Ok(mut inner) => {
-                // Who it was goes first: a closed client is no longer named.
-                if let Some(answered) = inner.watchdog.withdraw() {
-                    let _ = tokio::time::timeout(inner.config.timeout, answered).await;
-                }
-                let background = inner.background.take();
-                // Queues the releases of detached holds on the client's thread.
-                drop(inner);
-                if let Some(background) = background {
-                    background.close().await;
-                }
-            }
-            Err(shared) => {
-                let limit = shared.config.timeout + DRAIN_SLACK;
-                let _ = tokio::time::timeout(limit, shared.conn.spawner().until_idle()).await;
-            }
-        }
+        Engine::close(self.inner).await;
     }
 
     /// Validates `config`, starts the client's background thread, connects, and
@@ -202,84 +118,8 @@ impl Client {
     /// [`Error::Config`] for a bad configuration; [`Error::Redis`] when the server
     /// cannot be reached within `connect_timeout` or refuses the credentials.
     pub async fn connect(config: Config) -> Result<Client> {
-        config.validate()?;
-        let background = Background::start(config.timeout + DRAIN_SLACK)?;
-        let spawner = background.spawner().clone();
-        let pushes = PushHandler::new();
-        // Polled with the home entered: the connection's driver, and every task it
-        // spawns, run there (see `home.rs`).
-        let home = Home::choose(&spawner);
-        let connect = connect_link(config.clone(), pushes.clone());
-        let connect = entered(
-            home.handle().clone(),
-            tokio::time::timeout(config.connect_timeout, connect),
-        );
-        let link = match connect.await {
-            Ok(link) => link?,
-            Err(_) => {
-                return Err(Error::connect_timeout(&crate::config::redact_address(
-                    &config.address,
-                )))
-            }
-        };
-        // A replacement link (when the home runtime ends or stalls) must agree on
-        // sharded pub/sub with the first one.
-        let mut same_kind = config.clone();
-        if let Some(sharded) = link.sharded_pubsub() {
-            same_kind.sharded_pubsub = Some(sharded);
-        }
-        let reconnect_pushes = pushes.clone();
-        let reconnect: crate::conn::Reconnect =
-            Box::new(move || Box::pin(connect_link(same_kind.clone(), reconnect_pushes.clone())));
-        let conn = Conn::new(link, home, spawner, reconnect, pushes.reconnect_signal());
-        // Pinned (SCRIPT LOAD), so that a busy shared server's EVAL cache
-        // cannot evict them; loaded again after any NOSCRIPT. A refusal (an ACL
-        // without SCRIPT) leaves the EVAL fallback to cover every call.
-        conn.scripts()
-            .set_catalogue(crate::scripts::catalogue, crate::metrics::script_fallback);
-        let _ = conn.scripts().pin(&conn).await;
-        let mut warnings = check_server(&mut conn.clone()).await;
-        let (replica_sync, sync_warning) =
-            crate::replication::replicas_to_sync(config.replica_sync, &mut conn.clone()).await;
-        warnings.extend(sync_warning);
-        let renewal_sync = crate::replication::QuietSync {
-            replicas: replica_sync,
-            timeout_ms: config.effective_replica_sync_timeout_ms(),
-        };
-        let pubsub = pushes.start(conn.clone());
-        let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
-        let identity = crate::identity::Identity::of_this_process(&id, config.client_name.clone());
-        let announcement = announce(&config, &identity, &conn, &mut warnings).await;
-        let watchdog = Watchdog::start(
-            conn.clone(),
-            config.lock_watchdog_timeout,
-            renewal_sync,
-            announcement.clone(),
-        );
-        let settling = Settling {
-            retry: config.retry_interval,
-            budget: config.timeout * 2,
-            caller_attempts: config.retry_attempts,
-        };
-        let lines = Arc::new(crate::line::Lines::new(config.timeout));
-        lines.supervise(background.spawner());
-        let releaser = crate::release::Releaser::new(conn.clone(), lines.clone(), renewal_sync);
         Ok(Client {
-            inner: Arc::new(ClientInner {
-                id,
-                identity,
-                config,
-                conn,
-                pubsub,
-                watchdog,
-                ledger: Ledger::new(settling),
-                holdings: Arc::new(crate::self_wait::Holdings::new()),
-                lines,
-                replica_sync,
-                releaser,
-                warnings,
-                background: Some(background),
-            }),
+            inner: Arc::new(Engine::start(config).await?),
         })
     }
 
@@ -607,7 +447,7 @@ impl Client {
         let group = self.checked_name(group.into())?;
         let ids: Vec<String> = values
             .into_iter()
-            .map(|v| crate::keys::group_member_id(v.as_ref()))
+            .map(|v| crate::transport::keys::group_member_id(v.as_ref()))
             .collect();
         if ids.is_empty() {
             return Err(Error::invalid(format!(
@@ -858,7 +698,7 @@ impl Client {
     /// [`Error::InvalidArgument`] when `name` is a semaphore, a latch or not a
     /// lock at all (nothing is changed); as [`inspect`](Client::inspect).
     pub async fn force_unlock(&self, name: &str) -> Result<(crate::inspect::Snapshot, bool)> {
-        crate::inspect::force_unlock(self, &self.inner, name).await
+        crate::inspect::force_unlock(&self.inner, name).await
     }
 
     /// Who this client says it is on the server (see [`Config::announce`]).
@@ -888,7 +728,7 @@ impl Client {
     /// # Errors
     /// [`Error::Redis`] when the server cannot be reached.
     pub async fn identity_of(&self, client_id: &str) -> Result<Option<crate::inspect::Identity>> {
-        crate::identity::look_up(&mut self.inner.conn.clone(), client_id).await
+        crate::engine::identity::look_up(&mut self.inner.conn.clone(), client_id).await
     }
 
     /// A semaphore (Redisson `getSemaphore(name)`) named `name`: permits that
@@ -985,27 +825,3 @@ impl Client {
         Ok(crate::RCountDownLatch::new(self.inner.clone(), name))
     }
 }
-
-/// Says on the server who the client is (when `config.announce`), before its
-/// first hold: a refusal (an ACL) is a warning, not a failure to connect.
-async fn announce(
-    config: &Config,
-    identity: &crate::identity::Identity,
-    conn: &Conn,
-    warnings: &mut Vec<String>,
-) -> Option<crate::identity::Announcement> {
-    if !config.announce {
-        return None;
-    }
-    let announcement = crate::identity::Announcement::new(identity, config.lock_watchdog_timeout);
-    if let Err(e) = announcement.refresh(&mut conn.clone()).await {
-        warnings.push(format!(
-            "this client could not announce who it is (the inspector will not name it): {e}"
-        ));
-    }
-    Some(announcement)
-}
-
-/// How much longer than one command's timeout a dropped client keeps sending
-/// queued releases.
-const DRAIN_SLACK: std::time::Duration = std::time::Duration::from_millis(250);

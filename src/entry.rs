@@ -157,7 +157,9 @@ impl CollectionLocks {
                 self.name
             )));
         }
-        Ok(crate::keys::entry_lock_name(&self.name, &key.0, kind))
+        Ok(crate::transport::keys::entry_lock_name(
+            &self.name, &key.0, kind,
+        ))
     }
 
     /// The entry's lock (Redisson `getLock(key)`): a reentrant [`RLock`].
@@ -289,7 +291,7 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::entry_lock_name;
+    use crate::transport::keys::entry_lock_name;
 
     /// Names printed by Redisson 3.52 and 4.7 (`getMap(..).getLock(..).getName()`
     /// and the other kinds), for keys under `StringCodec` and `JsonJacksonCodec`.

@@ -591,12 +591,28 @@ fn is_not_now_inside_a_script(err: &redis::RedisError) -> bool {
         .any(|code| text.contains(code))
 }
 
+/// The owner id a default handle acts for outside any hold's scope: it holds
+/// nothing, so a release refused to it is named as such (see
+/// `engine/owner.rs`, which never hands it to an acquisition).
+pub(crate) const NOBODY_OWNER_ID: u64 = (1 << 61) - 1;
+
+/// Is `field` (`<client-uuid>:<id>`) the owner a default handle acts for
+/// outside any scope, which holds nothing? Then a release it was refused
+/// (`Error::NotHeld`) is most likely Java's `lock(); ... unlock();` ported into
+/// the default owner mode.
+pub(crate) fn is_nobody(field: &str) -> bool {
+    field
+        .split(':')
+        .nth(1)
+        .is_some_and(|id| crate::numeral::decimal::<u64>(id) == Some(NOBODY_OWNER_ID))
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::NotHeld { name, owner } => {
                 write!(f, "lock '{name}' is not held by owner {owner}")?;
-                if crate::owner::is_nobody(owner) {
+                if is_nobody(owner) {
                     f.write_str(
                         " (a default handle outside any hold's scope owns nothing: release \
                          through the guard, `guard.unlock()`, or inside its scope; for Java's \

@@ -162,47 +162,23 @@
 //! [Redisson]: https://github.com/redisson/redisson
 #![forbid(unsafe_code)]
 
-mod background;
 #[cfg(feature = "blocking")]
 pub mod blocking;
-mod cleanup;
 mod client;
 mod config;
-mod conn;
-mod connect;
-mod contract;
+mod engine;
 mod entry;
 mod error;
-mod fence;
-mod heuristics;
-mod home;
-mod identity;
 pub mod inspect;
-mod keys;
 mod leader;
-mod ledger;
-mod line;
 mod lock;
-mod lua;
 mod metrics;
 mod numeral;
-mod owner;
-mod pubsub;
-mod release;
-mod replication;
-mod retry;
-mod script_cache;
-mod scripts;
-mod self_wait;
-#[cfg(feature = "sentinel")]
-mod sentinel_conn;
 mod sync;
 #[cfg(feature = "test-util")]
 pub mod testing;
 mod trace;
-mod validity;
-mod wait;
-mod watchdog;
+mod transport;
 
 pub use client::Client;
 pub use config::{
@@ -210,15 +186,15 @@ pub use config::{
 };
 pub use entry::{CollectionLocks, CollectionType, EntryKey};
 pub use error::{Error, RedisErrorKind, RedisFailure, Result};
-pub use fence::{FencedStore, FencedWrite};
-pub use keys::MAX_NAME_LEN;
+
+pub use engine::owner::current_id;
 pub use leader::{Leader, LeaderChange, LeaderElection, Leadership, Observer};
 pub use lock::{
-    BackOff, LockGuard, MultiGuard, MultiLock, RFencedLock, RLock, RReadWriteLock, RedGuard,
-    RedLock, RemainingTtl,
+    BackOff, FencedStore, FencedWrite, LockGuard, MultiGuard, MultiLock, RFencedLock, RLock,
+    RReadWriteLock, RedGuard, RedLock, RemainingTtl,
 };
-pub use owner::current_id;
 pub use sync::{Permit, PermitId, RCountDownLatch, RPermitExpirableSemaphore, RSemaphore};
+pub use transport::keys::MAX_NAME_LEN;
 
 #[doc = include_str!("../PORTING.md")]
 pub mod porting {}

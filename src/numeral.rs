@@ -34,6 +34,19 @@ pub(crate) fn hex_byte(pair: &[u8]) -> Option<u8> {
     u8::try_from(value).ok()
 }
 
+/// Exactly `2 * N` hexadecimal digits (either case) as `N` bytes, as a
+/// permit id is printed; any other length or character is refused.
+pub(crate) fn hex_bytes<const N: usize>(text: &str) -> Option<[u8; N]> {
+    if text.len() != 2 * N {
+        return None;
+    }
+    let mut bytes = [0u8; N];
+    for (byte, pair) in bytes.iter_mut().zip(text.as_bytes().chunks(2)) {
+        *byte = hex_byte(pair)?;
+    }
+    Some(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

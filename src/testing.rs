@@ -199,7 +199,7 @@ impl TestServer {
     /// # Errors
     /// [`Error::Redis`] when the server cannot be reached.
     pub async fn end_lease(&self, name: &str) -> Result<bool> {
-        crate::keys::validate_name(name)?;
+        crate::transport::keys::validate_name(name)?;
         let mut admin = self.admin().await?;
         let ended: i64 = redis::cmd("DEL")
             .arg(name)
@@ -207,7 +207,7 @@ impl TestServer {
             .await
             .map_err(Error::redis)?;
         // A read-write lock's per-hold leases live beside it.
-        let pattern = crate::keys::read_hold_pattern(name);
+        let pattern = crate::transport::keys::read_hold_pattern(name);
         let mut cursor = 0u64;
         loop {
             let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::run;
-use crate::client::ClientInner;
+use crate::engine::Engine;
 use crate::error::Result;
 
 /// One hold of a lock, released by [`unlock`](LockGuard::unlock) or by dropping
@@ -39,11 +39,11 @@ pub struct LockGuard {
     // first, then this handle, perhaps the client's last, whose drop sees that
     // release sent (waiting for it on a plain thread).
     guard: crate::LockGuard,
-    client: Arc<ClientInner>,
+    client: Arc<Engine>,
 }
 
 impl LockGuard {
-    pub(super) fn new(guard: crate::LockGuard, client: Arc<ClientInner>) -> Self {
+    pub(super) fn new(guard: crate::LockGuard, client: Arc<Engine>) -> Self {
         LockGuard { guard, client }
     }
 

@@ -68,9 +68,9 @@ pub use client::Client;
 pub use guard::LockGuard;
 pub use lock::{RFencedLock, RLock, RReadWriteLock};
 
-use crate::background::{on_client_thread, Spawner};
-use crate::client::ClientInner;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::transport::background::{on_client_thread, Spawner};
 
 /// Thread owner ids start here. The async API's ids lie below (tasks from 1,
 /// single acquisitions from 2^61, threads outside a task from 2^62), so a blocking
@@ -109,7 +109,7 @@ pub fn current_thread_id() -> u64 {
 
 /// Runs `work` (a call about lock `name`) on `client`'s own thread and blocks the
 /// calling thread for its result.
-fn run<T, F>(client: &ClientInner, name: &str, work: F) -> Result<T>
+fn run<T, F>(client: &Engine, name: &str, work: F) -> Result<T>
 where
     T: Send + 'static,
     F: Future<Output = Result<T>> + Send + 'static,
@@ -151,12 +151,13 @@ mod tests {
         assert!(i64::try_from(a).is_ok(), "fits Java's long");
         let b = std::thread::spawn(current_thread_id).join().unwrap();
         assert_ne!(a, b);
-        assert_ne!(a, crate::owner::current_id());
+        assert_ne!(a, crate::engine::owner::current_id());
     }
 
     #[test]
     fn the_clients_own_thread_is_refused() {
-        let background = crate::background::Background::start(Duration::from_secs(1)).unwrap();
+        let background =
+            crate::transport::background::Background::start(Duration::from_secs(1)).unwrap();
         let spawner = background.spawner().clone();
         let (sent, answer) = std::sync::mpsc::channel();
         background.spawner().spawn(async move {

@@ -108,7 +108,7 @@ mod with_serde {
     use serde::de::{self, Deserialize, Deserializer, Unexpected, Visitor};
 
     use super::without_values;
-    use crate::config::{address_database, database_conflict, redact_address};
+    use crate::config::address::{address_database, database_conflict, redact_address};
     use crate::{Config, OwnerMode, SelfWait, TlsConfig};
 
     /// Reads a duration: an integer of milliseconds, or a string of a whole or

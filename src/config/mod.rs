@@ -4,11 +4,18 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use redisson_file::Syntax;
 
+mod address;
 mod env;
 mod human;
 mod redisson_file;
+
+pub use address::redact_address;
+use address::{address_database, database_conflict, parse_address};
+
+/// The library name a client of this crate announces (and sends with
+/// `CLIENT SETINFO LIB-NAME` where the server knows it).
+pub(crate) const LIBRARY: &str = "redisson-locks";
 
 /// The longest lease or wait accepted: ten years.
 ///
@@ -421,133 +428,6 @@ impl Config {
         })
     }
 
-    /// Parses Redisson's JSON configuration file (Redisson 3; Redisson 4 reads only
-    /// YAML, see `from_yaml` with the `yaml` feature).
-    ///
-    /// The keys read, and how they map onto the fields, are those of the YAML file
-    /// (listed at `from_yaml`, feature `yaml`, and in `PORTING.md`): `singleServerConfig`, `clusterServersConfig` or
-    /// `sentinelServersConfig` (one of them), with their addresses, `username`,
-    /// `password`, `database`, `connectTimeout`, `timeout`, `retryAttempts`,
-    /// `retryInterval` or `retryDelay` (its class in a `class` key, as Jackson
-    /// writes it) and the `sslTruststore`/`sslKeystore` PEM files; and
-    /// `lockWatchdogTimeout`, `fairLockWaitTimeout` at the top (times in
-    /// milliseconds). Other keys are ignored, so a Java service's file can be
-    /// shared; missing ones keep their defaults. `${VAR}` and `${VAR:-default}`
-    /// are replaced from the environment first, as Redisson does.
-    ///
-    /// ```
-    /// let config = redisson_locks::Config::from_json(r#"{
-    ///     "singleServerConfig": { "address": "redis://10.0.0.5:6379", "database": 1 },
-    ///     "lockWatchdogTimeout": 10000,
-    ///     "codec": "ignored"
-    /// }"#)?;
-    /// assert_eq!(config.database, 1);
-    /// assert_eq!(config.lock_watchdog_timeout.as_millis(), 10_000);
-    /// # Ok::<(), redisson_locks::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::Config`] when the text is not JSON, a referenced environment variable
-    /// is unset without a default, a key has a bad value (the message names the
-    /// key), two topology sections are present, an address names a database
-    /// other than the section's `database` (see [`database`](Config::database)),
-    /// or [`validate`](Config::validate) refuses the result. No message repeats a
-    /// value taken from the environment or a password.
-    pub fn from_json(json: &str) -> Result<Self> {
-        redisson_file::read(json, Syntax::Json)
-    }
-
-    /// Parses Redisson's YAML configuration file, the format of Redisson 3 and 4
-    /// (`Config.fromYAML`), so that a Java service's file can be shared.
-    ///
-    /// Before parsing, `${VAR}` and `${VAR:-default}` anywhere in the text are
-    /// replaced from the environment, as Redisson does: a set variable is used even
-    /// when empty, the default (up to the first `}`) only when it is unset, and an
-    /// unset variable without a default is an error naming it. Java system
-    /// properties, Redisson's second source, have no counterpart here. The value is
-    /// pasted in unquoted, so quote the reference (`password: "${REDIS_PASSWORD}"`)
-    /// when the value may hold YAML syntax. A reference in a comment is replaced too.
-    ///
-    /// Then exactly one of `singleServerConfig`, `clusterServersConfig` or
-    /// `sentinelServersConfig` is read:
-    ///
-    /// | Redisson key | `Config` field |
-    /// | --- | --- |
-    /// | `singleServerConfig.address` | [`address`](Config::address) |
-    /// | `clusterServersConfig.nodeAddresses` (required) | [`cluster_nodes`](Config::cluster_nodes) |
-    /// | `sentinelServersConfig.sentinelAddresses`, `masterName` (both required) | [`sentinel_addresses`](Config::sentinel_addresses), [`sentinel_master_name`](Config::sentinel_master_name) |
-    /// | `database` (single, sentinel; an address's `/N` is not read, as in Redisson, and must not differ) | [`database`](Config::database) |
-    /// | `username`, `password` (top level in Redisson 4, where they win over the section's) | [`username`](Config::username), [`password`](Config::password) |
-    /// | `connectTimeout`, `timeout` (ms) | [`connect_timeout`](Config::connect_timeout), [`timeout`](Config::timeout) |
-    /// | `retryAttempts` | [`retry_attempts`](Config::retry_attempts) |
-    /// | `retryInterval` (Redisson 3, ms) | [`retry_interval`](Config::retry_interval) |
-    /// | `retryDelay` (Redisson 4): `ConstantDelay`'s `delay`, or the jitter strategies' `maxDelay` | [`retry_interval`](Config::retry_interval) |
-    /// | `sslTruststore` (`file:` URL or path of a PEM file; top level or section, as the credentials) | [`tls.ca_certificate`](TlsConfig::ca_certificate) |
-    /// | `sslKeystore` (one PEM file with certificate chain and key) | [`tls.client_certificate`](TlsConfig::client_certificate) and [`tls.client_key`](TlsConfig::client_key) |
-    /// | `lockWatchdogTimeout`, `fairLockWaitTimeout` (top level, ms) | [`lock_watchdog_timeout`](Config::lock_watchdog_timeout), [`fair_lock_wait_timeout`](Config::fair_lock_wait_timeout) |
-    ///
-    /// `retryDelay` is a Redisson `DelayStrategy` named by its tag:
-    /// `!<org.redisson.config.ConstantDelay> {delay: PT1S}` or
-    /// `!<org.redisson.config.EqualJitterDelay> {baseDelay: PT1S, maxDelay: PT2S}`
-    /// (also `FullJitterDelay`, `DecorrelatedJitterDelay`), durations in ISO-8601.
-    /// This client backs off on its own jittered schedule up to `retry_interval`, so
-    /// the longest pause is what carries over. Other keys, Redisson's tags on them
-    /// (`codec: !<org.redisson.codec.Kryo5Codec> {}`) included, are ignored; missing
-    /// keys keep their defaults. Numbers may be written as strings (`"3000"`), as
-    /// Redisson accepts them.
-    ///
-    /// ```
-    /// let config = redisson_locks::Config::from_yaml(r#"
-    /// singleServerConfig:
-    ///   address: "redis://127.0.0.1:${REDISSON_LOCKS_DOC_PORT:-6380}"
-    ///   password: null
-    ///   timeout: 3000
-    ///   retryAttempts: 4
-    ///   retryDelay: !<org.redisson.config.EqualJitterDelay> {baseDelay: PT1S, maxDelay: PT2S}
-    /// threads: 16
-    /// codec: !<org.redisson.codec.Kryo5Codec> {}
-    /// lockWatchdogTimeout: 10000
-    /// "#)?;
-    /// assert_eq!(config.address, "redis://127.0.0.1:6380");
-    /// assert_eq!(config.retry_interval.as_secs(), 2);
-    /// assert_eq!(config.lock_watchdog_timeout.as_secs(), 10);
-    /// # Ok::<(), redisson_locks::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::Config`] when the text is not YAML, a referenced environment variable
-    /// is unset without a default, a known key has a bad value (wrong type,
-    /// negative, unparsable; the message names the key), two topology sections are
-    /// present, an address names a database other than the section's `database`
-    /// (see [`database`](Config::database)), `retryDelay` names a strategy that
-    /// cannot be mapped, a store has a
-    /// password (`sslTruststorePassword`, `sslKeystorePassword`: only PEM files
-    /// without a password are read, not JKS or PKCS12 stores), or
-    /// [`validate`](Config::validate) refuses the result.
-    #[cfg(feature = "yaml")]
-    pub fn from_yaml(yaml: &str) -> Result<Self> {
-        redisson_file::read(yaml, Syntax::Yaml)
-    }
-
-    /// Reads Redisson's YAML configuration file at `path`; see
-    /// [`from_yaml`](Config::from_yaml).
-    ///
-    /// ```no_run
-    /// let config = redisson_locks::Config::from_yaml_file("redisson.yaml")?;
-    /// # Ok::<(), redisson_locks::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::Config`] when the file cannot be read, and as
-    /// [`from_yaml`](Config::from_yaml).
-    #[cfg(feature = "yaml")]
-    pub fn from_yaml_file(path: impl AsRef<std::path::Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let yaml = std::fs::read_to_string(path)
-            .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))?;
-        Self::from_yaml(&yaml)
-    }
-
     /// Checks every field; [`Client::connect`](crate::Client::connect) calls this.
     ///
     /// ```
@@ -703,7 +583,7 @@ impl Config {
             .clone()
             .set_protocol(redis::ProtocolVersion::RESP3)
             .set_db(self.database)
-            .set_lib_name(crate::identity::LIBRARY, env!("CARGO_PKG_VERSION"));
+            .set_lib_name(LIBRARY, env!("CARGO_PKG_VERSION"));
         if let Some(user) = &self.username {
             settings = settings.set_username(user);
         }
@@ -712,138 +592,6 @@ impl Config {
         }
         Ok(info.set_redis_settings(settings))
     }
-}
-
-/// Parses `address`, one of the addresses that `what` names (`"address"`,
-/// `"cluster node"`, `"sentinel address"`); errors show it [`redact_address`]ed.
-fn parse_address(what: &str, address: &str) -> Result<redis::ConnectionInfo> {
-    use redis::IntoConnectionInfo;
-    let shown = redact_address(address);
-    if !(address.starts_with("redis://") || address.starts_with("rediss://")) {
-        return Err(Error::Config(format!(
-            "{what} '{shown}' must start with redis:// or rediss://"
-        )));
-    }
-    if address.starts_with("rediss://") && !cfg!(feature = "tls") {
-        return Err(Error::Config(format!(
-            "{what} '{shown}' needs TLS, and this build has no TLS support (cargo \
-             feature `tls`)"
-        )));
-    }
-    address.into_connection_info().map_err(|e| {
-        // The redis crate's messages do not quote the URL; should one ever do,
-        // the password still stays out.
-        let mut reason = e.to_string();
-        for secret in secrets_of(address) {
-            reason = reason.replace(secret, "***");
-        }
-        Error::Config(format!("{what} '{shown}': {reason}"))
-    })
-}
-
-/// The database an address's path names (`redis://host:6379/3` names 3), or
-/// `None` when it names none or does not parse (then [`parse_address`] reports it).
-pub(super) fn address_database(address: &str) -> Option<i64> {
-    use redis::IntoConnectionInfo;
-    let url = redis::parse_redis_url(address)?;
-    if url.path().trim_matches('/').is_empty() {
-        return None;
-    }
-    let info = address.into_connection_info().ok()?;
-    Some(info.redis_settings().db())
-}
-
-/// The message for an address (`shown`, e.g. `address 'redis://h:6379/3'`) that
-/// names database `named` while the field or key `field` says `database`.
-pub(super) fn database_conflict(shown: &str, named: i64, field: &str, database: i64) -> String {
-    format!(
-        "{shown} names database {named} but {field} is {database}; make them agree, or \
-         drop the /{named} from the address"
-    )
-}
-
-/// `address` with every credential it carries masked, for messages and logs:
-/// the password of its user info (`redis://app:***@host`), or the whole user
-/// info when it has no `:` (Redisson and redis-cli read a lone
-/// `redis://secret@host` as the password), and the value of a `pass` or
-/// `password` query parameter (`redis+unix:///run/redis.sock?pass=***`, the
-/// form the `redis` crate reads for a socket). Addresses without a scheme
-/// (`app:secret@host:6379`, `:secret@host`) are masked the same way, so the
-/// error that says a scheme is missing does not repeat the password.
-///
-/// The user info is taken to end at the *last* `@`, so that an unescaped `@`
-/// or `/` in a password (the kind of address that fails to parse) is masked
-/// as well; an `@` in a path or query masks a little more than needed, never
-/// less.
-///
-/// ```
-/// use redisson_locks::redact_address;
-///
-/// assert_eq!(redact_address("redis://app:s3cret@10.0.0.5:6380/1"), "redis://app:***@10.0.0.5:6380/1");
-/// assert_eq!(redact_address("app:s3cret@cache:6379"), "app:***@cache:6379");
-/// assert_eq!(redact_address("redis+unix:///tmp/r.sock?db=1&pass=s3cret"), "redis+unix:///tmp/r.sock?db=1&pass=***");
-/// ```
-pub fn redact_address(address: &str) -> std::borrow::Cow<'_, str> {
-    let secrets = secret_ranges(address);
-    if secrets.is_empty() {
-        return address.into();
-    }
-    let mut shown = String::with_capacity(address.len());
-    let mut from = 0;
-    for secret in secrets {
-        shown.push_str(&address[from..secret.start]);
-        shown.push_str("***");
-        from = secret.end;
-    }
-    shown.push_str(&address[from..]);
-    shown.into()
-}
-
-/// The query parameters whose values are secrets.
-const SECRET_PARAMETERS: [&str; 2] = ["pass", "password"];
-
-/// The parts of `address` that [`redact_address`] masks, in order: the user info's
-/// secret, then each secret query parameter's value.
-fn secret_ranges(address: &str) -> Vec<std::ops::Range<usize>> {
-    let start = address.find("://").map_or(0, |i| i + 3);
-    let mut ranges = Vec::new();
-    let mut rest_from = start;
-    if let Some(at) = address[start..].rfind('@').map(|i| start + i) {
-        let secret = address[start..at]
-            .find(':')
-            .map_or(start, |colon| start + colon + 1);
-        ranges.push(secret..at);
-        rest_from = at + 1;
-    }
-    let Some(query) = address[rest_from..].find('?').map(|i| rest_from + i + 1) else {
-        return ranges;
-    };
-    let query_end = address[query..]
-        .find('#')
-        .map_or(address.len(), |i| query + i);
-    let mut from = query;
-    for parameter in address[query..query_end].split('&') {
-        if let Some((key, value)) = parameter.split_once('=') {
-            let secret = SECRET_PARAMETERS
-                .iter()
-                .any(|name| key.eq_ignore_ascii_case(name));
-            if secret && !value.is_empty() {
-                let value_start = from + key.len() + 1;
-                ranges.push(value_start..value_start + value.len());
-            }
-        }
-        from += parameter.len() + 1;
-    }
-    ranges
-}
-
-/// The secrets of `address` ([`redact_address`]'s ranges), for scrubbing them out of
-/// a message that might quote them.
-fn secrets_of(address: &str) -> impl Iterator<Item = &str> {
-    secret_ranges(address)
-        .into_iter()
-        .map(move |range| &address[range])
-        .filter(|secret| !secret.is_empty())
 }
 
 impl std::fmt::Debug for Config {

@@ -14,10 +14,138 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, IgnoredAny, Unexpected, Visitor};
 use serde::Deserialize;
 
-use super::{
-    address_database, database_conflict, env, human, redact_address, Config, MAX_RETRY_ATTEMPTS,
-};
+use super::address::{address_database, database_conflict, redact_address};
+use super::{env, human, Config, MAX_RETRY_ATTEMPTS};
 use crate::error::{Error, Result};
+
+impl Config {
+    /// Parses Redisson's JSON configuration file (Redisson 3; Redisson 4 reads only
+    /// YAML, see `from_yaml` with the `yaml` feature).
+    ///
+    /// The keys read, and how they map onto the fields, are those of the YAML file
+    /// (listed at `from_yaml`, feature `yaml`, and in `PORTING.md`): `singleServerConfig`, `clusterServersConfig` or
+    /// `sentinelServersConfig` (one of them), with their addresses, `username`,
+    /// `password`, `database`, `connectTimeout`, `timeout`, `retryAttempts`,
+    /// `retryInterval` or `retryDelay` (its class in a `class` key, as Jackson
+    /// writes it) and the `sslTruststore`/`sslKeystore` PEM files; and
+    /// `lockWatchdogTimeout`, `fairLockWaitTimeout` at the top (times in
+    /// milliseconds). Other keys are ignored, so a Java service's file can be
+    /// shared; missing ones keep their defaults. `${VAR}` and `${VAR:-default}`
+    /// are replaced from the environment first, as Redisson does.
+    ///
+    /// ```
+    /// let config = redisson_locks::Config::from_json(r#"{
+    ///     "singleServerConfig": { "address": "redis://10.0.0.5:6379", "database": 1 },
+    ///     "lockWatchdogTimeout": 10000,
+    ///     "codec": "ignored"
+    /// }"#)?;
+    /// assert_eq!(config.database, 1);
+    /// assert_eq!(config.lock_watchdog_timeout.as_millis(), 10_000);
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the text is not JSON, a referenced environment variable
+    /// is unset without a default, a key has a bad value (the message names the
+    /// key), two topology sections are present, an address names a database
+    /// other than the section's `database` (see [`database`](Config::database)),
+    /// or [`validate`](Config::validate) refuses the result. No message repeats a
+    /// value taken from the environment or a password.
+    pub fn from_json(json: &str) -> Result<Self> {
+        read(json, Syntax::Json)
+    }
+
+    /// Parses Redisson's YAML configuration file, the format of Redisson 3 and 4
+    /// (`Config.fromYAML`), so that a Java service's file can be shared.
+    ///
+    /// Before parsing, `${VAR}` and `${VAR:-default}` anywhere in the text are
+    /// replaced from the environment, as Redisson does: a set variable is used even
+    /// when empty, the default (up to the first `}`) only when it is unset, and an
+    /// unset variable without a default is an error naming it. Java system
+    /// properties, Redisson's second source, have no counterpart here. The value is
+    /// pasted in unquoted, so quote the reference (`password: "${REDIS_PASSWORD}"`)
+    /// when the value may hold YAML syntax. A reference in a comment is replaced too.
+    ///
+    /// Then exactly one of `singleServerConfig`, `clusterServersConfig` or
+    /// `sentinelServersConfig` is read:
+    ///
+    /// | Redisson key | `Config` field |
+    /// | --- | --- |
+    /// | `singleServerConfig.address` | [`address`](Config::address) |
+    /// | `clusterServersConfig.nodeAddresses` (required) | [`cluster_nodes`](Config::cluster_nodes) |
+    /// | `sentinelServersConfig.sentinelAddresses`, `masterName` (both required) | [`sentinel_addresses`](Config::sentinel_addresses), [`sentinel_master_name`](Config::sentinel_master_name) |
+    /// | `database` (single, sentinel; an address's `/N` is not read, as in Redisson, and must not differ) | [`database`](Config::database) |
+    /// | `username`, `password` (top level in Redisson 4, where they win over the section's) | [`username`](Config::username), [`password`](Config::password) |
+    /// | `connectTimeout`, `timeout` (ms) | [`connect_timeout`](Config::connect_timeout), [`timeout`](Config::timeout) |
+    /// | `retryAttempts` | [`retry_attempts`](Config::retry_attempts) |
+    /// | `retryInterval` (Redisson 3, ms) | [`retry_interval`](Config::retry_interval) |
+    /// | `retryDelay` (Redisson 4): `ConstantDelay`'s `delay`, or the jitter strategies' `maxDelay` | [`retry_interval`](Config::retry_interval) |
+    /// | `sslTruststore` (`file:` URL or path of a PEM file; top level or section, as the credentials) | [`tls.ca_certificate`](TlsConfig::ca_certificate) |
+    /// | `sslKeystore` (one PEM file with certificate chain and key) | [`tls.client_certificate`](TlsConfig::client_certificate) and [`tls.client_key`](TlsConfig::client_key) |
+    /// | `lockWatchdogTimeout`, `fairLockWaitTimeout` (top level, ms) | [`lock_watchdog_timeout`](Config::lock_watchdog_timeout), [`fair_lock_wait_timeout`](Config::fair_lock_wait_timeout) |
+    ///
+    /// `retryDelay` is a Redisson `DelayStrategy` named by its tag:
+    /// `!<org.redisson.config.ConstantDelay> {delay: PT1S}` or
+    /// `!<org.redisson.config.EqualJitterDelay> {baseDelay: PT1S, maxDelay: PT2S}`
+    /// (also `FullJitterDelay`, `DecorrelatedJitterDelay`), durations in ISO-8601.
+    /// This client backs off on its own jittered schedule up to `retry_interval`, so
+    /// the longest pause is what carries over. Other keys, Redisson's tags on them
+    /// (`codec: !<org.redisson.codec.Kryo5Codec> {}`) included, are ignored; missing
+    /// keys keep their defaults. Numbers may be written as strings (`"3000"`), as
+    /// Redisson accepts them.
+    ///
+    /// ```
+    /// let config = redisson_locks::Config::from_yaml(r#"
+    /// singleServerConfig:
+    ///   address: "redis://127.0.0.1:${REDISSON_LOCKS_DOC_PORT:-6380}"
+    ///   password: null
+    ///   timeout: 3000
+    ///   retryAttempts: 4
+    ///   retryDelay: !<org.redisson.config.EqualJitterDelay> {baseDelay: PT1S, maxDelay: PT2S}
+    /// threads: 16
+    /// codec: !<org.redisson.codec.Kryo5Codec> {}
+    /// lockWatchdogTimeout: 10000
+    /// "#)?;
+    /// assert_eq!(config.address, "redis://127.0.0.1:6380");
+    /// assert_eq!(config.retry_interval.as_secs(), 2);
+    /// assert_eq!(config.lock_watchdog_timeout.as_secs(), 10);
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the text is not YAML, a referenced environment variable
+    /// is unset without a default, a known key has a bad value (wrong type,
+    /// negative, unparsable; the message names the key), two topology sections are
+    /// present, an address names a database other than the section's `database`
+    /// (see [`database`](Config::database)), `retryDelay` names a strategy that
+    /// cannot be mapped, a store has a
+    /// password (`sslTruststorePassword`, `sslKeystorePassword`: only PEM files
+    /// without a password are read, not JKS or PKCS12 stores), or
+    /// [`validate`](Config::validate) refuses the result.
+    #[cfg(feature = "yaml")]
+    pub fn from_yaml(yaml: &str) -> Result<Self> {
+        read(yaml, Syntax::Yaml)
+    }
+
+    /// Reads Redisson's YAML configuration file at `path`; see
+    /// [`from_yaml`](Config::from_yaml).
+    ///
+    /// ```no_run
+    /// let config = redisson_locks::Config::from_yaml_file("redisson.yaml")?;
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the file cannot be read, and as
+    /// [`from_yaml`](Config::from_yaml).
+    #[cfg(feature = "yaml")]
+    pub fn from_yaml_file(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let yaml = std::fs::read_to_string(path)
+            .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))?;
+        Self::from_yaml(&yaml)
+    }
+}
 
 /// The syntax a Redisson config file is written in.
 #[derive(Debug, Clone, Copy)]

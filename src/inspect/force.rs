@@ -5,34 +5,40 @@
 use std::sync::Arc;
 
 use super::{Kind, Snapshot};
-use crate::client::{Client, ClientInner};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::lock::RLock;
+use crate::lock::{Fair, RFencedLock, RLock, RReadWriteLock, Reentrant};
 
 /// Frees `name` whatever holds it; returns what held it just before and
 /// whether the force freed anything.
-pub(crate) async fn force_unlock(
-    client: &Client,
-    inner: &Arc<ClientInner>,
-    name: &str,
-) -> Result<(Snapshot, bool)> {
+pub(crate) async fn force_unlock(inner: &Arc<Engine>, name: &str) -> Result<(Snapshot, bool)> {
     let before = super::inspect(inner, name, &mut Default::default()).await?;
     let freed = match &before.kind {
         Kind::Absent => false,
-        Kind::Lock => client.get_lock(name)?.force_unlock().await?,
-        Kind::FairLock => client.get_fair_lock(name)?.force_unlock().await?,
-        Kind::FencedLock => client.get_fenced_lock(name)?.force_unlock().await?,
+        Kind::Lock => {
+            RLock::new(inner.clone(), name.to_owned(), Arc::new(Reentrant))
+                .force_unlock()
+                .await?
+        }
+        Kind::FairLock => {
+            RLock::new(inner.clone(), name.to_owned(), Arc::new(Fair))
+                .force_unlock()
+                .await?
+        }
+        Kind::FencedLock => {
+            RFencedLock::new(inner.clone(), name.to_owned())
+                .force_unlock()
+                .await?
+        }
         // Each side's force frees the lock only in its own mode.
         Kind::ReadWriteLock { mode } if mode == "write" => {
-            client
-                .get_read_write_lock(name)?
+            RReadWriteLock::new(inner.clone(), name.to_owned())
                 .write_lock()
                 .force_unlock()
                 .await?
         }
         Kind::ReadWriteLock { .. } => {
-            client
-                .get_read_write_lock(name)?
+            RReadWriteLock::new(inner.clone(), name.to_owned())
                 .read_lock()
                 .force_unlock()
                 .await?

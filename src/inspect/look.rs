@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{read_snapshot, scan_names, Identity, Kind, Listeners, Skipped, Snapshot, MAX_ENTRIES};
-use crate::client::ClientInner;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::keys;
+use crate::transport::keys;
 
 use super::rereads::Rereads;
 
@@ -29,17 +29,13 @@ const IN_FLIGHT: usize = 32;
 
 /// The snapshot of `name`, with the listeners of its channels and the
 /// identities of its owners.
-pub(crate) async fn inspect(
-    client: &ClientInner,
-    name: &str,
-    known: &mut Known,
-) -> Result<Snapshot> {
+pub(crate) async fn inspect(client: &Engine, name: &str, known: &mut Known) -> Result<Snapshot> {
     read_named(client, name, known, Channels::Counted).await
 }
 
 /// The same without the listeners (`PUBSUB NUMSUB`, one round trip less):
 /// for an election's reading of who leads, which has no use for them.
-pub(crate) async fn inspect_holders(client: &ClientInner, name: &str) -> Result<Snapshot> {
+pub(crate) async fn inspect_holders(client: &Engine, name: &str) -> Result<Snapshot> {
     read_named(client, name, &mut Known::new(), Channels::Skipped).await
 }
 
@@ -52,7 +48,7 @@ enum Channels {
 
 /// [`inspect`], counting the listeners or not.
 async fn read_named(
-    client: &ClientInner,
+    client: &Engine,
     name: &str,
     known: &mut Known,
     channels: Channels,
@@ -69,8 +65,9 @@ async fn read_named(
 
 /// The snapshot of a valid `name`, and the listeners of its channels when
 /// `channels` says so; its owners not yet named.
-async fn read_object(client: &ClientInner, name: &str, channels: Channels) -> Result<Snapshot> {
-    let reply = crate::scripts::inspect(&mut client.conn.clone(), name, MAX_ENTRIES).await?;
+async fn read_object(client: &Engine, name: &str, channels: Channels) -> Result<Snapshot> {
+    let reply =
+        crate::transport::scripts::inspect(&mut client.conn.clone(), name, MAX_ENTRIES).await?;
     let mut snapshot = read_snapshot(name, reply, &client.id)?;
     if channels == Channels::Counted {
         snapshot.listeners = listeners(client, &channels_of(name, &snapshot.kind)).await;
@@ -82,7 +79,7 @@ async fn read_object(client: &ClientInner, name: &str, channels: Channels) -> Re
 /// client ids `known` has not met yet. A refusal (an ACL written for
 /// Redisson's keys only, a key of another type) leaves the owner unnamed, not
 /// the snapshot unread.
-async fn name_owners(client: &ClientInner, snapshots: &mut [Snapshot], known: &mut Known) {
+async fn name_owners(client: &Engine, snapshots: &mut [Snapshot], known: &mut Known) {
     let mut unknown: Vec<String> = snapshots
         .iter_mut()
         .flat_map(Snapshot::owners_mut)
@@ -93,7 +90,7 @@ async fn name_owners(client: &ClientInner, snapshots: &mut [Snapshot], known: &m
     unknown.dedup();
     for batch in unknown.chunks(IN_FLIGHT) {
         let found = futures_util::future::join_all(batch.iter().map(|id| async move {
-            let identity = crate::identity::look_up(&mut client.conn.clone(), id)
+            let identity = crate::engine::identity::look_up(&mut client.conn.clone(), id)
                 .await
                 .ok()
                 .flatten();
@@ -122,7 +119,7 @@ fn channels_of(name: &str, kind: &Kind) -> Vec<String> {
 /// How many connections listen on each channel: `PUBSUB NUMSUB` (SHARDNUMSUB
 /// where messages travel on sharded pub/sub). Empty when the server refuses
 /// (an ACL): listeners are a hint, never worth failing an inspection for.
-async fn listeners(client: &ClientInner, channels: &[String]) -> Vec<Listeners> {
+async fn listeners(client: &Engine, channels: &[String]) -> Vec<Listeners> {
     if channels.is_empty() {
         return Vec::new();
     }
@@ -143,7 +140,7 @@ async fn listeners(client: &ClientInner, channels: &[String]) -> Vec<Listeners> 
 }
 
 /// Every lock-family object under `pattern`, at most [`MAX_SCAN`].
-pub(crate) async fn scan(client: &ClientInner, pattern: &str) -> Result<Scanned> {
+pub(crate) async fn scan(client: &Engine, pattern: &str) -> Result<Scanned> {
     if pattern.is_empty() {
         return Err(Error::invalid(
             "scan pattern must not be empty (use * for every name)",
@@ -208,7 +205,7 @@ pub struct Scanned {
 /// [`polling`](Watch::polling) watches without listening.
 #[derive(Debug)]
 pub struct Watch {
-    client: Arc<ClientInner>,
+    client: Arc<Engine>,
     name: String,
     listen: bool,
     /// Wake-ups from the object's channels and the interval, kept across
@@ -218,7 +215,7 @@ pub struct Watch {
 }
 
 impl Watch {
-    pub(crate) fn new(client: Arc<ClientInner>, name: String, every: Duration) -> Result<Watch> {
+    pub(crate) fn new(client: Arc<Engine>, name: String, every: Duration) -> Result<Watch> {
         keys::validate_name(&name)?;
         if every.is_zero() {
             return Err(Error::invalid("a watch's interval must be positive"));

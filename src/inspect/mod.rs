@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-pub use crate::identity::Identity;
+pub use crate::engine::identity::Identity;
 pub(crate) use force::force_unlock;
 pub(crate) use look::{inspect, inspect_holders, scan};
 pub use look::{Scanned, Watch, MAX_SCAN};

@@ -17,8 +17,8 @@ use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 
-use crate::client::ClientInner;
-use crate::pubsub::{Class, Subscription};
+use crate::engine::Engine;
+use crate::transport::pubsub::{Class, Subscription};
 
 /// Wake-ups from channels, and the re-read interval, kept across calls.
 #[derive(Debug)]
@@ -52,7 +52,7 @@ impl Rereads {
     /// Listens on exactly `channels` (as one more waiter of `client`'s
     /// subscription to each, in the class every message wakes, so it never
     /// takes a wake-up from a waiter), unless it already does.
-    pub(crate) fn listen(&mut self, client: &ClientInner, lock: &str, channels: Vec<String>) {
+    pub(crate) fn listen(&mut self, client: &Engine, lock: &str, channels: Vec<String>) {
         if self.relays.iter().map(|(c, _)| c).eq(channels.iter()) {
             return;
         }

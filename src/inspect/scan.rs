@@ -10,9 +10,9 @@ use std::collections::BTreeSet;
 use redis::Value;
 use serde::Serialize;
 
-use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::keys;
+use crate::transport::conn::Conn;
+use crate::transport::keys;
 
 use super::glob::glob_match;
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::client::ClientInner;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::inspect::{Kind, Owner};
 
@@ -37,7 +37,7 @@ pub struct Leader {
 }
 
 /// Reads who leads election `name`.
-pub(super) async fn read(client: &ClientInner, name: &str) -> Result<Option<Leader>> {
+pub(super) async fn read(client: &Engine, name: &str) -> Result<Option<Leader>> {
     let mut last = None;
     for _ in 0..READS {
         let Some(mut leader) = holder(client, name).await? else {
@@ -57,7 +57,7 @@ pub(super) async fn read(client: &ClientInner, name: &str) -> Result<Option<Lead
 }
 
 /// The fenced lock's holder, without "since when".
-async fn holder(client: &ClientInner, name: &str) -> Result<Option<Leader>> {
+async fn holder(client: &Engine, name: &str) -> Result<Option<Leader>> {
     let snapshot = crate::inspect::inspect_holders(client, name).await?;
     match snapshot.kind {
         Kind::Absent | Kind::Lock | Kind::FencedLock => {}

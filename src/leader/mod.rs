@@ -27,7 +27,7 @@ pub use current::Leader;
 pub use leadership::Leadership;
 pub use observe::{LeaderChange, Observer};
 
-use crate::client::ClientInner;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::lock::{LockGuard, RFencedLock};
 
@@ -56,12 +56,12 @@ use crate::lock::{LockGuard, RFencedLock};
 /// ```
 #[derive(Clone, Debug)]
 pub struct LeaderElection {
-    client: Arc<ClientInner>,
+    client: Arc<Engine>,
     lock: RFencedLock,
 }
 
 impl LeaderElection {
-    pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Self {
+    pub(crate) fn new(client: Arc<Engine>, name: String) -> Self {
         LeaderElection {
             lock: RFencedLock::new(client.clone(), name),
             client,
@@ -108,7 +108,8 @@ impl LeaderElection {
     /// term (which would draw a new epoch for a leader already leading, and
     /// leave its first handle's epoch stale while it still believes it leads).
     fn participant(&self) -> RFencedLock {
-        self.lock.for_owner(crate::owner::new_acquisition_id())
+        self.lock
+            .for_owner(crate::engine::owner::new_acquisition_id())
     }
 
     /// As [`campaign`](LeaderElection::campaign), waiting at most `wait`;

@@ -9,10 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::ClientInner;
+use crate::engine::Engine;
 use crate::error::Result;
 use crate::inspect::Rereads;
-use crate::keys::lock_channel;
+use crate::transport::keys::lock_channel;
 
 use super::current::{self, Leader};
 use super::record::leader_channel;
@@ -44,7 +44,7 @@ enum Reported {
 /// wake-up from a participant. Dropping it unsubscribes.
 #[derive(Debug)]
 pub struct Observer {
-    client: Arc<ClientInner>,
+    client: Arc<Engine>,
     name: String,
     /// Wake-ups from both channels and the re-read interval, kept across
     /// calls of [`next`](Observer::next). After any reading, a failed one
@@ -63,7 +63,7 @@ struct Decider {
 }
 
 impl Observer {
-    pub(super) fn new(client: Arc<ClientInner>, name: String) -> Observer {
+    pub(super) fn new(client: Arc<Engine>, name: String) -> Observer {
         let every = (client.config.lock_watchdog_timeout / 3).max(Duration::from_millis(1));
         let mut rereads = Rereads::new(every);
         rereads.listen(

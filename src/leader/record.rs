@@ -10,11 +10,11 @@
 
 use serde::Deserialize;
 
-use crate::conn::Conn;
 use crate::error::{Error, Result};
-pub(super) use crate::keys::leader_channel;
-use crate::keys::{fenced_token, leader_record};
-use crate::scripts::{self, LeaderKeys};
+use crate::transport::conn::Conn;
+pub(super) use crate::transport::keys::leader_channel;
+use crate::transport::keys::{fenced_token, leader_record};
+use crate::transport::scripts::{self, LeaderKeys};
 
 /// A win as recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -10,20 +10,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::kind::LockKind;
-use crate::client::ClientInner;
-use crate::conn::Conn;
+use crate::engine::Engine;
+use crate::transport::conn::Conn;
 
 use crate::config::duration_to_millis;
-use crate::contract::{plain, Acquirer, Between, BoxFuture, Outcome, Target, Wait, Waits};
+use crate::engine::contract::{plain, Acquirer, Between, BoxFuture, Outcome, Target, Wait, Waits};
 use crate::error::Result;
-use crate::keys::fair_waiter_channel;
 use crate::metrics::{kind, Kind, Labels};
-use crate::scripts::{self, FairKeys, Handoff, Reentry, Released};
+use crate::transport::keys::fair_waiter_channel;
+use crate::transport::scripts::{self, FairKeys, Handoff, Reentry, Released};
 
 /// The fair lock's scripts for one acquisition; `reentry` says whether an owner
 /// that holds it may take it again, `labels` are its kind's measurements'.
 pub(crate) fn fair_acquirer(
-    client: &ClientInner,
+    client: &Engine,
     name: &Arc<str>,
     owner: String,
     wait: Wait,
@@ -55,7 +55,7 @@ pub(crate) struct Fair;
 impl LockKind for Fair {
     fn acquirer(
         &self,
-        client: &ClientInner,
+        client: &Engine,
         name: &Arc<str>,
         owner: String,
         wait: Wait,
@@ -68,7 +68,7 @@ impl LockKind for Fair {
         kind!("fair")
     }
 
-    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+    fn force_unlock(&self, client: Arc<Engine>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         Box::pin(async move {
             let handoff = handoff(&client.config);
             scripts::fair_force_release(&mut client.conn.clone(), &FairKeys::new(name), handoff)

@@ -18,13 +18,13 @@ use super::guard::LockGuard;
 use super::kind::LockKind;
 use super::reentrant::{Reentrant, ReentrantOps};
 use super::rlock::RLock;
-use crate::client::ClientInner;
-use crate::conn::Conn;
-use crate::contract::{Acquirer, BoxFuture, Drawn, Outcome, Target, Wait, Waits};
+use crate::engine::contract::{Acquirer, BoxFuture, Drawn, Outcome, Target, Wait, Waits};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::keys::fenced_token;
 use crate::metrics::{kind, Kind};
-use crate::scripts::{self, Reentry, Released};
+use crate::transport::conn::Conn;
+use crate::transport::keys::fenced_token;
+use crate::transport::scripts::{self, Reentry, Released};
 
 /// The fenced lock's kind.
 #[derive(Debug)]
@@ -33,7 +33,7 @@ pub(crate) struct Fenced;
 impl LockKind for Fenced {
     fn acquirer(
         &self,
-        client: &ClientInner,
+        client: &Engine,
         name: &Arc<str>,
         owner: String,
         _wait: Wait,
@@ -54,7 +54,7 @@ impl LockKind for Fenced {
         kind!("fenced")
     }
 
-    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+    fn force_unlock(&self, client: Arc<Engine>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         Reentrant.force_unlock(client, name)
     }
 }
@@ -128,7 +128,7 @@ impl std::ops::Deref for RFencedLock {
 }
 
 impl RFencedLock {
-    pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Self {
+    pub(crate) fn new(client: Arc<Engine>, name: String) -> Self {
         RFencedLock {
             lock: RLock::new(client, name, Arc::new(Fenced)),
         }

@@ -3,7 +3,7 @@
 //! one script takes them all at once (no ordering, no partial holds to undo).
 //!
 //! A member is named in the hash by a hash of its encoded value
-//! ([`group_member_id`](crate::keys::group_member_id)); its holder, the end of
+//! ([`group_member_id`](crate::transport::keys::group_member_id)); its holder, the end of
 //! the hold and the hold count sit in fields beside it (`lua/group_common.lua`).
 //! Waiters sleep on the group's unlock channel, as a reentrant lock named after
 //! the group would.
@@ -11,14 +11,14 @@
 use std::sync::Arc;
 
 use super::kind::LockKind;
-use crate::client::ClientInner;
-use crate::contract::RenewKind;
-use crate::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait};
+use crate::engine::contract::RenewKind;
+use crate::engine::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait};
+use crate::engine::self_wait::Claim;
+use crate::engine::Engine;
 use crate::error::Result;
-use crate::keys::lock_channel;
 use crate::metrics::{kind, Kind};
-use crate::scripts::{self, Released};
-use crate::self_wait::Claim;
+use crate::transport::keys::lock_channel;
+use crate::transport::scripts::{self, Released};
 
 /// The members of one group lock: their ids, deduplicated and sorted.
 #[derive(Debug)]
@@ -43,7 +43,7 @@ impl GroupMembers {
 impl LockKind for GroupMembers {
     fn acquirer(
         &self,
-        client: &ClientInner,
+        client: &Engine,
         name: &Arc<str>,
         owner: String,
         _wait: Wait,
@@ -71,7 +71,7 @@ impl LockKind for GroupMembers {
         kind!("group")
     }
 
-    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+    fn force_unlock(&self, client: Arc<Engine>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         let ids = self.ids.clone();
         Box::pin(async move {
             let channel = lock_channel(&name);
@@ -85,7 +85,7 @@ impl LockKind for GroupMembers {
 
     /// Whether any of the members is held, by anyone (the group's other members
     /// do not count).
-    fn is_locked(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+    fn is_locked(&self, client: Arc<Engine>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         let ids = self.ids.clone();
         Box::pin(
             async move { scripts::group_is_locked(&mut client.conn.clone(), &name, &ids).await },
@@ -119,7 +119,7 @@ impl Acquirer for GroupOps {
 
     fn attempt(
         self: Arc<Self>,
-        mut conn: crate::conn::Conn,
+        mut conn: crate::transport::conn::Conn,
         lease_ms: u64,
         _queue: bool,
     ) -> BoxFuture<Result<Outcome>> {
@@ -132,7 +132,7 @@ impl Acquirer for GroupOps {
 
     fn release(
         self: Arc<Self>,
-        mut conn: crate::conn::Conn,
+        mut conn: crate::transport::conn::Conn,
         lease_ms: u64,
     ) -> BoxFuture<Result<Released>> {
         Box::pin(async move {

@@ -3,14 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::ClientInner;
-use crate::contract::Acquirer;
+use crate::engine::contract::Acquirer;
+use crate::engine::ledger::{release_one, Slot};
+use crate::engine::release::Releaser;
+use crate::engine::self_wait::HeldMark;
+use crate::engine::wait::Hold;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::ledger::{release_one, Slot};
-use crate::release::Releaser;
-use crate::scripts::Released;
-use crate::self_wait::HeldMark;
-use crate::wait::Hold;
+use crate::transport::scripts::Released;
 
 /// One hold of a lock, released by [`unlock`](LockGuard::unlock) or by dropping it.
 ///
@@ -57,7 +57,7 @@ use crate::wait::Hold;
 #[must_use = "dropping the guard releases the lock at once"]
 #[derive(Debug)]
 pub struct LockGuard {
-    client: Arc<ClientInner>,
+    client: Arc<Engine>,
     ops: Arc<dyn Acquirer>,
     owner_id: u64,
     lease_ms: u64,
@@ -75,7 +75,7 @@ pub struct LockGuard {
 
 impl LockGuard {
     pub(crate) fn new(
-        client: Arc<ClientInner>,
+        client: Arc<Engine>,
         ops: Arc<dyn Acquirer>,
         owner_id: u64,
         hold: Hold,
@@ -166,7 +166,7 @@ impl LockGuard {
     /// # Cancel safety
     /// As cancel safe as `section`.
     pub async fn scope<F: std::future::Future>(&self, section: F) -> F::Output {
-        crate::owner::in_scope(
+        crate::engine::owner::in_scope(
             self.client.id.clone(),
             self.ops.target().name.clone(),
             self.owner_id,
@@ -204,7 +204,7 @@ impl LockGuard {
     /// # Cancel safety
     /// Dropping the call drops the section where it stands, as the loss does.
     pub async fn run<F: std::future::Future>(&self, section: F) -> crate::Result<F::Output> {
-        crate::validity::while_held(
+        crate::engine::validity::while_held(
             self.scope(section),
             || self.is_lease_lost(),
             self.lease_lost(),

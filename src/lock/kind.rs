@@ -15,11 +15,11 @@ use std::sync::Arc;
 
 use redis::AsyncCommands;
 
-use crate::client::ClientInner;
-use crate::contract::{Acquirer, BoxFuture, Wait};
+use crate::engine::contract::{Acquirer, BoxFuture, Wait};
+use crate::engine::self_wait::Claim;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::metrics::{Kind, Labels};
-use crate::self_wait::Claim;
 
 /// What one kind of lock is, as the shared handle sees it.
 pub(crate) trait LockKind: std::fmt::Debug + Send + Sync + 'static {
@@ -27,7 +27,7 @@ pub(crate) trait LockKind: std::fmt::Debug + Send + Sync + 'static {
     /// `wait` is the caller's wait, which some kinds take into account.
     fn acquirer(
         &self,
-        client: &ClientInner,
+        client: &Engine,
         name: &Arc<str>,
         owner: String,
         wait: Wait,
@@ -40,10 +40,10 @@ pub(crate) trait LockKind: std::fmt::Debug + Send + Sync + 'static {
 
     /// Releases the lock whoever holds it; `true` when it was held and is now
     /// deleted (taking this client's holds of it with it).
-    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>>;
+    fn force_unlock(&self, client: Arc<Engine>, name: Arc<str>) -> BoxFuture<Result<bool>>;
 
     /// Is it held (Redisson `isLocked()`)? By default: does the key exist.
-    fn is_locked(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+    fn is_locked(&self, client: Arc<Engine>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         Box::pin(async move {
             let mut conn = client.conn.clone();
             conn.exists(&*name)
@@ -57,7 +57,7 @@ pub(crate) trait LockKind: std::fmt::Debug + Send + Sync + 'static {
     fn kind(&self) -> Kind;
 
     /// The labels of one acquisition's measurements of lock `name`.
-    fn labels(&self, client: &ClientInner, name: &Arc<str>) -> Labels {
+    fn labels(&self, client: &Engine, name: &Arc<str>) -> Labels {
         Labels::new(self.kind(), name, &client.config)
     }
 

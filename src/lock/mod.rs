@@ -1,8 +1,8 @@
 //! The lock kinds: thin adapters over the wait engine and the watchdog.
 
-mod backoff;
 mod fair;
 mod fenced;
+mod fenced_store;
 mod group;
 mod guard;
 mod kind;
@@ -14,9 +14,10 @@ mod reentrant;
 mod rlock;
 mod spin;
 
-pub use backoff::BackOff;
+pub use crate::engine::backoff::BackOff;
 pub(crate) use fair::Fair;
 pub use fenced::RFencedLock;
+pub use fenced_store::{FencedStore, FencedWrite};
 pub(crate) use group::GroupMembers;
 pub use guard::LockGuard;
 pub use multi::{MultiGuard, MultiLock};
@@ -29,7 +30,7 @@ pub(crate) use spin::Spin;
 
 use std::time::Duration;
 
-pub(crate) use crate::retry::jitter;
+pub(crate) use crate::engine::retry::jitter;
 
 /// The longest random pause between two rounds of a multi-lock or RedLock: two
 /// callers that met head on do not start their next rounds together.

@@ -282,7 +282,7 @@ impl MultiLock {
         lease: Option<Duration>,
     ) -> Result<Option<MultiGuard>> {
         if let Some(wait) = wait {
-            crate::contract::validate_wait(wait)?;
+            crate::engine::contract::validate_wait(wait)?;
         }
         let deadline = wait.map(|wait| Instant::now() + wait);
         let per_round =

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use super::fair::{fair_acquirer, Fair};
 use super::kind::LockKind;
 use super::reentrant::{Reentrant, ReentrantOps};
-use crate::client::ClientInner;
-use crate::contract::{Acquirer, BoxFuture, Wait};
+use crate::engine::contract::{Acquirer, BoxFuture, Wait};
+use crate::engine::Engine;
 use crate::error::Result;
 use crate::metrics::{kind, Kind};
-use crate::scripts::Reentry;
+use crate::transport::scripts::Reentry;
 
 /// The non-reentrant lock: whoever asks first after a release gets it.
 #[derive(Debug)]
@@ -22,7 +22,7 @@ pub(crate) struct NonReentrant;
 impl LockKind for NonReentrant {
     fn acquirer(
         &self,
-        client: &ClientInner,
+        client: &Engine,
         name: &Arc<str>,
         owner: String,
         _wait: Wait,
@@ -40,7 +40,7 @@ impl LockKind for NonReentrant {
         kind!("non_reentrant")
     }
 
-    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+    fn force_unlock(&self, client: Arc<Engine>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         Reentrant.force_unlock(client, name)
     }
 }
@@ -52,7 +52,7 @@ pub(crate) struct NonReentrantFair;
 impl LockKind for NonReentrantFair {
     fn acquirer(
         &self,
-        client: &ClientInner,
+        client: &Engine,
         name: &Arc<str>,
         owner: String,
         wait: Wait,
@@ -65,7 +65,7 @@ impl LockKind for NonReentrantFair {
         kind!("non_reentrant_fair")
     }
 
-    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+    fn force_unlock(&self, client: Arc<Engine>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         Fair.force_unlock(client, name)
     }
 

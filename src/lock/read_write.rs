@@ -3,19 +3,19 @@
 
 use std::sync::Arc;
 
-use crate::conn::Conn;
+use crate::transport::conn::Conn;
 
 use super::kind::LockKind;
 use super::rlock::RLock;
-use crate::client::ClientInner;
-use crate::contract::RenewKind;
-use crate::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait, Waits};
+use crate::engine::contract::RenewKind;
+use crate::engine::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait, Waits};
+use crate::engine::self_wait::Claim;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::keys::rwlock_channel;
 use crate::metrics::{kind, Kind, Labels};
-use crate::pubsub::Class;
-use crate::scripts::{self, Released, HOLDS_READ};
-use crate::self_wait::Claim;
+use crate::transport::keys::rwlock_channel;
+use crate::transport::pubsub::Class;
+use crate::transport::scripts::{self, Released, HOLDS_READ};
 
 /// A read-write lock (Redisson's `RReadWriteLock`): any number of readers, or one
 /// writer. Both sides are [`RLock`]s with every method of the reentrant lock, and
@@ -47,7 +47,7 @@ pub struct RReadWriteLock {
 }
 
 impl RReadWriteLock {
-    pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Self {
+    pub(crate) fn new(client: Arc<Engine>, name: String) -> Self {
         RReadWriteLock {
             read: RLock::new(client.clone(), name.clone(), Arc::new(ReadSide)),
             write: RLock::new(client, name, Arc::new(WriteSide)),
@@ -111,11 +111,7 @@ pub(crate) struct WriteSide;
 
 /// Forces one side open: deletes the lock (and every read hold's key) when it is
 /// in that side's `mode`.
-fn force_side(
-    client: Arc<ClientInner>,
-    name: Arc<str>,
-    mode: &'static str,
-) -> BoxFuture<Result<bool>> {
+fn force_side(client: Arc<Engine>, name: Arc<str>, mode: &'static str) -> BoxFuture<Result<bool>> {
     Box::pin(async move {
         let channel = rwlock_channel(&name);
         scripts::rw_force_release(&mut client.conn.clone(), &name, &channel, mode).await
@@ -125,7 +121,7 @@ fn force_side(
 impl LockKind for ReadSide {
     fn acquirer(
         &self,
-        client: &ClientInner,
+        client: &Engine,
         name: &Arc<str>,
         owner: String,
         _wait: Wait,
@@ -137,7 +133,7 @@ impl LockKind for ReadSide {
         kind!("read")
     }
 
-    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+    fn force_unlock(&self, client: Arc<Engine>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         force_side(client, name, "read")
     }
 
@@ -147,7 +143,7 @@ impl LockKind for ReadSide {
 
     /// Held in read mode, and during a downgrade (write mode with read holds: more
     /// than the `mode` and writer fields), as Redisson answers.
-    fn is_locked(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+    fn is_locked(&self, client: Arc<Engine>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         Box::pin(async move {
             let (mode, fields): (Option<String>, u64) = redis::pipe()
                 .atomic()
@@ -168,7 +164,7 @@ impl LockKind for ReadSide {
 impl LockKind for WriteSide {
     fn acquirer(
         &self,
-        client: &ClientInner,
+        client: &Engine,
         name: &Arc<str>,
         owner: String,
         wait: Wait,
@@ -190,7 +186,7 @@ impl LockKind for WriteSide {
         writer_field(&owner)
     }
 
-    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+    fn force_unlock(&self, client: Arc<Engine>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         force_side(client, name, "write")
     }
 
@@ -199,7 +195,7 @@ impl LockKind for WriteSide {
     }
 
     /// Held in write mode.
-    fn is_locked(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+    fn is_locked(&self, client: Arc<Engine>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         Box::pin(async move {
             let mode: Option<String> =
                 redis::AsyncCommands::hget(&mut client.conn.clone(), &*name, "mode")
@@ -332,7 +328,7 @@ impl Acquirer for WriteOps {
             if reply == Some(HOLDS_READ) {
                 return Err(Error::WouldDeadlock {
                     name: self.name().to_owned(),
-                    reason: crate::self_wait::UPGRADE_REFUSED.to_owned(),
+                    reason: crate::engine::self_wait::UPGRADE_REFUSED.to_owned(),
                 });
             }
             Ok(plain(reply))

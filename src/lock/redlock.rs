@@ -126,7 +126,7 @@ impl RedLock {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<RedGuard>> {
-        crate::contract::validate_wait(wait)?;
+        crate::engine::contract::validate_wait(wait)?;
         crate::config::duration_to_millis("lease", lease)?;
         self.check_lease_leaves_validity(lease)?;
         let deadline = Instant::now() + wait;
@@ -183,13 +183,13 @@ impl RedLock {
             .iter()
             .map(|lock| lock.client().config.clock_drift_factor)
             .fold(0.0, f64::max);
-        let drift = crate::validity::Drift { factor };
+        let drift = crate::engine::validity::Drift { factor };
         if drift.trusted(lease).is_zero() {
             return Err(Error::invalid(format!(
                 "a RedLock lease of {lease:?} is all clock-drift margin (lease × {factor} + \
                  {:?}): no hold could ever be surely valid; give a lease of well over {:?}",
-                crate::validity::DRIFT_FLOOR,
-                crate::validity::DRIFT_FLOOR.mul_f64(1.0 / (1.0 - factor.min(0.5)))
+                crate::engine::validity::DRIFT_FLOOR,
+                crate::engine::validity::DRIFT_FLOOR.mul_f64(1.0 / (1.0 - factor.min(0.5)))
             )));
         }
         Ok(())

@@ -2,15 +2,15 @@
 
 use std::sync::Arc;
 
-use super::backoff::BackOff;
 use super::kind::LockKind;
-use crate::client::ClientInner;
-use crate::conn::Conn;
-use crate::contract::{plain, Acquirer, Between, BoxFuture, Outcome, Target, Wait, Waits};
+use crate::engine::backoff::BackOff;
+use crate::engine::contract::{plain, Acquirer, Between, BoxFuture, Outcome, Target, Wait, Waits};
+use crate::engine::Engine;
 use crate::error::Result;
-use crate::keys::lock_channel;
 use crate::metrics::{kind, Kind, Labels};
-use crate::scripts::{self, Notify, Reentry, Released};
+use crate::transport::conn::Conn;
+use crate::transport::keys::lock_channel;
+use crate::transport::scripts::{self, Notify, Reentry, Released};
 
 /// The reentrant lock (Redisson `getLock`): whoever asks first after a release
 /// gets it.
@@ -20,7 +20,7 @@ pub(crate) struct Reentrant;
 impl LockKind for Reentrant {
     fn acquirer(
         &self,
-        client: &ClientInner,
+        client: &Engine,
         name: &Arc<str>,
         owner: String,
         _wait: Wait,
@@ -38,7 +38,7 @@ impl LockKind for Reentrant {
         kind!("reentrant")
     }
 
-    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+    fn force_unlock(&self, client: Arc<Engine>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         Box::pin(async move {
             let channel = lock_channel(&name);
             scripts::lock_force_release(&mut client.conn.clone(), &name, &channel, Notify::Publish)

@@ -9,13 +9,13 @@ use redis::AsyncCommands;
 use super::guard::{release, LockGuard};
 use super::kind::LockKind;
 use super::RemainingTtl;
-use crate::client::ClientInner;
 use crate::config::{duration_to_millis, OwnerMode};
-use crate::contract::{Acquirer, Lease, Wait};
+use crate::engine::contract::{Acquirer, Lease, Wait};
+use crate::engine::owner::{owner_field, OwnerId};
+use crate::engine::self_wait::{guard_wait, Request};
+use crate::engine::wait::{self};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::owner::{owner_field, OwnerId};
-use crate::self_wait::{guard_wait, Request};
-use crate::wait::{self};
 
 /// A reentrant distributed lock: Redisson's `RLock`, on the same keys.
 ///
@@ -88,7 +88,7 @@ use crate::wait::{self};
 /// ```
 #[derive(Clone, Debug)]
 pub struct RLock {
-    client: Arc<ClientInner>,
+    client: Arc<Engine>,
     name: Arc<str>,
     kind: Arc<dyn LockKind>,
     owner: OwnerId,
@@ -97,7 +97,7 @@ pub struct RLock {
 }
 
 impl RLock {
-    pub(crate) fn new(client: Arc<ClientInner>, name: String, kind: Arc<dyn LockKind>) -> Self {
+    pub(crate) fn new(client: Arc<Engine>, name: String, kind: Arc<dyn LockKind>) -> Self {
         let owner = match client.config.owner_mode {
             OwnerMode::Scoped => OwnerId::Scoped,
             OwnerMode::Task => OwnerId::Task,
@@ -111,7 +111,7 @@ impl RLock {
         }
     }
 
-    pub(crate) fn client(&self) -> &Arc<ClientInner> {
+    pub(crate) fn client(&self) -> &Arc<Engine> {
         &self.client
     }
 

@@ -4,15 +4,15 @@
 
 use std::sync::Arc;
 
-use super::backoff::BackOff;
 use super::kind::LockKind;
 use super::reentrant::ReentrantOps;
-use crate::client::ClientInner;
-use crate::contract::{Acquirer, BoxFuture, Wait};
+use crate::engine::backoff::BackOff;
+use crate::engine::contract::{Acquirer, BoxFuture, Wait};
+use crate::engine::Engine;
 use crate::error::Result;
-use crate::keys::lock_channel;
 use crate::metrics::{kind, Kind};
-use crate::scripts::{self, Notify, Reentry};
+use crate::transport::keys::lock_channel;
+use crate::transport::scripts::{self, Notify, Reentry};
 
 /// The spin lock's kind, with its back-off.
 #[derive(Debug)]
@@ -23,7 +23,7 @@ pub(crate) struct Spin {
 impl LockKind for Spin {
     fn acquirer(
         &self,
-        client: &ClientInner,
+        client: &Engine,
         name: &Arc<str>,
         owner: String,
         _wait: Wait,
@@ -37,7 +37,7 @@ impl LockKind for Spin {
         kind!("spin")
     }
 
-    fn force_unlock(&self, client: Arc<ClientInner>, name: Arc<str>) -> BoxFuture<Result<bool>> {
+    fn force_unlock(&self, client: Arc<Engine>, name: Arc<str>) -> BoxFuture<Result<bool>> {
         Box::pin(async move {
             let channel = lock_channel(&name);
             scripts::lock_force_release(&mut client.conn.clone(), &name, &channel, Notify::Silent)

@@ -6,12 +6,12 @@ use std::time::Duration;
 use redis::AsyncCommands;
 
 use super::waiting::{wait_for, Attempt, Waiting};
-use crate::client::ClientInner;
-use crate::contract::Wait;
+use crate::engine::contract::Wait;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::metrics::kind;
-use crate::pubsub::Class;
-use crate::scripts;
+use crate::transport::pubsub::Class;
+use crate::transport::scripts;
 
 /// A distributed count-down latch: Redisson's `RCountDownLatch`, on the same key
 /// and channel. Tasks anywhere wait until the count, set once, has been
@@ -34,15 +34,15 @@ use crate::scripts;
 /// ```
 #[derive(Clone, Debug)]
 pub struct RCountDownLatch {
-    client: Arc<ClientInner>,
+    client: Arc<Engine>,
     name: Arc<str>,
     channel: String,
 }
 
 impl RCountDownLatch {
-    pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Self {
+    pub(crate) fn new(client: Arc<Engine>, name: String) -> Self {
         RCountDownLatch {
-            channel: crate::keys::latch_channel(&name),
+            channel: crate::transport::keys::latch_channel(&name),
             name: name.into(),
             client,
         }

@@ -6,19 +6,19 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::settle::{check_permits, settled_acquire, Took};
 use super::waiting::{wait_for, Attempt, Waiting};
-use super::{check_permits, settled_acquire, Took};
 use tokio::time::Instant;
 
-use crate::client::ClientInner;
 use crate::config::duration_to_millis;
-use crate::contract::{BoxFuture, RenewKind, Wait};
+use crate::engine::contract::{BoxFuture, RenewKind, Wait};
+use crate::engine::validity::{Drift, Validity};
+use crate::engine::watchdog::Renewal;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::metrics::{kind, HoldMeter, Kind, Labels};
-use crate::pubsub::Class;
-use crate::scripts::{self, epoch_millis, PermitKeys, PermitsTaken};
-use crate::validity::{Drift, Validity};
-use crate::watchdog::Renewal;
+use crate::transport::pubsub::Class;
+use crate::transport::scripts::{self, epoch_millis, PermitKeys, PermitsTaken};
 
 /// The id of one permit of an [`RPermitExpirableSemaphore`]: 16 random bytes,
 /// written as 32 lowercase hex digits, as Redisson's `acquire()` returns them
@@ -69,15 +69,9 @@ impl FromStr for PermitId {
 
     /// Parses the 32 hex digits Redisson prints (either case).
     fn from_str(text: &str) -> Result<Self> {
-        let invalid = || Error::invalid(format!("{text:?} is not a permit id (32 hex digits)"));
-        if text.len() != 32 {
-            return Err(invalid());
-        }
-        let mut bytes = [0u8; 16];
-        for (byte, pair) in bytes.iter_mut().zip(text.as_bytes().chunks(2)) {
-            *byte = crate::numeral::hex_byte(pair).ok_or_else(invalid)?;
-        }
-        Ok(PermitId(bytes))
+        crate::numeral::hex_bytes(text)
+            .map(PermitId)
+            .ok_or_else(|| Error::invalid(format!("{text:?} is not a permit id (32 hex digits)")))
     }
 }
 
@@ -109,7 +103,7 @@ impl FromStr for PermitId {
 /// ```
 #[derive(Clone, Debug)]
 pub struct RPermitExpirableSemaphore {
-    client: Arc<ClientInner>,
+    client: Arc<Engine>,
     keys: PermitKeys,
 }
 
@@ -121,7 +115,7 @@ const NEVER_MS: u64 = 922_337_203_685_477;
 const PERMIT_EXPIRABLE: Kind = kind!("permit_expirable_semaphore");
 
 impl RPermitExpirableSemaphore {
-    pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Self {
+    pub(crate) fn new(client: Arc<Engine>, name: String) -> Self {
         RPermitExpirableSemaphore {
             keys: PermitKeys::new(name.into()),
             client,
@@ -505,7 +499,7 @@ impl RPermitExpirableSemaphore {
         id: PermitId,
     ) -> impl FnOnce(Took<PermitsTaken>) -> BoxFuture<()> + Send + 'static {
         let (conn, keys) = (self.client.conn.clone(), self.keys.clone());
-        let terms = super::SettleTerms::of(&self.client.config);
+        let terms = super::settle::SettleTerms::of(&self.client.config);
         move |took| {
             Box::pin(async move {
                 if let Took::Surely(PermitsTaken::Busy(_)) = took {
@@ -515,7 +509,7 @@ impl RPermitExpirableSemaphore {
                     "permit-expirable semaphore {:?} (permit {id})",
                     keys.semaphore
                 );
-                super::settle_retrying(terms, &what, || {
+                super::settle::settle_retrying(terms, &what, || {
                     let (mut conn, keys) = (conn.clone(), &keys);
                     async move { scripts::pes_release(&mut conn, keys, &id.0).await.map(drop) }
                 })
@@ -652,11 +646,15 @@ impl Permit {
     /// # Cancel safety
     /// Dropping the call drops `work` where it stands; the permit stays out.
     pub async fn run<F: std::future::Future>(&self, work: F) -> Result<F::Output> {
-        crate::validity::while_held(work, || self.validity.is_lost(), self.validity.wait_lost())
-            .await
-            .ok_or_else(|| Error::LeaseLost {
-                name: self.semaphore.keys.semaphore.to_string(),
-            })
+        crate::engine::validity::while_held(
+            work,
+            || self.validity.is_lost(),
+            self.validity.wait_lost(),
+        )
+        .await
+        .ok_or_else(|| Error::LeaseLost {
+            name: self.semaphore.keys.semaphore.to_string(),
+        })
     }
 
     /// Gives the permit back, reporting errors (dropping it does the same,

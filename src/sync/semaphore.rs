@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
+use super::settle::{check_permits, settled_acquire};
 use super::waiting::{wait_for, Attempt, Waiting};
-use super::{check_permits, settled_acquire};
-use crate::client::ClientInner;
-use crate::contract::{BoxFuture, Wait};
+use crate::engine::contract::{BoxFuture, Wait};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::metrics::{kind, Kind, Labels};
-use crate::pubsub::Class;
-use crate::scripts;
+use crate::transport::pubsub::Class;
+use crate::transport::scripts;
 
 /// A distributed counting semaphore: Redisson's `RSemaphore`, on the same key and
 /// channel, so Java and Rust processes share its permits.
@@ -42,7 +42,7 @@ use crate::scripts;
 /// ```
 #[derive(Clone, Debug)]
 pub struct RSemaphore {
-    client: Arc<ClientInner>,
+    client: Arc<Engine>,
     name: Arc<str>,
     channel: String,
     /// Marks of this handle's acquires whose replies came, for the next
@@ -81,9 +81,9 @@ impl Forget {
 const SEMAPHORE: Kind = kind!("semaphore");
 
 impl RSemaphore {
-    pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Self {
+    pub(crate) fn new(client: Arc<Engine>, name: String) -> Self {
         RSemaphore {
-            channel: crate::keys::semaphore_channel(&name),
+            channel: crate::transport::keys::semaphore_channel(&name),
             name: name.into(),
             client,
             forget: Arc::default(),
@@ -407,14 +407,16 @@ impl RSemaphore {
     /// (see `semaphore_acquire.lua`): if its future is dropped, or its reply
     /// never comes, the settle gives back what the mark says it took.
     async fn attempt(&self, permits: u32) -> Result<Attempt<()>> {
-        let mark =
-            crate::keys::semaphore_mark(&self.name, &uuid::Uuid::new_v4().simple().to_string());
+        let mark = crate::transport::keys::semaphore_mark(
+            &self.name,
+            &uuid::Uuid::new_v4().simple().to_string(),
+        );
         let marks = scripts::AcquireMarks {
             this: mark.clone(),
             forget: self.forget.take(),
             ttl_ms: crate::config::duration_to_millis(
                 "semaphore mark",
-                super::mark_ttl(&self.client.config),
+                super::settle::mark_ttl(&self.client.config),
             )?,
         };
         let (mut conn, name) = (self.client.conn.clone(), self.name.clone());
@@ -424,12 +426,12 @@ impl RSemaphore {
         });
         let (conn, terms) = (
             self.client.conn.clone(),
-            super::SettleTerms::of(&self.client.config),
+            super::settle::SettleTerms::of(&self.client.config),
         );
         let (name, channel, settled_mark) = (self.name.clone(), self.channel.clone(), mark.clone());
         let undo = move |_took| async move {
             let what = format!("semaphore {name:?}");
-            super::settle_retrying(terms, &what, || {
+            super::settle::settle_retrying(terms, &what, || {
                 let mut conn = conn.clone();
                 let (name, channel, mark) = (&name, &channel, &settled_mark);
                 async move {

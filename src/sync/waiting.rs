@@ -10,13 +10,15 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cleanup::OnDrop;
-use crate::client::ClientInner;
-use crate::contract::{Between, Wait, Waits};
+use crate::engine::cleanup::OnDrop;
+use crate::engine::contract::{Between, Wait, Waits};
+use crate::engine::wait::{
+    last_attempt, line_up, InRedis, Lined, Object, Pause, Place, Tried, Tries,
+};
+use crate::engine::Engine;
 use crate::error::Result;
 use crate::metrics::{Kind, Labels};
-use crate::pubsub::Class;
-use crate::wait::{last_attempt, line_up, InRedis, Lined, Object, Pause, Place, Tried, Tries};
+use crate::transport::pubsub::Class;
 
 /// The longest a waiter sleeps between two attempts without a message. Nothing
 /// ends a semaphore's or a latch's wait by itself the way a lock's lease does,
@@ -37,7 +39,7 @@ pub(crate) enum Attempt<T> {
 /// Which waiters a synchronizer's messages concern.
 #[derive(Debug)]
 pub(crate) struct Waiting<'a> {
-    pub(crate) client: &'a Arc<ClientInner>,
+    pub(crate) client: &'a Arc<Engine>,
     /// The object's name: waiters of one name and client share a subscription.
     pub(crate) name: &'a Arc<str>,
     pub(crate) channel: &'a str,
@@ -52,7 +54,7 @@ pub(crate) struct Waiting<'a> {
 
 /// Runs `attempt` until it is done, waiting as `wait` says between attempts on
 /// the object's channel, in the wait loop every kind waits in
-/// ([`InRedis`](crate::wait::InRedis)). `Ok(None)`: not done in time (or, with
+/// ([`InRedis`](crate::engine::wait::InRedis)). `Ok(None)`: not done in time (or, with
 /// [`Wait::Once`], not at the first attempt).
 ///
 /// Transient failures (of the subscription, or of an attempt: one whose

@@ -12,9 +12,9 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use tokio::runtime::Handle;
 
-use crate::background::{entered, Spawner};
-use crate::home::Home;
-use crate::script_cache::ScriptCache;
+use crate::transport::background::{entered, Spawner};
+use crate::transport::home::Home;
+use crate::transport::script_cache::ScriptCache;
 
 /// The client's connection: a cheap, cloneable handle. It knows where its driver
 /// lives (see `home.rs`) and moves it to the client's own thread when that home
@@ -71,7 +71,7 @@ pub(crate) enum Link {
     },
     /// The primary that Sentinel names, followed across failovers.
     #[cfg(feature = "sentinel")]
-    Sentinel(Arc<crate::sentinel_conn::SentinelConn>),
+    Sentinel(Arc<crate::transport::sentinel::SentinelConn>),
 }
 
 /// The error of a command that was never sent because no link could be made: a
@@ -225,7 +225,7 @@ impl Conn {
     /// nothing it depends on can end or stall with a home; the home for the
     /// callers' commands, which costs nothing when the caller is on the home.
     fn runtime_for_command(&self, home: &Home) -> Handle {
-        if crate::background::on_client_thread() {
+        if crate::transport::background::on_client_thread() {
             self.shared.spawner.handle().clone()
         } else {
             home.handle().clone()

@@ -8,15 +8,15 @@ use tokio::time::Instant;
 
 use super::pause::Pause;
 use super::step::{Tried, Tries};
-use crate::cleanup::OnDrop;
-use crate::client::ClientInner;
-use crate::contract::{Acquirer, Drawn, Outcome};
+use crate::engine::cleanup::OnDrop;
+use crate::engine::contract::{Acquirer, Drawn, Outcome};
+use crate::engine::ledger::{settle, Gate, Gated, Slot};
+use crate::engine::Engine;
 use crate::error::Result;
-use crate::ledger::{settle, Gate, Gated, Slot};
 
 /// Sends the attempts of one acquisition through its owner's gate.
 pub(super) struct Attempts<'a> {
-    pub(super) client: &'a Arc<ClientInner>,
+    pub(super) client: &'a Arc<Engine>,
     pub(super) acquirer: &'a Arc<dyn Acquirer>,
     pub(super) slot: Arc<Slot>,
     pub(super) lease_ms: u64,
@@ -85,11 +85,7 @@ impl Attempts<'_> {
 /// acquired (the acquire consumed it), run now on any other way out, and left
 /// from the client's thread by a dropped future. A failure to leave leaves the
 /// place to expire at its deadline, when the queue skips it.
-pub(super) fn queue_place(
-    client: &ClientInner,
-    acquirer: &Arc<dyn Acquirer>,
-    queued: bool,
-) -> OnDrop {
+pub(super) fn queue_place(client: &Engine, acquirer: &Arc<dyn Acquirer>, queued: bool) -> OnDrop {
     if !queued {
         return OnDrop::disarmed();
     }
@@ -110,7 +106,7 @@ pub(super) fn queue_place(
 /// owner's count (releasing a hold it took, leaving a queue place it may have
 /// taken), since nobody is left to receive it.
 fn attempt(
-    client: &Arc<ClientInner>,
+    client: &Arc<Engine>,
     acquirer: &Arc<dyn Acquirer>,
     lease_ms: u64,
     queue: bool,

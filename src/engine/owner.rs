@@ -135,19 +135,11 @@ impl OwnerId {
     }
 }
 
-/// The owner a scoped handle queries for outside any scope: none holds as it.
-const NO_OWNER: u64 = ACQUISITION_ID_BASE - 1;
-
-/// Is `field` (`<client-uuid>:<id>`) the owner a default handle acts for
-/// outside any scope, which holds nothing? Then a release it was refused
-/// (`Error::NotHeld`) is most likely Java's `lock(); ... unlock();` ported into
-/// the default owner mode.
-pub(crate) fn is_nobody(field: &str) -> bool {
-    field
-        .split(':')
-        .nth(1)
-        .is_some_and(|id| crate::numeral::decimal::<u64>(id) == Some(NO_OWNER))
-}
+/// The owner a scoped handle queries for outside any scope: none holds as it
+/// (the one id below every acquisition's; the error for a release it was
+/// refused recognises it, see `error.rs`).
+const NO_OWNER: u64 = crate::error::NOBODY_OWNER_ID;
+const _: () = assert!(NO_OWNER == ACQUISITION_ID_BASE - 1);
 
 /// A fresh owner id for one acquisition.
 pub(crate) fn new_acquisition_id() -> u64 {
@@ -242,14 +234,17 @@ mod tests {
     #[test]
     fn nobody_is_told_from_real_owners() {
         let nobody = OwnerId::Scoped.for_query("c", "a");
-        assert!(is_nobody(&owner_field("6c47fd2f-aa", nobody)));
-        assert!(is_nobody(&format!(
+        assert!(crate::error::is_nobody(&owner_field("6c47fd2f-aa", nobody)));
+        assert!(crate::error::is_nobody(&format!(
             "{}:write",
             owner_field("6c47fd2f-aa", nobody)
         )));
-        assert!(!is_nobody(&owner_field("6c47fd2f-aa", nobody + 1)));
-        assert!(!is_nobody(&owner_field("6c47fd2f-aa", 7)));
-        assert!(!is_nobody("permit 1f2e"));
+        assert!(!crate::error::is_nobody(&owner_field(
+            "6c47fd2f-aa",
+            nobody + 1
+        )));
+        assert!(!crate::error::is_nobody(&owner_field("6c47fd2f-aa", 7)));
+        assert!(!crate::error::is_nobody("permit 1f2e"));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::jitter;
+use crate::engine::retry::jitter;
 use crate::error::Result;
 
 /// How a spin lock's waiter pauses between attempts (Redisson's

@@ -25,12 +25,12 @@ use tokio::time::Instant;
 
 use super::pause::{Pause, Sleeper};
 use super::step::{within, Failure, Step, Tried, Tries};
-use crate::cleanup::OnDrop;
-use crate::client::ClientInner;
-use crate::contract::{Between, Wait, Waits};
+use crate::engine::cleanup::OnDrop;
+use crate::engine::contract::{Between, Wait, Waits};
+use crate::engine::line::{HeldHere, Turn};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::line::{HeldHere, Turn};
-use crate::pubsub::{Class, Subscription};
+use crate::transport::pubsub::{Class, Subscription};
 
 /// Notified by nobody: what a waiter on no channel (a spin lock's) is woken by.
 /// Static, so that it costs a waiter nothing.
@@ -38,7 +38,7 @@ static NEVER: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 /// One wait in Redis, between its phases.
 pub(crate) struct InRedis<'a> {
-    client: &'a Arc<ClientInner>,
+    client: &'a Arc<Engine>,
     /// The object's name: waiters of one name and client share a subscription.
     name: &'a Arc<str>,
     /// The channel whose messages say that trying again may succeed.
@@ -66,7 +66,7 @@ type FirstOutcome<T> = std::result::Result<Option<Pause>, Result<Option<T>>>;
 
 /// Where a wait waits and how long: the object, and the wait's bounds.
 pub(crate) struct Place<'a> {
-    pub(crate) client: &'a Arc<ClientInner>,
+    pub(crate) client: &'a Arc<Engine>,
     pub(crate) name: &'a Arc<str>,
     pub(crate) channel: &'a str,
     pub(crate) waits: Waits,
@@ -286,7 +286,7 @@ impl<'a> InRedis<'a> {
                 })
                 .await;
             if slept.woken && self.wants_wake_jitter(slept.at) {
-                crate::line::wake_jitter().await;
+                crate::engine::line::wake_jitter().await;
             }
             if self.expired() {
                 break;
@@ -319,7 +319,7 @@ impl<'a> InRedis<'a> {
         let joined_others =
             ready && subscription.joined_others() && self.waits.class == Class::Exclusive;
         first_pause
-            .filter(|_| crate::heuristics::heuristics().sleep_first)
+            .filter(|_| crate::engine::heuristics::heuristics().sleep_first)
             .filter(|_| stood_before || joined_others)
     }
 
@@ -381,7 +381,7 @@ impl<'a> InRedis<'a> {
                 }
                 self.failures += 1;
                 let retry = self.client.config.retry_interval;
-                Ok(Pause::For(crate::retry::jitter(retry)))
+                Ok(Pause::For(crate::engine::retry::jitter(retry)))
             }
             Err(failure) => Err(failure.into_error()),
         }
@@ -407,7 +407,7 @@ impl<'a> InRedis<'a> {
     /// after this client's own release: then this waiter is the one the
     /// hand-off is for.
     fn wants_wake_jitter(&self, slept_at: Instant) -> bool {
-        crate::heuristics::heuristics().wake_jitter
+        crate::engine::heuristics::heuristics().wake_jitter
             && self.waits.barges()
             && !self.client.lines.released_since(self.name, slept_at)
     }

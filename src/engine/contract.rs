@@ -11,11 +11,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::config::MAX_DURATION;
-use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::metrics::Labels;
-use crate::pubsub::Class;
-use crate::scripts::{BusyTtl, Released};
+use crate::transport::conn::Conn;
+use crate::transport::pubsub::Class;
+use crate::transport::scripts::{BusyTtl, Released};
 
 /// A boxed future, as the lock kinds return from [`Acquirer`].
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;

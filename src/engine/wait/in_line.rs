@@ -1,16 +1,16 @@
 //! The local line in front of the wait in Redis: one waiter per client and
 //! object waits in Redis, the others are parked, sending nothing (see
-//! [`Lines::enter`](crate::line::Lines::enter)). The locks and the
+//! [`Lines::enter`](crate::engine::line::Lines::enter)). The locks and the
 //! one-permit semaphores pass through it alike.
 
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use crate::client::ClientInner;
+use crate::engine::line::{Entry, Turn};
+use crate::engine::Engine;
 use crate::error::Result;
-use crate::line::{Entry, Turn};
-use crate::pubsub::{Class, Subscription};
+use crate::transport::pubsub::{Class, Subscription};
 
 /// Where the local line leaves a waiter.
 pub(crate) enum Lined {
@@ -35,7 +35,7 @@ pub(crate) struct Object<'a> {
 /// is boxed: only a parked waiter keeps it, and inline it would make every
 /// waiter's future that large.
 pub(crate) async fn line_up(
-    client: &Arc<ClientInner>,
+    client: &Arc<Engine>,
     object: Object<'_>,
     in_line: bool,
     deadline: Option<Instant>,
@@ -66,7 +66,7 @@ pub(crate) fn last_attempt<T>(last: Result<Option<T>>) -> Result<Option<T>> {
 /// # Cancel safety
 /// Cancel safe: a dropped wait leaves the line and its subscription.
 async fn through_line(
-    client: &Arc<ClientInner>,
+    client: &Arc<Engine>,
     object: Object<'_>,
     deadline: Option<Instant>,
 ) -> Lined {

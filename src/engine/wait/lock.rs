@@ -9,20 +9,20 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::attempts::{queue_place, Attempts, Taken};
+use super::hold::{Hold, Terms};
 use super::in_redis::{InRedis, Place};
-use super::{Hold, Terms};
-use crate::client::ClientInner;
-use crate::contract::{Acquirer, Wait};
+use crate::engine::contract::{Acquirer, Wait};
+use crate::engine::line::Turn;
+use crate::engine::validity::{Drift, Validity};
+use crate::engine::Engine;
 use crate::error::Result;
-use crate::line::Turn;
 use crate::metrics::HoldMeter;
-use crate::pubsub::Subscription;
-use crate::validity::{Drift, Validity};
+use crate::transport::pubsub::Subscription;
 
 /// The wait in Redis for a hold. `listening`: a subscription made while parked
 /// in the local line; `head`: its turn at the head of the line.
 pub(super) async fn wait_in_redis(
-    client: &Arc<ClientInner>,
+    client: &Arc<Engine>,
     acquirer: &Arc<dyn Acquirer>,
     terms: Terms,
     (wait, deadline): (Wait, Option<Instant>),

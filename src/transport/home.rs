@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use tokio::runtime::{Handle, RuntimeFlavor};
 
-use crate::background::Spawner;
+use crate::transport::background::Spawner;
 
 /// How often a home runtime's watch task beats.
 pub(crate) const BEAT: Duration = Duration::from_millis(100);
@@ -162,7 +162,8 @@ mod tests {
 
     #[test]
     fn a_current_thread_runtime_is_never_a_home() {
-        let background = crate::background::Background::start(Duration::from_secs(1)).unwrap();
+        let background =
+            crate::transport::background::Background::start(Duration::from_secs(1)).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -173,7 +174,8 @@ mod tests {
 
     #[test]
     fn a_home_that_shuts_down_turns_unhealthy() {
-        let background = crate::background::Background::start(Duration::from_secs(1)).unwrap();
+        let background =
+            crate::transport::background::Background::start(Duration::from_secs(1)).unwrap();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()

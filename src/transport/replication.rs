@@ -1,8 +1,8 @@
 //! Replica sync: making sure a replica has a write before relying on it (Redis
 //! `WAIT`), as Redisson's `syncSlaves` does.
 
-use crate::conn::Conn;
 use crate::error::{Error, Result};
+use crate::transport::conn::Conn;
 
 /// Waits until `replicas` replicas acknowledged every write this client's
 /// connection made so far, or `replica_sync_timeout` passed; how many did (the

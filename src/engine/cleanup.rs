@@ -10,7 +10,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::conn::Conn;
+use crate::transport::conn::Conn;
 
 type Work = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 

@@ -33,8 +33,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::config::SelfWait;
+use crate::engine::validity::Validity;
 use crate::error::{Error, Result};
-use crate::validity::Validity;
 
 /// Why a write request of a reader is refused (its own read hold keeps it out).
 pub(crate) const UPGRADE_REFUSED: &str = "the owner holds its read lock, and a reader cannot \
@@ -436,7 +436,7 @@ mod tests {
     use super::*;
 
     fn valid() -> Arc<Validity> {
-        let drift = crate::validity::Drift { factor: 0.01 };
+        let drift = crate::engine::validity::Drift { factor: 0.01 };
         Arc::new(Validity::new(
             Instant::now(),
             Duration::from_secs(30),

@@ -11,8 +11,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::config::MAX_DURATION;
-use crate::pubsub::{PollTurn, Subscription};
-use crate::scripts::BusyTtl;
+use crate::transport::pubsub::{PollTurn, Subscription};
+use crate::transport::scripts::BusyTtl;
 
 /// The first pause when a lock is held without expiry; it doubles up to
 /// [`NO_TTL_POLL_MAX`].

@@ -9,9 +9,9 @@
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::config::Config;
-use crate::conn::{Conn, Link};
 use crate::error::{Error, Result};
-use crate::pubsub::PushHandler;
+use crate::transport::conn::{Conn, Link};
+use crate::transport::pubsub::PushHandler;
 
 fn manager_config(config: &Config, pushes: &PushHandler) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
@@ -90,7 +90,7 @@ async fn connect_sentinel(config: &Config, pushes: &PushHandler) -> Result<Link>
     let sentinel = builder.build().map_err(|e| Error::Config(e.to_string()))?;
     // Few re-dials of one address: after a failover it stays dead, and the sooner
     // a command fails, the sooner the sentinels are asked again.
-    let conn = crate::sentinel_conn::SentinelConn::connect(
+    let conn = crate::transport::sentinel::SentinelConn::connect(
         sentinel,
         manager_config(config, pushes).set_number_of_retries(1),
         pushes.reconnect_signal(),

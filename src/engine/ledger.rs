@@ -28,11 +28,11 @@ use std::time::Duration;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 use tokio::time::Instant;
 
-use crate::conn::Conn;
-use crate::contract::{Acquirer, BoxFuture};
+use crate::engine::contract::{Acquirer, BoxFuture};
+use crate::engine::release::Releaser;
 use crate::error::{Error, Result};
-use crate::release::Releaser;
-use crate::scripts::Released;
+use crate::transport::conn::Conn;
+use crate::transport::scripts::Released;
 
 /// An owner's gate, held: exclusive use of its server-side count, and the number
 /// of holds its guards stand for.
@@ -334,7 +334,7 @@ async fn settle_telling(
     acquirer.target().labels.settled();
     let deadline = Instant::now() + Duration::from_millis(lease_ms) + settling.budget;
     let believed = *gate;
-    let settled = crate::retry::until_settled(
+    let settled = crate::engine::retry::until_settled(
         deadline,
         settling.retry,
         || settle_once(&acquirer, &releaser, believed, lease_ms),

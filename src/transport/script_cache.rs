@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 
-use crate::background::Spawner;
+use crate::transport::background::Spawner;
 
 /// The texts of every script a client may send.
 pub(crate) type Catalogue = fn() -> Vec<&'static str>;

@@ -14,16 +14,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::conn::Conn;
-use crate::identity::Announcement;
-use crate::keys::{cluster_slot, Slot};
+use crate::engine::identity::Announcement;
+use crate::transport::conn::Conn;
+use crate::transport::keys::{cluster_slot, Slot};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::contract::{Acquirer, RenewKind};
-use crate::replication::QuietSync;
-use crate::scripts;
-use crate::validity::Validity;
+use crate::engine::contract::{Acquirer, RenewKind};
+use crate::engine::validity::Validity;
+use crate::transport::replication::QuietSync;
+use crate::transport::scripts;
 
 /// Holds renewed per script call, as Redisson does.
 pub(crate) const RENEW_BATCH: usize = 100;

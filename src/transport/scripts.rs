@@ -7,13 +7,13 @@
 
 use std::sync::LazyLock;
 
-use crate::conn::Conn;
+use crate::transport::conn::Conn;
 use redis::Value;
 
-use crate::lua::{LuaScript, ScriptCall};
+use crate::transport::lua::{LuaScript, ScriptCall};
 
 use crate::error::{Error, Result};
-use crate::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+use crate::transport::pubsub::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 
 /// `lua_script!(NAME, "file.lua")`, or with shared helpers prepended, in order:
 /// `lua_script!(NAME, "common.lua" + "file.lua")`.
@@ -21,8 +21,8 @@ macro_rules! lua_script {
     ($name:ident, $first:literal $(+ $file:literal)*) => {
         static $name: LazyLock<LuaScript> = LazyLock::new(|| {
             LuaScript::new(concat!(
-                include_str!(concat!("../lua/", $first)),
-                $(include_str!(concat!("../lua/", $file))),*
+                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $first)),
+                $(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file))),*
             ))
         });
     };
@@ -71,10 +71,10 @@ lua_script!(INSPECT, "rw_common.lua" + "inspect.lua");
 pub(crate) async fn inspect(conn: &mut Conn, name: &str, bound: usize) -> Result<Value> {
     let mut invocation = INSPECT.key(name);
     invocation
-        .key(crate::keys::fair_queue(name))
-        .key(crate::keys::fair_timeouts(name))
-        .key(crate::keys::fenced_token(name))
-        .key(crate::keys::permit_timeouts(name))
+        .key(crate::transport::keys::fair_queue(name))
+        .key(crate::transport::keys::fair_timeouts(name))
+        .key(crate::transport::keys::fenced_token(name))
+        .key(crate::transport::keys::permit_timeouts(name))
         .arg(bound);
     call(conn, name, &invocation).await
 }
@@ -92,9 +92,9 @@ pub(crate) struct FairKeys {
 impl FairKeys {
     pub(crate) fn new(lock: std::sync::Arc<str>) -> Self {
         FairKeys {
-            queue: crate::keys::fair_queue(&lock),
-            timeouts: crate::keys::fair_timeouts(&lock),
-            channel_prefix: crate::keys::lock_channel(&lock),
+            queue: crate::transport::keys::fair_queue(&lock),
+            timeouts: crate::transport::keys::fair_timeouts(&lock),
+            channel_prefix: crate::transport::keys::lock_channel(&lock),
             lock,
         }
     }
@@ -929,8 +929,8 @@ pub(crate) struct PermitKeys {
 impl PermitKeys {
     pub(crate) fn new(semaphore: std::sync::Arc<str>) -> Self {
         PermitKeys {
-            timeouts: crate::keys::permit_timeouts(&semaphore),
-            channel: crate::keys::semaphore_channel(&semaphore),
+            timeouts: crate::transport::keys::permit_timeouts(&semaphore),
+            channel: crate::transport::keys::semaphore_channel(&semaphore),
             semaphore,
         }
     }
@@ -1029,13 +1029,14 @@ pub(crate) async fn pes_renew(
     for (name, id) in holds {
         // The watchdog's field is the id as this crate prints it; it never
         // holds anything else.
-        let id: crate::PermitId = id.parse()?;
+        let id: [u8; 16] = crate::numeral::hex_bytes(id)
+            .ok_or_else(|| Error::invalid(format!("{id:?} is not a permit id (32 hex digits)")))?;
         let keys = PermitKeys::new((*name).into());
         invocation
             .key(&*keys.semaphore)
             .key(&keys.timeouts)
             .key(&keys.channel)
-            .arg(&id.as_bytes()[..]);
+            .arg(&id[..]);
     }
     let reply: Value = invocation.invoke(conn).await.map_err(Error::redis)?;
     match reply {

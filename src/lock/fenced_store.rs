@@ -29,9 +29,9 @@
 
 use std::sync::Arc;
 
-use crate::client::ClientInner;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::scripts;
+use crate::transport::scripts;
 
 /// A value kept in Redis that only a newer fencing token may overwrite:
 /// obtained with [`Client::get_fenced_store`](crate::Client::get_fenced_store).
@@ -65,7 +65,7 @@ use crate::scripts;
 /// ```
 #[derive(Clone, Debug)]
 pub struct FencedStore {
-    client: Arc<ClientInner>,
+    client: Arc<Engine>,
     key: Arc<str>,
 }
 
@@ -104,7 +104,7 @@ impl FencedWrite {
 }
 
 impl FencedStore {
-    pub(crate) fn new(client: Arc<ClientInner>, key: String) -> Self {
+    pub(crate) fn new(client: Arc<Engine>, key: String) -> Self {
         FencedStore {
             client,
             key: key.into(),

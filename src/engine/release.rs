@@ -11,12 +11,12 @@
 
 use std::sync::Arc;
 
-use crate::conn::Conn;
-use crate::contract::Acquirer;
+use crate::engine::contract::Acquirer;
+use crate::engine::line::Lines;
 use crate::error::Result;
-use crate::line::Lines;
-use crate::replication::QuietSync;
-use crate::scripts::Released;
+use crate::transport::conn::Conn;
+use crate::transport::replication::QuietSync;
+use crate::transport::scripts::Released;
 
 /// What a release needs of the client: cheap to clone, and never the client
 /// itself, so a release running in the background does not keep a client

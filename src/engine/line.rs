@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::pubsub::ChannelMark;
+use crate::transport::pubsub::ChannelMark;
 use tokio::time::Instant;
 
 /// How long a release that woke a waiter keeps this client's newcomers from
@@ -233,7 +233,7 @@ impl Lines {
     /// waiters behind it to wait in Redis on their own. A parked waiter then
     /// waits at most a TTL or a reply timeout, plus [`HEAD_GRACE`], for a head
     /// that does not move, as for a lost message. Ends with the client.
-    pub(crate) fn supervise(self: &Arc<Self>, spawner: &crate::background::Spawner) {
+    pub(crate) fn supervise(self: &Arc<Self>, spawner: &crate::transport::background::Spawner) {
         let lines = Arc::downgrade(self);
         spawner.spawn(async move {
             loop {
@@ -300,7 +300,7 @@ impl Lines {
         }
         let now = Instant::now();
         let line = lines.entry(lock.clone()).or_default();
-        if crate::heuristics::heuristics().handoff_window {
+        if crate::engine::heuristics::heuristics().handoff_window {
             line.hand_off_until = Some(now + HANDOFF_WINDOW);
         }
         line.released_at = Some(now);

@@ -17,6 +17,7 @@
 //! anything behind, even when its script runs on the server after the caller left.
 
 mod attempts;
+mod hold;
 mod in_line;
 mod in_redis;
 mod lock;
@@ -28,41 +29,20 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cleanup::OnDrop;
-use crate::client::ClientInner;
-use crate::config::duration_to_millis;
-use crate::contract::{Acquirer, Lease, Wait};
+use crate::engine::cleanup::OnDrop;
+use crate::engine::contract::{Acquirer, Lease, Wait};
+use crate::engine::ledger::release_one;
+use crate::engine::line::HeldHere;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::ledger::{release_one, Slot};
-use crate::line::HeldHere;
-use crate::validity::Validity;
-use crate::watchdog::Renewal;
 
+pub(crate) use hold::Hold;
+use hold::Terms;
 pub(crate) use in_line::{last_attempt, line_up, Lined, Object};
 pub(crate) use in_redis::{InRedis, Place};
 use lock::wait_in_redis;
 pub(crate) use pause::Pause;
 pub(crate) use step::{Tried, Tries};
-
-/// A hold just acquired: how it is kept alive and how its loss is noticed.
-#[derive(Debug)]
-pub(crate) struct Hold {
-    /// The watchdog's renewal, for holds without an explicit lease.
-    pub(crate) renewal: Option<Renewal>,
-    /// Until when the hold is surely valid on this client's clock: from the
-    /// instant the acquire was sent, extended by each confirmed renewal.
-    pub(crate) validity: Arc<Validity>,
-    /// The lease in milliseconds, restarted on the holds that remain when this one
-    /// is released.
-    pub(crate) lease_ms: u64,
-    /// The owner's slot in the client's ledger: releases go through its gate.
-    pub(crate) slot: Arc<Slot>,
-    /// The connection epoch when the acquire that took it was sent: replica sync
-    /// must WAIT on that same connection.
-    pub(crate) epoch: u64,
-    /// What the acquire drew besides the hold (a fencing token).
-    pub(crate) drawn: crate::contract::Drawn,
-}
 
 /// Acquires with `acquirer`, waiting as `wait` says, then (with replica sync on)
 /// makes sure a replica has the hold. `Ok(None)`: not acquired in time.
@@ -78,7 +58,7 @@ pub(crate) struct Hold {
 /// place and any hold a detached attempt obtained are all given back when this
 /// future is dropped, and so is a hold whose replication was still awaited.
 pub(crate) async fn acquire(
-    client: &Arc<ClientInner>,
+    client: &Arc<Engine>,
     acquirer: &Arc<dyn Acquirer>,
     (lease, max_hold): (Lease, Option<Duration>),
     wait: Wait,
@@ -92,7 +72,7 @@ pub(crate) async fn acquire(
 
 /// [`acquire`], unmeasured.
 async fn acquire_confirmed(
-    client: &Arc<ClientInner>,
+    client: &Arc<Engine>,
     acquirer: &Arc<dyn Acquirer>,
     terms: Terms,
     wait: Wait,
@@ -112,7 +92,7 @@ async fn acquire_confirmed(
 /// With replica sync on: makes sure a replica has the `hold` just granted, or
 /// gives it back.
 async fn confirm_on_replicas(
-    client: &Arc<ClientInner>,
+    client: &Arc<Engine>,
     acquirer: &Arc<dyn Acquirer>,
     hold: Hold,
 ) -> Result<Option<Hold>> {
@@ -134,7 +114,7 @@ async fn confirm_on_replicas(
             }
         })
     };
-    let acked = crate::replication::wait_for_replicas(
+    let acked = crate::transport::replication::wait_for_replicas(
         &client.conn,
         replicas,
         client.config.effective_replica_sync_timeout_ms(),
@@ -172,14 +152,14 @@ async fn confirm_on_replicas(
 /// [`acquire`] up to the point the primary granted the hold: through this
 /// client's local line for the lock first, if its kind keeps one and the owner
 /// is `new_owner` (made for this acquisition; see
-/// [`Lines::enter`](crate::line::Lines::enter)).
+/// [`Lines::enter`](crate::engine::line::Lines::enter)).
 ///
 /// A parked waiter is small (its place in the line and its subscription); the
 /// wait in Redis, with its attempts, renewal registration and owner slot, is
 /// built (boxed) only when the turn comes. 100,000 waiters of one client over
 /// 10,000 locks are then 10,000 waits in Redis and 90,000 places in line.
 async fn acquire_on_primary(
-    client: &Arc<ClientInner>,
+    client: &Arc<Engine>,
     acquirer: &Arc<dyn Acquirer>,
     terms: Terms,
     wait: Wait,
@@ -226,7 +206,7 @@ async fn acquire_on_primary(
         // Tell the next in line it need not try before this hold's release,
         // whose message it will hear: only if the channel is confirmed now, so
         // the release (sent later) publishes after the subscription.
-        let mark = crate::heuristics::heuristics()
+        let mark = crate::engine::heuristics::heuristics()
             .held_here
             .then(|| client.pubsub.mark(acquirer.channel()))
             .flatten();
@@ -238,48 +218,4 @@ async fn acquire_on_primary(
         }
     }
     hold
-}
-
-/// A hold's lease as one acquisition asks for it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Terms {
-    pub(super) lease: Duration,
-    pub(super) lease_ms: u64,
-    /// Renewed by the watchdog (no explicit lease).
-    pub(super) renewed: bool,
-    /// The longest the hold may last, from the instant its acquire is sent
-    /// (the handle's, else `Config::max_hold`).
-    pub(super) max_hold: Option<Duration>,
-}
-
-impl Terms {
-    fn new(client: &ClientInner, lease: Lease, max_hold: Option<Duration>) -> Result<Terms> {
-        let max_hold = max_hold.or(client.config.max_hold);
-        if let Some(limit) = max_hold {
-            if limit.is_zero() || limit > crate::config::MAX_DURATION {
-                return Err(Error::invalid(format!(
-                    "a maximum hold must be between 1 ms and {} s, got {limit:?}",
-                    crate::config::MAX_DURATION.as_secs()
-                )));
-            }
-        }
-        let terms = match lease {
-            Lease::Watchdog => {
-                let lease = client.config.lock_watchdog_timeout;
-                Terms {
-                    lease,
-                    lease_ms: duration_to_millis("watchdog timeout", lease)?,
-                    renewed: true,
-                    max_hold,
-                }
-            }
-            Lease::Fixed(lease) => Terms {
-                lease,
-                lease_ms: duration_to_millis("lease", lease)?,
-                renewed: false,
-                max_hold,
-            },
-        };
-        Ok(terms)
-    }
 }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use crate::conn::Conn;
+use crate::transport::conn::Conn;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::futures::Notified;
 use tokio::sync::{mpsc, watch, Notify};
@@ -304,12 +304,14 @@ impl PushHandler {
         })
     }
 
-    /// Starts the task that sends SUBSCRIBE/UNSUBSCRIBE on `conn`.
-    pub(crate) fn start(self, conn: Conn) -> PubSub {
+    /// Starts the task that sends SUBSCRIBE/UNSUBSCRIBE on `conn`; with
+    /// `linger`, a one-waiter channel's UNSUBSCRIBE may wait to go out with
+    /// others (see [`UNSUBSCRIBE_LINGER`]).
+    pub(crate) fn start(self, conn: Conn, linger: bool) -> PubSub {
         let (commands, queue) = mpsc::unbounded_channel();
         let _ = self.0.commands.set(commands.downgrade());
         let spawner = conn.spawner().clone();
-        spawner.spawn(run_subscriber(self.0.clone(), conn, queue));
+        spawner.spawn(run_subscriber(self.0.clone(), conn, queue, linger));
         PubSub {
             channels: self.0,
             commands,
@@ -329,12 +331,13 @@ const UNSUBSCRIBE_BATCH: usize = 128;
 
 /// Sends queued (un)subscriptions in order, batching runs of subscriptions, and
 /// gathering unsubscriptions for up to [`UNSUBSCRIBE_LINGER`] (a channel
-/// subscribed again meanwhile is simply kept). Ends when the client and every
+/// subscribed again meanwhile is simply kept) when `may_linger`. Ends when the client and every
 /// subscription are gone.
 async fn run_subscriber(
     channels: Arc<Channels>,
     mut conn: Conn,
     mut queue: mpsc::UnboundedReceiver<Command>,
+    may_linger: bool,
 ) {
     let mut batch = Vec::new();
     let mut leaving: Vec<String> = Vec::new();
@@ -386,7 +389,7 @@ async fn run_subscriber(
                 }
                 Command::Unsubscribe(name, linger) => {
                     leaving.push(name);
-                    if linger && crate::heuristics::heuristics().unsubscribe_linger {
+                    if linger && may_linger {
                         flush_at.get_or_insert_with(|| {
                             tokio::time::Instant::now() + UNSUBSCRIBE_LINGER
                         });
@@ -430,9 +433,9 @@ fn by_slot<T>(conn: &Conn, items: Vec<T>, name: impl Fn(&T) -> &str) -> Vec<Vec<
     if !conn.is_cluster() {
         return vec![items];
     }
-    let mut batches: Vec<(crate::keys::Slot, Vec<T>)> = Vec::new();
+    let mut batches: Vec<(crate::transport::keys::Slot, Vec<T>)> = Vec::new();
     for item in items {
-        let slot = crate::keys::cluster_slot(name(&item));
+        let slot = crate::transport::keys::cluster_slot(name(&item));
         match batches.iter_mut().find(|(s, _)| *s == slot) {
             Some((_, batch)) => batch.push(item),
             None => batches.push((slot, vec![item])),
@@ -652,7 +655,7 @@ impl Drop for Subscription {
                 self.channel.name.clone(),
                 // A channel of one waiter (a fair waiter's): never reused,
                 // so it may linger; a lock's own channel may not.
-                self.channel.name != crate::keys::lock_channel(&self.lock),
+                self.channel.name != crate::transport::keys::lock_channel(&self.lock),
             ));
         }
     }

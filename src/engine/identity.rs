@@ -17,13 +17,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::keys;
+use crate::transport::conn::Conn;
+use crate::transport::keys;
 
-/// The library name a client of this crate announces (and sends with
-/// `CLIENT SETINFO LIB-NAME` where the server knows it).
-pub(crate) const LIBRARY: &str = "redisson-locks";
+use crate::config::LIBRARY;
 
 /// Who a client of this crate is, as it says on the server.
 ///
@@ -52,7 +50,7 @@ pub struct Identity {
 impl Identity {
     /// The identity of a client of this process.
     pub(crate) fn of_this_process(client_id: &str, name: Option<String>) -> Identity {
-        let started_ms = crate::scripts::epoch_millis();
+        let started_ms = crate::transport::scripts::epoch_millis();
         Identity {
             client_id: client_id.to_owned(),
             library: LIBRARY.to_owned(),

@@ -13,7 +13,7 @@
 
 use redis::{Cmd, RedisResult, ToRedisArgs, Value};
 
-use crate::conn::Conn;
+use crate::transport::conn::Conn;
 
 /// One Lua script: its text and its SHA1.
 #[derive(Debug)]

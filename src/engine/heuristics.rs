@@ -10,7 +10,7 @@
 //! | `held_here` | the next at the head of the local line sleeps on the release of the hold the head before took, instead of trying at once | `wait/mod.rs` |
 //! | `wake_jitter` | a waiter woken by another client's release yields a random few times before it tries | `wait/in_redis.rs` |
 //! | `sleep_first` | a waiter joining others of its client that already listen sleeps before its second attempt | `wait/in_redis.rs` |
-//! | `unsubscribe_linger` | a channel's last waiter leaving waits up to 100 ms to unsubscribe with others | `pubsub.rs` |
+//! | `unsubscribe_linger` | a channel's last waiter leaving waits up to 100 ms to unsubscribe with others | `engine/mod.rs` (passed to `transport/pubsub.rs`) |
 //!
 //! The switch is read once per process, from the environment: it is a
 //! measuring hook, not configuration, and a name it does not know is ignored.
