@@ -105,7 +105,7 @@ pub(crate) enum Between {
     /// most `max_sleep`, whatever the TTL says.
     Queues { max_sleep: Duration },
     /// Backs off and retries, on no channel (the spin lock).
-    Spins(crate::lock::BackOff),
+    Spins(crate::engine::backoff::BackOff),
 }
 
 impl Waits {

@@ -16,6 +16,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
 use crate::transport::conn::Conn;
@@ -141,5 +142,92 @@ mod tests {
         assert_eq!(back.pid, std::process::id());
         assert_eq!(announcement.ttl_ms, 30_000);
         assert!(!back.host.is_empty());
+    }
+}
+
+/// The task that keeps the client's identity key set. Dropping it stops the
+/// refresh (the key ends with its TTL); [`withdraw`](Announcer::withdraw)
+/// deletes the key first.
+#[derive(Debug, Default)]
+pub(crate) struct Announcer {
+    /// Sent a reply channel, the task deletes the key, then answers.
+    stop: Option<oneshot::Sender<oneshot::Sender<()>>>,
+}
+
+impl Announcer {
+    /// Refreshes `announcement` every `lease / 3` on the client's background
+    /// runtime (its TTL is one lease, so it outlives a killed process by no
+    /// more than its holds do); nothing when the client announces nothing.
+    pub(crate) fn start(announcement: Option<Announcement>, conn: &Conn, lease: Duration) -> Self {
+        let Some(announcement) = announcement else {
+            return Announcer::default();
+        };
+        let (withdraw, withdrawn) = oneshot::channel();
+        conn.spawner().spawn(keep_announcing(
+            announcement,
+            conn.clone(),
+            lease,
+            withdrawn,
+        ));
+        Announcer {
+            stop: Some(withdraw),
+        }
+    }
+
+    /// Stops refreshing the client's identity and deletes its key; the
+    /// receiver answers once the DEL has been answered (or the refresh had
+    /// already stopped). Nothing when the client announces nothing.
+    pub(crate) fn withdraw(&mut self) -> Option<oneshot::Receiver<()>> {
+        let (done, answered) = oneshot::channel();
+        self.stop.take()?.send(done).ok()?;
+        Some(answered)
+    }
+}
+
+/// Sets the client's identity key again every `lease / 3`, until told to
+/// withdraw it (then it deletes the key, after any refresh in flight, so that
+/// no SET lands after the DEL) or dropped (then the key ends with its TTL). A
+/// failure is said once until a refresh succeeds again; a refusal by the
+/// server's ACL ends the refreshing: it would be refused for ever.
+async fn keep_announcing(
+    announcement: Announcement,
+    mut conn: Conn,
+    lease: Duration,
+    mut withdrawn: oneshot::Receiver<oneshot::Sender<()>>,
+) {
+    let mut ticks = tokio::time::interval(lease / 3);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await; // set at connect already
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            biased;
+            withdraw = &mut withdrawn => {
+                if let Ok(done) = withdraw {
+                    // Best effort: left behind, the key ends with its TTL.
+                    let _ = announcement.withdraw(&mut conn).await;
+                    let _ = done.send(());
+                }
+                return;
+            }
+            _ = ticks.tick() => match announcement.refresh(&mut conn).await {
+                Err(crate::Error::Redis(failure))
+                    if failure.kind() == crate::RedisErrorKind::NoPermission =>
+                {
+                    crate::trace::warn_event!(
+                        "this client may not write its identity key (ACL): the inspector will not name it: {failure}"
+                    );
+                    return;
+                }
+                Err(e) if !failing => {
+                    failing = true;
+                    crate::trace::warn_event!(
+                        "refreshing this client's identity key failed (the inspector may not name it): {e}"
+                    );
+                }
+                Err(_) => {}
+                Ok(()) => failing = false,
+            },
+        }
     }
 }

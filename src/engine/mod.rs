@@ -55,6 +55,8 @@ pub(crate) struct Engine {
     pub(crate) releaser: crate::engine::release::Releaser,
     /// Who this client is, and how it says so on the server (see `identity.rs`).
     pub(crate) identity: crate::engine::identity::Identity,
+    /// Keeps the client's identity key set (see `identity.rs`).
+    announcer: crate::engine::identity::Announcer,
     pub(crate) warnings: Vec<String>,
     /// The client's thread; dropped last, after the releases it must still send
     /// have been queued. Taken out by [`Engine::close`], which awaits its end.
@@ -150,11 +152,11 @@ impl Engine {
         let identity =
             crate::engine::identity::Identity::of_this_process(&id, config.client_name.clone());
         let announcement = announce(&config, &identity, &conn, &mut warnings).await;
-        let watchdog = Watchdog::start(
-            conn.clone(),
+        let watchdog = Watchdog::start(conn.clone(), config.lock_watchdog_timeout, renewal_sync);
+        let announcer = crate::engine::identity::Announcer::start(
+            announcement,
+            &conn,
             config.lock_watchdog_timeout,
-            renewal_sync,
-            announcement.clone(),
         );
         let settling = Settling {
             retry: config.retry_interval,
@@ -168,6 +170,7 @@ impl Engine {
         Ok(Engine {
             id,
             identity,
+            announcer,
             config,
             conn,
             pubsub,
@@ -189,7 +192,7 @@ impl Engine {
         match Arc::try_unwrap(engine) {
             Ok(mut inner) => {
                 // Who it was goes first: a closed client is no longer named.
-                if let Some(answered) = inner.watchdog.withdraw() {
+                if let Some(answered) = inner.announcer.withdraw() {
                     let _ = tokio::time::timeout(inner.config.timeout, answered).await;
                 }
                 let background = inner.background.take();

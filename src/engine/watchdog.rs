@@ -14,7 +14,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::engine::identity::Announcement;
 use crate::transport::conn::Conn;
 use crate::transport::keys::{cluster_slot, Slot};
 use tokio::sync::oneshot;
@@ -125,52 +124,22 @@ impl Registry {
 pub(crate) struct Watchdog {
     registry: Arc<Registry>,
     _stop: oneshot::Sender<()>,
-    /// Stops the identity refresh: dropped, it just stops (the key ends with
-    /// its TTL); sent a reply channel, it deletes the key first, then answers.
-    announcer: Option<oneshot::Sender<oneshot::Sender<()>>>,
 }
 
 impl Watchdog {
     /// Starts the renewal task on the client's background runtime: every
-    /// `lease / 3`, restart `lease` on every active hold. Beside it, at the
-    /// same pace, a task of its own refreshes the client's `announcement` of
-    /// who it is (its TTL is one lease, so it outlives a killed process by no
-    /// more than its holds do); its own, so that a slow or refused refresh
-    /// never delays a renewal.
-    pub(crate) fn start(
-        conn: Conn,
-        lease: Duration,
-        sync: QuietSync,
-        announcement: Option<Announcement>,
-    ) -> Self {
+    /// `lease / 3`, restart `lease` on every active hold. (The client's
+    /// identity is refreshed at the same pace by a task of its own, see
+    /// `identity.rs`, so that a slow or refused refresh never delays a renewal.)
+    pub(crate) fn start(conn: Conn, lease: Duration, sync: QuietSync) -> Self {
         let registry = Arc::new(Registry::default());
         let (stop, stopped) = oneshot::channel();
         let spawner = conn.spawner().clone();
-        let announcer = announcement.map(|announcement| {
-            let (withdraw, withdrawn) = oneshot::channel();
-            spawner.spawn(keep_announcing(
-                announcement,
-                conn.clone(),
-                lease,
-                withdrawn,
-            ));
-            withdraw
-        });
         spawner.spawn(run_renewals(registry.clone(), conn, lease, sync, stopped));
         Watchdog {
             registry,
             _stop: stop,
-            announcer,
         }
-    }
-
-    /// Stops refreshing the client's identity and deletes its key; the
-    /// receiver answers once the DEL has been answered (or the refresh had
-    /// already stopped). Nothing when the client announces nothing.
-    pub(crate) fn withdraw(&mut self) -> Option<oneshot::Receiver<()>> {
-        let (done, answered) = oneshot::channel();
-        self.announcer.take()?.send(done).ok()?;
-        Some(answered)
     }
 
     /// Registers a hold about to be acquired on `name`, counted in hash field `field`.
@@ -336,54 +305,6 @@ async fn run_renewals(
                     sync.run(&mut conn).await;
                 }
             }
-        }
-    }
-}
-
-/// Sets the client's identity key again every `lease / 3`, until told to
-/// withdraw it (then it deletes the key, after any refresh in flight, so that
-/// no SET lands after the DEL) or dropped (then the key ends with its TTL). A
-/// failure is said once until a refresh succeeds again; a refusal by the
-/// server's ACL ends the refreshing: it would be refused for ever.
-async fn keep_announcing(
-    announcement: Announcement,
-    mut conn: Conn,
-    lease: Duration,
-    mut withdrawn: oneshot::Receiver<oneshot::Sender<()>>,
-) {
-    let mut ticks = tokio::time::interval(lease / 3);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticks.tick().await; // set at connect already
-    let mut failing = false;
-    loop {
-        tokio::select! {
-            biased;
-            withdraw = &mut withdrawn => {
-                if let Ok(done) = withdraw {
-                    // Best effort: left behind, the key ends with its TTL.
-                    let _ = announcement.withdraw(&mut conn).await;
-                    let _ = done.send(());
-                }
-                return;
-            }
-            _ = ticks.tick() => match announcement.refresh(&mut conn).await {
-                Err(crate::Error::Redis(failure))
-                    if failure.kind() == crate::RedisErrorKind::NoPermission =>
-                {
-                    crate::trace::warn_event!(
-                        "this client may not write its identity key (ACL): the inspector will not name it: {failure}"
-                    );
-                    return;
-                }
-                Err(e) if !failing => {
-                    failing = true;
-                    crate::trace::warn_event!(
-                        "refreshing this client's identity key failed (the inspector may not name it): {e}"
-                    );
-                }
-                Err(_) => {}
-                Ok(()) => failing = false,
-            },
         }
     }
 }
