@@ -60,9 +60,7 @@ mod client;
 mod guard;
 mod lock;
 
-use std::cell::Cell;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use client::Client;
 pub use guard::LockGuard;
@@ -78,17 +76,11 @@ use crate::transport::background::{on_client_thread, Spawner};
 /// Java's signed 64-bit `long`.
 const THREAD_ID_BASE: u64 = 3 << 61;
 
-static NEXT_THREAD_ID: AtomicU64 = AtomicU64::new(THREAD_ID_BASE);
-
-thread_local! {
-    /// The calling thread's owner id; 0 until its first call.
-    static THREAD_ID: Cell<u64> = const { Cell::new(0) };
-}
-
 /// The owner id of the calling thread (Java's `Thread.currentThread().getId()`):
 /// the second half of the owner field (`<client-uuid>:<id>`) its holds are
-/// written under. Assigned at a thread's first use, from a process-wide counter,
-/// so no two threads of a process ever share one.
+/// written under. Assigned at a thread's first use, from the process-wide
+/// thread numbers the async API uses too (in a range of its own), so no two
+/// threads of a process ever share one.
 ///
 /// ```
 /// use redisson_locks::blocking::current_thread_id;
@@ -99,12 +91,7 @@ thread_local! {
 /// assert_ne!(mine, other);
 /// ```
 pub fn current_thread_id() -> u64 {
-    THREAD_ID.with(|id| {
-        if id.get() == 0 {
-            id.set(NEXT_THREAD_ID.fetch_add(1, Ordering::Relaxed));
-        }
-        id.get()
-    })
+    THREAD_ID_BASE + crate::engine::owner::thread_number()
 }
 
 /// Runs `work` (a call about lock `name`) on `client`'s own thread and blocks the

@@ -10,6 +10,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use crate::error::Result;
 use crate::transport::conn::Conn;
 
 type Work = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -64,6 +65,77 @@ impl Drop for OnDrop {
     fn drop(&mut self) {
         if let Some((conn, work)) = self.work().take() {
             conn.spawn_cleanup(work);
+        }
+    }
+}
+
+/// What to do with a command's outcome when the caller who sent it is gone:
+/// given the outcome and what the caller would have got back.
+pub(crate) type Orphaned<T, K> =
+    Box<dyn FnOnce(Result<T>, K) -> crate::engine::contract::BoxFuture<()> + Send>;
+
+/// A command on its way to the server, with something kept beside it (an
+/// owner's gate, an undo): completes with the command's outcome and what was
+/// kept. Dropped while the command is in flight, it is finished in a task of
+/// its own on the client's thread, and its outcome and what was kept go to
+/// `orphaned` (which settles them), since nobody is left to receive them. The
+/// one "finish the command in flight, then settle" of locks and synchronizers.
+pub(crate) struct FinishOnDrop<T: Send + 'static, K: Send + 'static> {
+    command: Option<crate::engine::contract::BoxFuture<Result<T>>>,
+    kept: Option<K>,
+    orphaned: Option<Orphaned<T, K>>,
+    conn: Conn,
+}
+
+impl<T: Send + 'static, K: Send + 'static> FinishOnDrop<T, K> {
+    pub(crate) fn new(
+        conn: &Conn,
+        command: crate::engine::contract::BoxFuture<Result<T>>,
+        kept: K,
+        orphaned: Orphaned<T, K>,
+    ) -> Self {
+        FinishOnDrop {
+            command: Some(command),
+            kept: Some(kept),
+            orphaned: Some(orphaned),
+            conn: conn.clone(),
+        }
+    }
+}
+
+// Nothing in it is pinned in place: the command is boxed, and what is kept is
+// only ever moved out whole.
+impl<T: Send + 'static, K: Send + 'static> Unpin for FinishOnDrop<T, K> {}
+
+impl<T: Send + 'static, K: Send + 'static> Future for FinishOnDrop<T, K> {
+    type Output = (Result<T>, K);
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = &mut *self;
+        let (Some(command), Some(_)) = (this.command.as_mut(), this.kept.as_ref()) else {
+            // Polled after completion: a bug in the caller; nothing to return.
+            return std::task::Poll::Pending;
+        };
+        let outcome = std::task::ready!(command.as_mut().poll(cx));
+        this.command = None;
+        match this.kept.take() {
+            Some(kept) => std::task::Poll::Ready((outcome, kept)),
+            None => std::task::Poll::Pending,
+        }
+    }
+}
+
+impl<T: Send + 'static, K: Send + 'static> Drop for FinishOnDrop<T, K> {
+    fn drop(&mut self) {
+        let pending = (self.command.take(), self.kept.take(), self.orphaned.take());
+        if let (Some(command), Some(kept), Some(orphaned)) = pending {
+            self.conn.spawn_cleanup(async move {
+                let outcome = command.await;
+                orphaned(outcome, kept).await;
+            });
         }
     }
 }

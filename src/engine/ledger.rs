@@ -19,15 +19,13 @@
 //! actually has.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 use tokio::time::Instant;
 
+use crate::engine::cleanup::{FinishOnDrop, Orphaned};
 use crate::engine::contract::{Acquirer, BoxFuture};
 use crate::engine::release::Releaser;
 use crate::error::{Error, Result};
@@ -207,8 +205,7 @@ async fn release_gated(
         let (releaser, acquirer) = (releaser.clone(), acquirer.clone());
         Box::pin(async move { releaser.send(&acquirer, lease_ms).await })
     };
-    let (outcome, gate) =
-        Gated::new(release, gate, acquirer, releaser, lease_ms, slot.settling).await;
+    let (outcome, gate) = gated(release, gate, acquirer, releaser, lease_ms, slot.settling).await;
     let Err(failure) = outcome else {
         return outcome;
     };
@@ -238,64 +235,21 @@ async fn release_gated(
 /// held; completes with its outcome and the gate. Dropped while in flight, it is
 /// finished in a task of its own that keeps the gate and then settles the owner's
 /// count, since nobody is left to receive the outcome.
-pub(crate) struct Gated<T: Send + 'static> {
-    command: Option<BoxFuture<Result<T>>>,
-    gate: Option<Gate>,
-    acquirer: Arc<dyn Acquirer>,
-    releaser: Releaser,
+pub(crate) type Gated<T> = FinishOnDrop<T, Gate>;
+
+/// `command`, sent with `gate` held, as a [`Gated`] future.
+pub(crate) fn gated<T: Send + 'static>(
+    command: BoxFuture<Result<T>>,
+    gate: Gate,
+    acquirer: &Arc<dyn Acquirer>,
+    releaser: &Releaser,
     lease_ms: u64,
     settling: Settling,
-}
-
-impl<T: Send + 'static> Gated<T> {
-    pub(crate) fn new(
-        command: BoxFuture<Result<T>>,
-        gate: Gate,
-        acquirer: &Arc<dyn Acquirer>,
-        releaser: &Releaser,
-        lease_ms: u64,
-        settling: Settling,
-    ) -> Self {
-        Gated {
-            command: Some(command),
-            gate: Some(gate),
-            acquirer: acquirer.clone(),
-            releaser: releaser.clone(),
-            lease_ms,
-            settling,
-        }
-    }
-}
-
-impl<T: Send + 'static> Future for Gated<T> {
-    type Output = (Result<T>, Gate);
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        let (Some(command), Some(_)) = (this.command.as_mut(), this.gate.as_ref()) else {
-            // Polled after completion: a bug in the caller; nothing to return.
-            return Poll::Pending;
-        };
-        let outcome = std::task::ready!(command.as_mut().poll(cx));
-        this.command = None;
-        match this.gate.take() {
-            Some(gate) => Poll::Ready((outcome, gate)),
-            None => Poll::Pending,
-        }
-    }
-}
-
-impl<T: Send + 'static> Drop for Gated<T> {
-    fn drop(&mut self) {
-        if let (Some(command), Some(gate)) = (self.command.take(), self.gate.take()) {
-            let (acquirer, releaser) = (self.acquirer.clone(), self.releaser.clone());
-            let (lease_ms, settling) = (self.lease_ms, self.settling);
-            self.releaser.conn().spawn_cleanup(async move {
-                let _ = command.await;
-                settle(acquirer, releaser, gate, lease_ms, settling).await;
-            });
-        }
-    }
+) -> Gated<T> {
+    let (acquirer, settler) = (acquirer.clone(), releaser.clone());
+    let orphaned: Orphaned<T, Gate> =
+        Box::new(move |_, gate| Box::pin(settle(acquirer, settler, gate, lease_ms, settling)));
+    FinishOnDrop::new(releaser.conn(), command, gate, orphaned)
 }
 
 /// Makes the server agree with the gate's count: releases the holds of the owner

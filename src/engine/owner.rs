@@ -30,7 +30,8 @@ const THREAD_ID_BASE: u64 = 1 << 62;
 /// range, far above any task id.
 const ACQUISITION_ID_BASE: u64 = 1 << 61;
 
-static NEXT_THREAD_ID: AtomicU64 = AtomicU64::new(THREAD_ID_BASE);
+/// The next OS thread's number (see [`thread_number`]).
+static NEXT_THREAD_NUMBER: AtomicU64 = AtomicU64::new(1);
 static NEXT_ACQUISITION_ID: AtomicU64 = AtomicU64::new(ACQUISITION_ID_BASE);
 
 tokio::task_local! {
@@ -82,7 +83,21 @@ pub(crate) fn in_scope<F: Future>(
 }
 
 thread_local! {
-    static THREAD_ID: Cell<u64> = const { Cell::new(0) };
+    /// The calling thread's number; 0 until its first use.
+    static THREAD_NUMBER: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The calling OS thread's number in this process (1, 2, ...), assigned at its
+/// first use: the one source of thread owners. The async API outside a task
+/// and the blocking API (`blocking::current_thread_id`) each place it in a range
+/// of their own, so a blocking thread is never the same owner as async code.
+pub(crate) fn thread_number() -> u64 {
+    THREAD_NUMBER.with(|cell| {
+        if cell.get() == 0 {
+            cell.set(NEXT_THREAD_NUMBER.fetch_add(1, Ordering::Relaxed));
+        }
+        cell.get()
+    })
 }
 
 /// Which id a lock handle acts for.
@@ -176,12 +191,7 @@ pub(crate) fn new_acquisition_id() -> u64 {
 pub fn current_id() -> u64 {
     match tokio::task::try_id() {
         Some(id) => task_id_number(id),
-        None => THREAD_ID.with(|cell| {
-            if cell.get() == 0 {
-                cell.set(NEXT_THREAD_ID.fetch_add(1, Ordering::Relaxed));
-            }
-            cell.get()
-        }),
+        None => THREAD_ID_BASE + thread_number(),
     }
 }
 

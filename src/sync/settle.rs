@@ -4,10 +4,8 @@
 //! [`settle_retrying`] retries a release whose outcome is unknown.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
-use std::task::Poll;
 
-use crate::engine::cleanup::OnDrop;
+use crate::engine::cleanup::{FinishOnDrop, Orphaned};
 use crate::engine::contract::BoxFuture;
 use crate::error::{Error, Result};
 use crate::metrics::Labels;
@@ -57,37 +55,24 @@ where
     U: FnOnce(Took<T>) -> UF + Send + 'static,
     UF: Future<Output = ()> + Send + 'static,
 {
-    // The call in flight and the undo, shared with the guard: whoever holds
-    // them last finishes the call and undoes what it may have taken.
-    let in_flight = Arc::new(Mutex::new(Some((call, undo))));
-    let mut guard = {
-        let (in_flight, labels) = (in_flight.clone(), labels.clone());
-        OnDrop::armed(conn, async move {
-            let pending = in_flight.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some((call, undo)) = pending {
-                if let Some(took) = doubt(call.await) {
+    // Dropped with the call in flight, the call is finished on the client's
+    // thread and whatever it may have taken is undone.
+    let orphaned: Orphaned<Option<T>, U> = {
+        let labels = labels.clone();
+        Box::new(move |outcome, undo| {
+            Box::pin(async move {
+                if let Some(took) = doubt(outcome) {
                     labels.settled();
                     undo(took).await;
                 }
-            }
+            })
         })
     };
-    let outcome = std::future::poll_fn(|cx| {
-        let mut slot = in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        let Some((call, _)) = slot.as_mut() else {
-            let e = Error::unexpected("acquire", "polled after completion");
-            return Poll::Ready(Err((e, None)));
-        };
-        let outcome = std::task::ready!(call.as_mut().poll(cx));
-        let undo = slot.take().map(|(_, undo)| undo);
-        Poll::Ready(outcome.map_err(|e| (e, undo)))
-    })
-    .await;
-    guard.disarm();
+    let (outcome, undo) = FinishOnDrop::new(conn, call, undo, orphaned).await;
     match outcome {
         Ok(taken) => Ok(taken),
-        Err((e, undo)) => {
-            if let Some(undo) = undo.filter(|_| may_have_run(&e)) {
+        Err(e) => {
+            if may_have_run(&e) {
                 labels.settled();
                 conn.spawn_cleanup(undo(Took::Maybe));
             }

@@ -10,7 +10,7 @@ use super::pause::Pause;
 use super::step::{Tried, Tries};
 use crate::engine::cleanup::OnDrop;
 use crate::engine::contract::{Acquirer, Drawn, Outcome};
-use crate::engine::ledger::{settle, Gate, Gated, Slot};
+use crate::engine::ledger::{gated, settle, Gate, Gated, Slot};
 use crate::engine::Engine;
 use crate::error::Result;
 
@@ -112,7 +112,7 @@ fn attempt(
     queue: bool,
     gate: Gate,
 ) -> Gated<Outcome> {
-    Gated::new(
+    gated(
         acquirer
             .clone()
             .attempt(client.conn.clone(), lease_ms, queue),
