@@ -40,17 +40,11 @@ pub(crate) type Gate = OwnedMutexGuard<u32>;
 #[derive(Debug)]
 pub(crate) struct Ledger {
     slots: Mutex<Slots>,
-    /// Gates kept alive for detached holds (no guard holds their slot), with how
-    /// many detached holds each stands for, until `RLock::unlock` ends them.
-    pinned: Mutex<HashMap<SlotKey, Pinned>>,
     settling: Settling,
 }
 
 /// (lock name, owner field).
 type SlotKey = (Arc<str>, String);
-
-/// A gate kept alive for detached holds, and how many.
-type Pinned = (Arc<AsyncMutex<u32>>, usize);
 
 #[derive(Debug, Default)]
 struct Slots {
@@ -76,7 +70,6 @@ pub(crate) struct Settling {
 /// One owner's holds of one lock, as this client knows them.
 #[derive(Debug)]
 pub(crate) struct Slot {
-    key: SlotKey,
     gate: Arc<AsyncMutex<u32>>,
     settling: Settling,
 }
@@ -85,8 +78,27 @@ impl Ledger {
     pub(crate) fn new(settling: Settling) -> Self {
         Ledger {
             slots: Mutex::new(Slots::default()),
-            pinned: Mutex::new(HashMap::new()),
             settling,
+        }
+    }
+
+    /// Lock `name` was forced open: no owner holds it any more, so every
+    /// owner's count of it is 0. A gate busy with a command of its owner keeps
+    /// its count; that command's outcome is settled against it, as any other.
+    pub(crate) fn forget_lock(&self, name: &str) {
+        let gates: Vec<Arc<AsyncMutex<u32>>> = {
+            let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots
+                .by_owner
+                .iter()
+                .filter(|((lock, _), _)| &**lock == name)
+                .filter_map(|(_, gate)| gate.upgrade())
+                .collect()
+        };
+        for gate in gates {
+            if let Ok(mut count) = gate.try_lock() {
+                *count = 0;
+            }
         }
     }
 
@@ -99,7 +111,7 @@ impl Ledger {
             Some(gate) => gate,
             None => {
                 let gate = Arc::new(AsyncMutex::new(0));
-                slots.by_owner.insert(key.clone(), Arc::downgrade(&gate));
+                slots.by_owner.insert(key, Arc::downgrade(&gate));
                 if slots.by_owner.len() > slots.sweep_at {
                     slots.by_owner.retain(|_, gate| gate.strong_count() > 0);
                     slots.sweep_at = (slots.by_owner.len() * 2).max(64);
@@ -108,31 +120,9 @@ impl Ledger {
             }
         };
         Arc::new(Slot {
-            key,
             gate,
             settling: self.settling,
         })
-    }
-
-    /// A hold of `slot` was detached: keep its count alive with no guard.
-    pub(crate) fn pin(&self, slot: &Slot) {
-        let mut pinned = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
-        pinned
-            .entry(slot.key.clone())
-            .or_insert_with(|| (slot.gate.clone(), 0))
-            .1 += 1;
-    }
-
-    /// A detached hold of `field` on `name` was released (`RLock::unlock`).
-    pub(crate) fn unpin(&self, name: &Arc<str>, field: &str) {
-        let mut pinned = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (name.clone(), field.to_owned());
-        if let Some((_, count)) = pinned.get_mut(&key) {
-            *count -= 1;
-            if *count == 0 {
-                pinned.remove(&key);
-            }
-        }
     }
 }
 

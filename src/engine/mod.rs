@@ -11,6 +11,7 @@
 pub(crate) mod backoff;
 pub(crate) mod cleanup;
 pub(crate) mod contract;
+pub(crate) mod detached;
 pub(crate) mod heuristics;
 pub(crate) mod identity;
 pub(crate) mod ledger;
@@ -44,6 +45,8 @@ pub(crate) struct Engine {
     pub(crate) watchdog: Watchdog,
     /// What this client believes each owner holds (see `ledger.rs`).
     pub(crate) ledger: Ledger,
+    /// The holds whose guard was detached, one record each (see `detached.rs`).
+    pub(crate) detached: crate::engine::detached::Detached,
     /// This client's side of each lock's line (see `line.rs`).
     pub(crate) lines: Arc<crate::engine::line::Lines>,
     /// Which of this client's tasks holds what, to name a wait for one's own
@@ -67,9 +70,14 @@ impl Drop for Engine {
     fn drop(&mut self) {
         // Nobody can unlock a detached hold once the client is gone: release it,
         // as any other release, through its owner's gate.
-        for (acquirer, lease_ms) in self.watchdog.take_detached() {
-            let (field, _) = acquirer.renewal();
-            let slot = self.ledger.slot(&acquirer.target().name, field);
+        // (A detached hold with an explicit lease ends with it.)
+        let renewed = self
+            .detached
+            .take_all()
+            .into_iter()
+            .filter(|h| h.is_renewed());
+        for hold in renewed {
+            let (acquirer, lease_ms, slot) = (hold.acquirer, hold.lease_ms, hold.slot);
             let releaser = self.releaser.clone();
             self.conn.spawn_cleanup(async move {
                 let name = acquirer.name().to_owned();
@@ -88,6 +96,17 @@ impl Drop for Engine {
 }
 
 impl Engine {
+    /// Lock `name` was forced open (deleted, whoever held it): every hold this
+    /// client had of it is gone. Its guards learn it (the watchdog reports
+    /// them lost), its detached holds end, and no owner's count of it is
+    /// believed any more. The one place a force ends holds, as `unlock()`
+    /// (through `detached.rs` and the ledger) ends one.
+    pub(crate) fn forced_open(&self, name: &str) {
+        self.watchdog.forget_lock(name);
+        drop(self.detached.take_all_of(name));
+        self.ledger.forget_lock(name);
+    }
+
     /// What this client does with a self-wait (see `self_wait.rs`).
     pub(crate) fn self_wait_policy(&self) -> crate::engine::self_wait::Policy {
         crate::engine::self_wait::Policy {
@@ -176,6 +195,7 @@ impl Engine {
             pubsub,
             watchdog,
             ledger: Ledger::new(settling),
+            detached: Default::default(),
             holdings: Arc::new(crate::engine::self_wait::Holdings::new()),
             lines,
             replica_sync,

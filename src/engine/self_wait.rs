@@ -18,8 +18,8 @@
 //! keep working: they release, the wait ends, and no warning is due.
 //!
 //! The record is this process's own belief, kept beside the guard's lifetime: a
-//! detached hold (no guard) keeps its record until `RLock::unlock` or a forced
-//! unlock ends it, and a hold of another client (Java's included) is never a
+//! detached hold (no guard) keeps its record in its `DetachedHold` (see
+//! `detached.rs`) until `RLock::unlock` or a forced unlock ends it, and a hold of another client (Java's included) is never a
 //! self-wait.
 
 use std::collections::hash_map::RandomState;
@@ -107,13 +107,7 @@ pub(crate) struct Holdings {
     shards: [Mutex<Shard>; SHARDS],
     hasher: RandomState,
     next_serial: AtomicU64,
-    /// The records of detached holds (no guard), by lock name and owner id,
-    /// until `RLock::unlock` releases them.
-    detached: Mutex<HashMap<DetachedKey, Vec<HeldMark>>>,
 }
-
-/// A detached hold's lock name and owner id.
-type DetachedKey = (Arc<str>, u64);
 
 #[derive(Debug, Default)]
 struct Shard {
@@ -175,7 +169,6 @@ impl Holdings {
             shards: std::array::from_fn(|_| Mutex::new(Shard::default())),
             hasher: RandomState::new(),
             next_serial: AtomicU64::new(0),
-            detached: Mutex::new(HashMap::new()),
         }
     }
 
@@ -268,54 +261,6 @@ impl Holdings {
                 .filter(|wait| Self::behind_in(&shard, name, &wait.request).is_some())
                 .count()
         })
-    }
-
-    /// Keeps the record of a hold whose guard was detached, until
-    /// [`forget_detached`](Holdings::forget_detached) for its owner.
-    pub(crate) fn keep_detached(&self, mark: HeldMark, owner: u64) {
-        let key = (mark.name.clone(), owner);
-        self.detached
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .entry(key)
-            .or_default()
-            .push(mark);
-    }
-
-    /// A detached hold of `owner` on `name` was released: forget one record.
-    pub(crate) fn forget_detached(&self, name: &Arc<str>, owner: u64) {
-        let released = {
-            let mut detached = self
-                .detached
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            let key = (name.clone(), owner);
-            let released = detached.get_mut(&key).and_then(Vec::pop);
-            if detached.get(&key).is_some_and(Vec::is_empty) {
-                detached.remove(&key);
-            }
-            released
-        };
-        // Dropped outside the lock: its drop takes a shard's.
-        drop(released);
-    }
-
-    /// The lock `name` was forced open: its detached holds are gone.
-    pub(crate) fn forget_detached_of(&self, name: &str) {
-        let released: Vec<Vec<HeldMark>> = {
-            let mut detached = self
-                .detached
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            let keys: Vec<_> = detached
-                .keys()
-                .filter(|(lock, _)| &**lock == name)
-                .cloned()
-                .collect();
-            keys.iter().filter_map(|key| detached.remove(key)).collect()
-        };
-        // Dropped outside the lock: their drops take a shard's.
-        drop(released);
     }
 
     /// Counts a self-wait until the returned value is dropped.
@@ -504,13 +449,13 @@ mod tests {
         assert!(holdings
             .behind("inventory", &request(10, 2, Claim::Exclusive))
             .is_none());
-        // A detached hold's record lasts until its owner releases it.
+        // A record kept with no guard (a detached hold's, in `detached.rs`)
+        // lasts until it is dropped.
         let detached = holdings.record(&name, request(10, 1, Claim::Write), valid());
-        holdings.keep_detached(detached, 1);
         assert!(holdings
             .behind("inventory", &request(10, 2, Claim::Read))
             .is_some());
-        holdings.forget_detached(&name, 1);
+        drop(detached);
         assert!(holdings
             .behind("inventory", &request(10, 2, Claim::Read))
             .is_none());

@@ -19,7 +19,7 @@ use crate::transport::keys::{cluster_slot, Slot};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::engine::contract::{Acquirer, RenewKind};
+use crate::engine::contract::RenewKind;
 use crate::engine::validity::Validity;
 use crate::transport::replication::QuietSync;
 use crate::transport::scripts;
@@ -53,10 +53,6 @@ struct ActiveHold {
     /// renewal that found it, never a newer one.
     generation: u64,
     validity: Arc<Validity>,
-    /// Its guard was detached; only `RLock::unlock` ends it. Kept with the
-    /// scripts that release it and its lease, so that a client dropped with
-    /// detached holds can release them.
-    detached: Option<(Arc<dyn Acquirer>, u64)>,
 }
 
 impl Entry {
@@ -156,19 +152,6 @@ impl Watchdog {
         }
     }
 
-    /// Stops renewing the newest detached hold of `owner` on `name` (an unlock
-    /// through the lock handle rather than a guard). Holds still owned by a guard
-    /// are left alone. Returns whether one was renewed.
-    pub(crate) fn release_detached(&self, name: &str, field: &str, kind: RenewKind) -> bool {
-        let key = (name.to_owned(), field.to_owned(), kind);
-        self.registry
-            .update(&key, |entry| {
-                let newest = entry.holds.iter().rposition(|hold| hold.detached.is_some());
-                newest.map(|index| entry.holds.remove(index)).is_some()
-            })
-            .unwrap_or(false)
-    }
-
     /// Stops renewing every hold on `name`, whoever owns it (force unlock), and
     /// reports them lost.
     pub(crate) fn forget_lock(&self, name: &str) {
@@ -178,23 +161,6 @@ impl Watchdog {
             }
             !entry.is_unused()
         });
-    }
-
-    /// Takes every detached hold out of the registry, with what releases it: the
-    /// client is going away, and nobody is left to unlock them.
-    pub(crate) fn take_detached(&self) -> Vec<(Arc<dyn Acquirer>, u64)> {
-        let mut taken = Vec::new();
-        self.registry.holds().retain(|_, entry| {
-            entry.holds.retain_mut(|hold| match hold.detached.take() {
-                Some(release) => {
-                    taken.push(release);
-                    false
-                }
-                None => true,
-            });
-            !entry.is_unused()
-        });
-        taken
     }
 
     /// How many (lock, owner) pairs have renewed holds right now.
@@ -229,7 +195,6 @@ impl Registration {
         entry.holds.push(ActiveHold {
             generation,
             validity,
-            detached: None,
         });
         drop(holds);
         Renewal {
@@ -258,22 +223,6 @@ pub(crate) struct Renewal {
     key: HoldKey,
     generation: u64,
     active: bool,
-}
-
-impl Renewal {
-    /// Keeps renewing after this handle is gone, until
-    /// [`Watchdog::release_detached`], a loss, or the client's end (which
-    /// releases it with `release`) ends it.
-    pub(crate) fn detach(mut self, release: (Arc<dyn Acquirer>, u64)) {
-        if std::mem::take(&mut self.active) {
-            let generation = self.generation;
-            self.registry.update(&self.key, |entry| {
-                if let Some(hold) = entry.holds.iter_mut().find(|h| h.generation == generation) {
-                    hold.detached = Some(release);
-                }
-            });
-        }
-    }
 }
 
 impl Drop for Renewal {

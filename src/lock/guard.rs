@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::contract::Acquirer;
+use crate::engine::detached::DetachedHold;
 use crate::engine::ledger::{release_one, Slot};
 use crate::engine::release::Releaser;
 use crate::engine::self_wait::HeldMark;
@@ -272,12 +273,9 @@ impl LockGuard {
     /// ```
     pub fn detach(mut self) {
         if let Some(hold) = self.hold.take() {
-            // Its count stays in the ledger until `RLock::unlock` ends it, and so
-            // does its record: a wait behind it is still a self-wait.
-            self.client.ledger.pin(&hold.slot);
-            if let Some(recorded) = self.recorded.take() {
-                self.client.holdings.keep_detached(recorded, self.owner_id);
-            }
+            // Its count stays in the ledger, its renewal with the watchdog and
+            // its record (a wait behind it is still a self-wait) until
+            // `RLock::unlock` ends it: one record holds all three.
             if self.single_acquisition {
                 crate::trace::warn_event!(
                     "lock {:?}: a hold of a default handle outside any scope was detached; no \
@@ -289,9 +287,13 @@ impl LockGuard {
                     self.ops.name()
                 );
             }
-            if let Some(renewal) = hold.renewal {
-                renewal.detach((self.ops.clone(), self.lease_ms));
-            }
+            self.client.detached.keep(DetachedHold::new(
+                self.ops.clone(),
+                self.lease_ms,
+                hold.slot,
+                hold.renewal,
+                self.recorded.take(),
+            ));
         }
     }
 

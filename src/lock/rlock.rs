@@ -486,9 +486,13 @@ impl RLock {
         let owner = self.query_owner();
         let ops = self.ops(owner, Wait::Forever);
         let (field, kind) = ops.renewal();
-        self.client
-            .watchdog
-            .release_detached(&self.name, field, kind);
+        // The newest detached hold of this owner: renewed no more from here,
+        // and gone with its record (count, renewal, self-wait record) once the
+        // release is answered, or this call dropped.
+        let mut detached = self.client.detached.take_newest(&self.name, field, kind);
+        if let Some(hold) = detached.as_mut() {
+            hold.stop_renewing();
+        }
         let slot = self.client.ledger.slot(&self.name, field);
         let released = release(
             &self.client.releaser,
@@ -497,8 +501,7 @@ impl RLock {
             self.watchdog_lease_ms()?,
         )
         .await;
-        self.client.ledger.unpin(&self.name, field);
-        self.client.holdings.forget_detached(&self.name, owner);
+        drop(detached);
         released
     }
 
@@ -532,8 +535,7 @@ impl RLock {
         // Only a lock that was deleted takes this client's holds with it (forcing
         // the read side of a lock in write mode deletes nothing).
         if freed {
-            self.client.watchdog.forget_lock(&self.name);
-            self.client.holdings.forget_detached_of(&self.name);
+            self.client.forced_open(&self.name);
         }
         Ok(freed)
     }

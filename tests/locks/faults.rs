@@ -541,6 +541,64 @@ async fn an_acquire_whose_reply_never_came_is_given_back() {
     assert_eq!(client.renewed_holds(), 0);
 }
 
+/// A forced unlock ends this client's belief about the lock as an unlock
+/// does: every owner's count of it is 0 afterwards. An owner whose guard was
+/// forced out then takes the lock again, and that acquire's reply never comes:
+/// the hold it took is given back, as for any owner holding nothing. (With the
+/// count of the forced hold still believed, the settle would take the new hold
+/// for that one and leave it to its lease.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_unlock_leaves_no_count_for_a_settle_to_trust() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let mut config = Config::from_url(&proxy.url()).unwrap();
+    config.timeout = Duration::from_secs(5);
+    let client = Client::connect(config).await.unwrap();
+    for (name, fair) in [("forced-then-lost", false), ("forced-then-lost-fair", true)] {
+        let lock = if fair {
+            client.get_fair_lock(name)
+        } else {
+            client.get_lock(name)
+        }
+        .unwrap()
+        .with_owner_id(7);
+        // Owner 7 holds it through a guard, and the lock is forced open.
+        let guard = lock.lock().await.unwrap();
+        assert!(lock.force_unlock().await.unwrap());
+        assert!(!lock.is_locked().await.unwrap());
+        assert!(guard.is_lease_lost());
+        // Owner 7 again; the acquire runs on the server, its reply is held back.
+        proxy.set_mode(Mode::HoldReplies);
+        let again = lock.clone();
+        let task = tokio::spawn(async move { again.lock().await });
+        assert!(
+            eventually(Duration::from_secs(5), || async {
+                let mut admin = server.admin().await;
+                admin.exists::<_, bool>(name).await.unwrap()
+            })
+            .await
+        );
+        task.abort();
+        assert!(task.await.unwrap_err().is_cancelled());
+        proxy.set_mode(Mode::Pass);
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                !server.keys().await.contains(&name.to_owned())
+            })
+            .await,
+            "{name}: the unclaimed hold was left to its lease"
+        );
+        drop(guard);
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            server.keys().await.is_empty()
+        })
+        .await
+    );
+    assert_eq!(client.renewed_holds(), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hundreds_of_aborted_try_locks_leave_nothing() {
     let server = RedisServer::start();

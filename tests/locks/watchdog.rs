@@ -299,3 +299,57 @@ async fn run_stops_the_section_before_another_holder_gets_in() {
     assert_eq!(lock.run(|| async { 7 }).await.unwrap(), 7);
     assert!(!lock.is_locked().await.unwrap());
 }
+
+/// Detached holds ended by `force_unlock()` leave this client as ones ended by
+/// their owner's `unlock()`: nothing renewed, the lock free, and the owner's
+/// next hold released even when its release is cut by a killed connection.
+/// (`faults::a_forced_unlock_leaves_no_count_for_a_settle_to_trust` shows the
+/// count a force must not leave behind.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_unlock_ends_detached_holds_as_their_unlock_does() {
+    let server = RedisServer::start();
+    let client = server
+        .client_with(|c| c.lock_watchdog_timeout = WATCHDOG)
+        .await;
+    for (round, forced) in [(0, false), (1, true), (2, true), (3, false)] {
+        let name = format!("detached-end-{round}");
+        for lock in [
+            client.get_lock(&name).unwrap().with_task_owner(),
+            client
+                .get_fair_lock(format!("{name}-fair"))
+                .unwrap()
+                .with_task_owner(),
+        ] {
+            lock.lock().await.unwrap().detach();
+            lock.lock().await.unwrap().detach();
+            assert_eq!(lock.hold_count().await.unwrap(), 2);
+            if forced {
+                assert!(lock.force_unlock().await.unwrap());
+            } else {
+                lock.unlock().await.unwrap();
+                lock.unlock().await.unwrap();
+            }
+            assert_eq!(client.renewed_holds(), 0, "{}: still renewed", lock.name());
+            assert!(!lock.is_locked().await.unwrap());
+
+            // The same owner again, and a release whose connection is cut.
+            lock.lock().await.unwrap().detach();
+            server.kill_clients().await;
+            within(Duration::from_secs(20), "the release", lock.unlock())
+                .await
+                .unwrap_or_else(|e| panic!("{}: unlock failed: {e:?}", lock.name()));
+            assert!(
+                !server.keys().await.contains(&lock.name().to_owned()),
+                "{} (forced: {forced}): the release was settled to a stale count",
+                lock.name()
+            );
+            assert_eq!(client.renewed_holds(), 0);
+        }
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.keys().await.is_empty()
+        })
+        .await
+    );
+}
