@@ -12,9 +12,7 @@ use tokio::time::Instant;
 
 use crate::engine::cleanup::OnDrop;
 use crate::engine::contract::{Between, Wait, Waits};
-use crate::engine::wait::{
-    last_attempt, line_up, InRedis, Lined, Object, Pause, Place, Tried, Tries,
-};
+use crate::engine::wait::{through_the_line, InRedis, Object, Pause, Place, Tried, Tries};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::metrics::{Kind, Labels};
@@ -112,41 +110,35 @@ where
         between: Between::Listens,
         local_line,
     };
-    let (wait, deadline) = wait.start()?;
-    let in_line = local_line && !matches!(wait, Wait::Once);
+    let started = wait.start()?;
     let tries = Retrying(attempt);
     let object = Object {
         name,
         channel,
         class,
     };
-    let lined = line_up(client, object, in_line, deadline).await;
-    let (turn, listening) = match lined {
-        Lined::InRedis(turn, listening) => (turn, listening),
-        Lined::OutOfTime => {
-            // Its one attempt on the way out.
+    // The turn at the head of the line passes on when this wait ends, got or
+    // not; no "held here" for the next: a permit taken may leave others.
+    let (got, _turn) = through_the_line(
+        client,
+        object,
+        local_line,
+        started,
+        async |wait, listening, turn| {
             let place = Place {
                 client,
                 name,
                 channel,
                 waits,
-                wait: (Wait::Once, None),
+                wait,
             };
-            let mut last = InRedis::new(place, None, OnDrop::disarmed());
-            return last_attempt(last.run(&tries, None).await);
-        }
-    };
-    let place = Place {
-        client,
-        name,
-        channel,
-        waits,
-        wait: (wait, deadline),
-    };
-    // The turn at the head of the line passes on when this wait ends, got or
-    // not; no "held here" for the next: a permit taken may leave others.
-    let mut waiter = InRedis::new(place, turn.as_ref(), OnDrop::disarmed());
-    Box::pin(waiter.run(&tries, listening)).await
+            InRedis::new(place, turn, OnDrop::disarmed())
+                .run(&tries, listening)
+                .await
+        },
+    )
+    .await;
+    got
 }
 
 /// A synchronizer's attempts, as the wait loop makes them.

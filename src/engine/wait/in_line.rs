@@ -7,13 +7,14 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use crate::engine::contract::Wait;
 use crate::engine::line::{Entry, Turn};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::transport::pubsub::{Class, Subscription};
 
 /// Where the local line leaves a waiter.
-pub(crate) enum Lined {
+enum Lined {
     /// Wait in Redis: with the turn at the head of the line (none when the
     /// line was not entered, or its head stalled), and the subscription made
     /// while parked, if it was.
@@ -30,11 +31,47 @@ pub(crate) struct Object<'a> {
     pub(crate) class: Class,
 }
 
+/// The one way into the wait loop, for every kind: a place in this client's
+/// local line for `object` when `in_line` (never for a one-off try), then
+/// `in_redis`, the kind's wait in Redis, with how long it may wait, the
+/// subscription made while parked and the turn at the head of the line. A
+/// waiter whose time ran out while parked makes its one attempt on the way out
+/// (`in_redis` once, with [`Wait::Once`]). Also returns the turn, which passes
+/// on when dropped.
+///
+/// The wait in Redis is boxed: a parked waiter keeps only its place.
+pub(crate) async fn through_the_line<T, F>(
+    client: &Arc<Engine>,
+    object: Object<'_>,
+    in_line: bool,
+    (wait, deadline): (Wait, Option<Instant>),
+    in_redis: F,
+) -> (Result<Option<T>>, Option<Turn>)
+where
+    F: AsyncFnOnce(
+        (Wait, Option<Instant>),
+        Option<Subscription>,
+        Option<&Turn>,
+    ) -> Result<Option<T>>,
+{
+    let in_line = in_line && !matches!(wait, Wait::Once);
+    match line_up(client, object, in_line, deadline).await {
+        Lined::OutOfTime => {
+            let last = Box::pin(in_redis((Wait::Once, None), None, None)).await;
+            (last_attempt(last), None)
+        }
+        Lined::InRedis(turn, listening) => {
+            let got = Box::pin(in_redis((wait, deadline), listening, turn.as_ref())).await;
+            (got, turn)
+        }
+    }
+}
+
 /// Waits in this client's local line for `object` when `in_line` (see
 /// [`through_line`]); else goes straight to the wait in Redis. The line's state
 /// is boxed: only a parked waiter keeps it, and inline it would make every
 /// waiter's future that large.
-pub(crate) async fn line_up(
+async fn line_up(
     client: &Arc<Engine>,
     object: Object<'_>,
     in_line: bool,
@@ -49,7 +86,7 @@ pub(crate) async fn line_up(
 /// What the one attempt made on the way out of the line (out of time while
 /// parked) comes to: a transient failure of it is only a wait that ran out,
 /// as it would be in Redis (where transient failures are retried until then).
-pub(crate) fn last_attempt<T>(last: Result<Option<T>>) -> Result<Option<T>> {
+fn last_attempt<T>(last: Result<Option<T>>) -> Result<Option<T>> {
     match last {
         Err(e) if e.is_transient() => Ok(None),
         other => other,

@@ -38,7 +38,7 @@ use crate::error::{Error, Result};
 
 pub(crate) use hold::Hold;
 use hold::Terms;
-pub(crate) use in_line::{last_attempt, line_up, Lined, Object};
+pub(crate) use in_line::{through_the_line, Object};
 pub(crate) use in_redis::{InRedis, Place};
 use lock::wait_in_redis;
 pub(crate) use pause::Pause;
@@ -165,42 +165,27 @@ async fn acquire_on_primary(
     wait: Wait,
     new_owner: bool,
 ) -> Result<Option<Hold>> {
-    let (wait, deadline) = wait.start()?;
-    let lock_name = &acquirer.target().name;
+    let started = wait.start()?;
     // Only an owner made for this acquisition: any other may hold the lock
     // already or be waiting for it elsewhere (a task's sibling futures, one
     // explicit id on two tasks), and must not wait behind waiters that wait
-    // for it. Never a one-off try (it never waits).
+    // for it.
     let waits = acquirer.waits();
-    let in_line = new_owner && waits.local_line && !matches!(wait, Wait::Once);
     let object = Object {
-        name: lock_name,
+        name: &acquirer.target().name,
         channel: acquirer.channel(),
         class: waits.class,
     };
-    let lined = line_up(client, object, in_line, deadline).await;
-    let (turn, listening) = match lined {
-        Lined::InRedis(turn, listening) => (turn, listening),
-        Lined::OutOfTime => {
-            let last = Box::pin(wait_in_redis(
-                client,
-                acquirer,
-                terms,
-                (Wait::Once, None),
-                None,
-                None,
-            ));
-            return last_attempt(last.await);
-        }
-    };
-    let hold = Box::pin(wait_in_redis(
+    let in_line = new_owner && waits.local_line;
+    let (hold, turn) = through_the_line(
         client,
-        acquirer,
-        terms,
-        (wait, deadline),
-        listening,
-        turn.as_ref(),
-    ))
+        object,
+        in_line,
+        started,
+        async |wait, listening, turn| {
+            wait_in_redis(client, acquirer, terms, wait, listening, turn).await
+        },
+    )
     .await;
     if let (Some(turn), Ok(Some(_))) = (turn, &hold) {
         // Tell the next in line it need not try before this hold's release,
