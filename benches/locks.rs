@@ -20,14 +20,14 @@ use redisson_locks::{Client, Config, RLock};
 
 #[path = "../examples/support/throwaway_server.rs"]
 mod throwaway_server;
-use throwaway_server::ThrowawayServer;
+use redisson_locks::testing::TestServer;
 
 /// `REDIS_URL`, or a throwaway server of our own.
-fn server() -> (Option<ThrowawayServer>, String) {
+fn server() -> (Option<TestServer>, String) {
     if let Ok(url) = std::env::var("REDIS_URL") {
         return (None, url);
     }
-    let (server, url) = ThrowawayServer::start(&[])
+    let (server, url) = throwaway_server::start(&[])
         .expect("redis-server must be installed (scripts/test installs it)");
     (Some(server), url)
 }

@@ -29,9 +29,11 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use redisson_locks::{Client, Config, RLock};
 
+#[path = "support/args.rs"]
+mod args;
 #[path = "support/throwaway_server.rs"]
 mod throwaway_server;
-use throwaway_server::ThrowawayServer;
+use args::Args;
 
 /// Two requests closer together than this may reach Redis in either order; only
 /// an overtake of a waiter that asked earlier by more than this counts.
@@ -101,44 +103,32 @@ fn parse_options() -> Result<Options, String> {
         write_pct: 20,
         json: false,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        match flag.as_str() {
-            "--json" => {
-                options.json = true;
-                continue;
-            }
+    let mut args = Args::from_env(Some(USAGE));
+    while let Some(flag) = args.next_flag() {
+        let f = flag.as_str();
+        match f {
+            "--json" => options.json = true,
             "--help" | "-h" => {
                 println!("{USAGE}");
                 std::process::exit(0);
             }
-            _ => {}
-        }
-        let value = args
-            .next()
-            .ok_or(format!("{flag} needs a value\n{USAGE}"))?;
-        if flag == "--kind" {
-            options.kind = Kind::parse(&value)?;
-            continue;
-        }
-        let number: u64 = value
-            .parse()
-            .map_err(|_| format!("{flag}: '{value}' is not a whole number"))?;
-        let count = usize::try_from(number).map_err(|_| format!("{flag}: too large"))?;
-        match flag.as_str() {
-            "--tasks" => options.tasks = count,
-            "--locks" => options.locks = count,
-            "--clients" => options.clients = count,
-            "--ops" => options.ops = count,
-            "--depth" => options.depth = count,
-            "--hold-us" => options.hold = Duration::from_micros(number),
-            "--write-pct" if count > 100 => {
-                return Err(format!(
-                    "--write-pct: {count} is not a percentage (0 to 100)"
-                ))
+            "--kind" => options.kind = Kind::parse(&args.value(f)?)?,
+            "--tasks" => options.tasks = args.count(f)?,
+            "--locks" => options.locks = args.count(f)?,
+            "--clients" => options.clients = args.count(f)?,
+            "--ops" => options.ops = args.count(f)?,
+            "--depth" => options.depth = args.count(f)?,
+            "--hold-us" => options.hold = Duration::from_micros(args.number(f)?),
+            "--write-pct" => {
+                let count = args.count(f)?;
+                if count > 100 {
+                    return Err(format!(
+                        "--write-pct: {count} is not a percentage (0 to 100)"
+                    ));
+                }
+                options.write_pct = count;
             }
-            "--write-pct" => options.write_pct = count,
-            _ => return Err(format!("unknown option {flag}\n{USAGE}")),
+            _ => return Err(args.unknown(f)),
         }
     }
     if options.tasks == 0
@@ -242,7 +232,7 @@ async fn run() -> Result<(), String> {
     let (_server, url) = match std::env::var("REDIS_URL") {
         Ok(url) => (None, url),
         Err(_) => {
-            let (server, url) = ThrowawayServer::start(&[])?;
+            let (server, url) = throwaway_server::start(&[])?;
             (Some(server), url)
         }
     };

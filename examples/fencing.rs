@@ -17,14 +17,13 @@ use redisson_locks::{Client, Config};
 
 #[path = "support/throwaway_server.rs"]
 mod throwaway_server;
-use throwaway_server::ThrowawayServer;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (_server, url) = match std::env::var("REDIS_URL") {
         Ok(url) => (None, url),
         Err(_) => {
-            let (server, url) = ThrowawayServer::start(&[])?;
+            let (server, url) = throwaway_server::start(&[])?;
             (Some(server), url)
         }
     };

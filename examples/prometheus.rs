@@ -30,7 +30,6 @@ use tokio::net::{TcpListener, TcpStream};
 mod prometheus_recorder;
 #[path = "support/throwaway_server.rs"]
 mod throwaway_server;
-use throwaway_server::ThrowawayServer;
 
 const USAGE: &str = "usage: prometheus [--serve] [--port 9898]\n\
     Without --serve: one scrape printed, then exit (on a free port unless --port).\n\
@@ -89,7 +88,7 @@ async fn run() -> Result<(), String> {
     let (_server, url) = match std::env::var("REDIS_URL") {
         Ok(url) => (None, url),
         Err(_) => {
-            let (server, url) = ThrowawayServer::start(&[])?;
+            let (server, url) = throwaway_server::start(&[])?;
             (Some(server), url)
         }
     };

@@ -75,6 +75,7 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -91,10 +92,16 @@ const START_LIMIT: Duration = Duration::from_secs(10);
 /// removed, when dropped.
 #[derive(Debug)]
 pub struct TestServer {
-    child: Child,
+    /// The running process; `None` once [`kill`](TestServer::kill)ed.
+    child: Option<Child>,
     dir: PathBuf,
     port: u16,
+    binary: String,
+    args: Vec<String>,
 }
+
+/// Tells apart the directories of one process's servers.
+static NEXT_DIR: AtomicU32 = AtomicU32::new(0);
 
 impl TestServer {
     /// Starts `$REDIS_SERVER` (else `redis-server` on `PATH`) on a free
@@ -105,11 +112,7 @@ impl TestServer {
     /// [`Error::Config`] when the binary cannot be found or run (the message
     /// says how to install it), or when it does not listen within 10 s.
     pub fn start() -> Result<TestServer> {
-        let binary = std::env::var("REDIS_SERVER")
-            .ok()
-            .filter(|b| !b.is_empty())
-            .unwrap_or_else(|| "redis-server".to_owned());
-        TestServer::start_from(binary)
+        TestServer::start_with(default_binary(), &[])
     }
 
     /// [`start`](TestServer::start) with a server binary of your choosing: a
@@ -118,50 +121,164 @@ impl TestServer {
     /// # Errors
     /// As [`start`](TestServer::start).
     pub fn start_from(binary: impl AsRef<std::ffi::OsStr>) -> Result<TestServer> {
-        let binary = binary.as_ref().to_string_lossy().into_owned();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map_err(|e| Error::Config(format!("the test kit found no free port: {e}")))?
-            .port();
-        let dir =
-            std::env::temp_dir().join(format!("redisson-locks-test-{}-{port}", std::process::id()));
+        TestServer::start_with(binary, &[])
+    }
+
+    /// [`start_from`](TestServer::start_from) with more server arguments
+    /// (`["--requirepass", "secret"]`, `["--maxclients", "10000"]`). A port
+    /// found free can be taken by another process before the server binds it:
+    /// a few free ports are tried.
+    ///
+    /// ```no_run
+    /// use redisson_locks::testing::{default_binary, TestServer};
+    ///
+    /// let server = TestServer::start_with(default_binary(), &["--maxmemory-policy", "noeviction"])?;
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`start`](TestServer::start).
+    pub fn start_with(binary: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Result<TestServer> {
+        let mut last = None;
+        for _ in 0..PORT_TRIES {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|listener| listener.local_addr())
+                .map_err(|e| Error::Config(format!("the test kit found no free port: {e}")))?
+                .port();
+            match TestServer::start_on(binary.as_ref(), port, args) {
+                Ok(server) => return Ok(server),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::Config("the test kit started no server".into())))
+    }
+
+    /// Starts `binary` with `args` on loopback port `port` (which the caller
+    /// found free: a cluster node needs its bus port, `port + 10000`, free
+    /// too), in a temp dir of its own, and waits until it listens.
+    ///
+    /// # Errors
+    /// As [`start`](TestServer::start), and when the port is taken.
+    pub fn start_on(
+        binary: impl AsRef<std::ffi::OsStr>,
+        port: u16,
+        args: &[&str],
+    ) -> Result<TestServer> {
+        let dir = std::env::temp_dir().join(format!(
+            "redisson-locks-test-{}-{}",
+            std::process::id(),
+            NEXT_DIR.fetch_add(1, Ordering::Relaxed)
+        ));
         std::fs::create_dir_all(&dir).map_err(|e| {
             Error::Config(format!("the test kit cannot create {}: {e}", dir.display()))
         })?;
-        let spawned = Command::new(&binary)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        let mut server = TestServer {
+            child: None,
+            dir,
+            port,
+            binary: binary.as_ref().to_string_lossy().into_owned(),
+            args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+        };
+        // Dropped on failure: the directory goes with it.
+        server.spawn()?;
+        Ok(server)
+    }
+
+    /// Its loopback port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Its directory (its logs and files, when its arguments ask for any).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// Its process id; `None` once killed.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether it runs (it was not [`kill`](TestServer::kill)ed).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Kills the server (SIGKILL), as a crash would, and reaps it. Its port
+    /// and directory stay for [`restart`](TestServer::restart).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server and starts a fresh one, empty (no persistence), on
+    /// the same port, as a restart after a crash: clients reconnect to it.
+    ///
+    /// # Errors
+    /// As [`start`](TestServer::start), when it does not start again within 10 s.
+    pub fn restart(&mut self) -> Result<()> {
+        self.kill();
+        let deadline = Instant::now() + START_LIMIT;
+        loop {
+            match self.spawn() {
+                Ok(()) => return Ok(()),
+                // The old process's port may linger for a moment.
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Runs the binary on this server's port and directory, and waits until it
+    /// listens (or exits: the port was taken, most likely).
+    fn spawn(&mut self) -> Result<()> {
+        let spawned = Command::new(&self.binary)
+            .current_dir(&self.dir)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
-            .arg(&dir)
+            .arg(&self.dir)
+            .args(&self.args)
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn();
-        let child = match spawned {
-            Ok(child) => child,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
-                let hint = if e.kind() == std::io::ErrorKind::NotFound {
-                    " (install it: `apt-get install redis-server`, or set REDIS_SERVER to \
-                     the path of a redis-server or valkey-server)"
-                } else {
-                    ""
-                };
-                return Err(Error::Config(format!(
-                    "the test kit cannot start '{binary}': {e}{hint}"
-                )));
-            }
-        };
-        let server = TestServer { child, dir, port };
+        let binary = self.binary.clone();
+        let child = spawned.map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::NotFound {
+                " (install it: `apt-get install redis-server`, or set REDIS_SERVER to \
+                 the path of a redis-server or valkey-server)"
+            } else {
+                ""
+            };
+            Error::Config(format!("the test kit cannot start '{binary}': {e}{hint}"))
+        })?;
+        self.child = Some(child);
         let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if started.elapsed() > START_LIMIT {
+        while !answers(self.port) {
+            let exited = self
+                .child
+                .as_mut()
+                .is_some_and(|child| matches!(child.try_wait(), Ok(Some(_))));
+            if exited || started.elapsed() > START_LIMIT {
+                self.kill();
                 return Err(Error::Config(format!(
-                    "the test kit's '{binary}' did not listen on port {port} within 10 s"
+                    "the test kit's '{binary}' did not listen on port {} within 10 s{}",
+                    self.port,
+                    if exited {
+                        " (it exited: is the port taken?)"
+                    } else {
+                        ""
+                    }
                 )));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        Ok(server)
+        Ok(())
     }
 
     /// Its address: `redis://127.0.0.1:<port>`.
@@ -292,8 +409,33 @@ impl TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// The server binary the kit starts by default: `$REDIS_SERVER` when set and
+/// not empty, else `redis-server` (on `PATH`).
+pub fn default_binary() -> String {
+    std::env::var("REDIS_SERVER")
+        .ok()
+        .filter(|binary| !binary.is_empty())
+        .unwrap_or_else(|| "redis-server".to_owned())
+}
+
+/// Whether a Redis server answers on loopback `port`: a `PING` gets a reply
+/// (`+PONG`, or an error such as `-NOAUTH`), not just a connection, which
+/// anything listening there would accept.
+fn answers(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let mut reply = [0u8; 1];
+    stream.write_all(b"PING\r\n").is_ok()
+        && matches!(stream.read(&mut reply), Ok(1) if reply[0] == b'+' || reply[0] == b'-')
+}
+
+/// How many free ports [`TestServer::start_with`] tries.
+const PORT_TRIES: usize = 10;

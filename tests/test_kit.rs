@@ -205,3 +205,61 @@ fn a_missing_server_binary_is_a_clear_error() {
         "{text}"
     );
 }
+
+/// A restart is a crash and a fresh, empty server on the same port: the lock
+/// is gone with the old process, and the client reconnects to the new one and
+/// locks again. Arguments given at the start reach the restarted server too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_is_empty_on_the_same_port_and_the_client_reconnects() {
+    let binary = redisson_locks::testing::default_binary();
+    let mut server = TestServer::start_with(&binary, &["--maxclients", "77"]).unwrap();
+    let port = server.port();
+    let first_pid = server.pid().unwrap();
+    let client = server.client().await.unwrap();
+    let guard = client.get_lock("restarted").unwrap().lock().await.unwrap();
+    server.restart().unwrap();
+    assert_eq!(server.port(), port);
+    assert_ne!(server.pid(), Some(first_pid));
+    assert!(server.is_running());
+    let mut admin = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let maxclients: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxclients")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(maxclients, ["maxclients", "77"]);
+    let held: bool = redis::cmd("EXISTS")
+        .arg("restarted")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(!held, "a restarted server keeps nothing");
+    drop(guard);
+    let again = tokio::time::timeout(
+        Duration::from_secs(20),
+        client.get_lock("restarted").unwrap().lock(),
+    )
+    .await
+    .expect("the client did not get back to the restarted server")
+    .unwrap();
+    again.unlock().await.unwrap();
+    server.kill();
+    assert!(!server.is_running());
+    assert_eq!(server.pid(), None);
+}
+
+/// A port taken by something else is said, not waited on for ever.
+#[test]
+fn a_taken_port_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let binary = redisson_locks::testing::default_binary();
+    let e = TestServer::start_on(&binary, port, &[]).unwrap_err();
+    assert!(matches!(e, Error::Config(_)), "{e:?}");
+    assert!(e.to_string().contains(&port.to_string()), "{e}");
+}

@@ -26,6 +26,7 @@
 pub mod checker;
 pub mod child;
 pub mod cluster;
+pub mod exclusion;
 pub mod fair;
 pub mod fake_resp;
 pub mod history;
@@ -35,15 +36,14 @@ pub mod sentinel;
 
 use std::io::Write as _;
 use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub use redisson_locks::testing::TestServer;
 pub use redisson_locks::{Client, Config};
 
-/// How a client's identity key begins (see `src/identity.rs`).
+/// How a client's identity key begins (see `src/engine/identity.rs`).
 pub const IDENTITY_PREFIX: &str = "redisson_locks_client:";
 
 /// The server binary tests start: `REDIS_SERVER`, or `redis-server` on `PATH`.
@@ -163,15 +163,13 @@ pub fn server_has(major: u32, minor: u32, what: &str) -> bool {
     false
 }
 
-/// A `redis-server` owned by one test.
+/// A `redis-server` owned by one test: the crate's own test kit's server
+/// (`redisson_locks::testing::TestServer`, the one spawner), with the tests'
+/// defaults and helpers.
 pub struct RedisServer {
-    child: Option<Child>,
-    port: u16,
-    dir: PathBuf,
+    server: TestServer,
     extra_args: Vec<String>,
 }
-
-static NEXT_DIR: AtomicU32 = AtomicU32::new(0);
 
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -194,71 +192,34 @@ impl RedisServer {
     /// [`start_with`](Self::start_with) on a port that `pick` finds free (a
     /// cluster node before 7.0 needs its bus port, port + 10000, free as well).
     pub fn start_on(extra: &[&str], pick: fn() -> u16) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "redisson-locks-test-{}-{}",
-            std::process::id(),
-            NEXT_DIR.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let mut server = RedisServer {
-            child: None,
-            port: 0,
-            dir,
-            extra_args: extra.iter().map(|s| s.to_string()).collect(),
-        };
-        // A port found free can be taken by another process before the server binds
-        // it: try a few.
-        for _ in 0..10 {
-            server.port = pick();
-            if server.spawn() {
-                return server;
-            }
-        }
-        panic!(
-            "could not start {} ({}) with {:?}",
-            server_binary(),
-            server_version(),
-            server.extra_args
-        );
-    }
-
-    fn spawn(&mut self) -> bool {
-        let mut cmd = Command::new(server_binary());
-        cmd.current_dir(&self.dir)
-            .arg("--port")
-            .arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+        let mut args: Vec<&str> = Vec::new();
         // No test sends DEBUG; it is on for poking at a test's server by hand. 7.0
         // turned it off unless this option says otherwise; 6.2 has it on and
         // refuses the option.
         if server_version().at_least(7, 0) {
-            cmd.args(["--enable-debug-command", "local"]);
+            args.extend(["--enable-debug-command", "local"]);
         }
-        cmd.arg("--dir")
-            .arg(&self.dir)
-            .args(&self.extra_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let Ok(child) = cmd.spawn() else {
-            return false;
-        };
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(_)) = child.try_wait() {
-                    self.child = None;
-                    return false; // exited: port taken, most likely
+        args.extend_from_slice(extra);
+        // A port found free can be taken by another process before the server binds
+        // it: try a few.
+        let mut last = None;
+        for _ in 0..10 {
+            match TestServer::start_on(server_binary(), pick(), &args) {
+                Ok(server) => {
+                    return RedisServer {
+                        server,
+                        extra_args: extra.iter().map(|s| s.to_string()).collect(),
+                    }
                 }
+                Err(e) => last = Some(e),
             }
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(10));
         }
-        self.kill();
-        false
+        panic!(
+            "could not start {} ({}) with {:?}: {last:?}",
+            server_binary(),
+            server_version(),
+            extra
+        );
     }
 
     /// Starts a replica of `primary` and waits until its initial sync is done.
@@ -282,26 +243,23 @@ impl RedisServer {
     }
 
     pub fn port(&self) -> u16 {
-        self.port
+        self.server.port()
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        self.server.url()
     }
 
     pub fn is_running(&self) -> bool {
-        self.child.is_some()
+        self.server.is_running()
     }
 
     pub fn dir(&self) -> &std::path::Path {
-        &self.dir
+        self.server.dir()
     }
 
     pub fn pid(&self) -> u32 {
-        self.child
-            .as_ref()
-            .map(|c| c.id())
-            .expect("server not running")
+        self.server.pid().expect("server not running")
     }
 
     /// A client configuration for this server with short timeouts for tests.
@@ -522,34 +480,19 @@ impl RedisServer {
 
     /// Kills the server (SIGKILL) and reaps it.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.server.kill();
     }
 
     /// Kills the server and starts a fresh one (empty) on the same port.
     pub fn restart(&mut self) {
-        self.kill();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.spawn() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if let Err(e) = self.server.restart() {
+            panic!(
+                "could not restart {} on port {} with {:?}: {e}",
+                server_binary(),
+                self.port(),
+                self.extra_args
+            );
         }
-        panic!(
-            "could not restart {} on port {}",
-            server_binary(),
-            self.port
-        );
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -1,0 +1,203 @@
+//! The flags: what to run, checked before any server is started.
+
+use std::time::Duration;
+
+use crate::args::Args;
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub(crate) enum Kind {
+    Reentrant,
+    Fair,
+    Read,
+    Write,
+    RwMix,
+    Fenced,
+    Spin,
+    NonReentrant,
+    /// A multi-lock over two locks of one server.
+    Multi,
+    /// The single-hash multi-lock over two values of one group.
+    Group,
+    /// A RedLock over three clients (of one server here: what it costs, not what
+    /// it survives).
+    RedLock,
+    /// A semaphore (`RSemaphore`) of one permit per lock name.
+    Semaphore,
+}
+
+impl Kind {
+    /// Its name, as `--kind` takes it and the report says it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Reentrant => "reentrant",
+            Kind::Fair => "fair",
+            Kind::Read => "read",
+            Kind::Write => "write",
+            Kind::RwMix => "rw-mix",
+            Kind::Fenced => "fenced",
+            Kind::Spin => "spin",
+            Kind::NonReentrant => "non-reentrant",
+            Kind::Multi => "multi",
+            Kind::Group => "group",
+            Kind::RedLock => "redlock",
+            Kind::Semaphore => "semaphore",
+        }
+    }
+
+    /// The kind `--kind` names.
+    fn from_name(name: &str) -> Result<Kind, String> {
+        Ok(match name {
+            "reentrant" => Kind::Reentrant,
+            "fair" => Kind::Fair,
+            "read" => Kind::Read,
+            "write" => Kind::Write,
+            "rw-mix" => Kind::RwMix,
+            "fenced" => Kind::Fenced,
+            "spin" => Kind::Spin,
+            "non-reentrant" => Kind::NonReentrant,
+            "multi" => Kind::Multi,
+            "group" => Kind::Group,
+            "redlock" => Kind::RedLock,
+            "semaphore" => Kind::Semaphore,
+            other => return Err(format!("unknown kind {other}")),
+        })
+    }
+}
+
+pub(crate) struct Options {
+    pub(crate) kind: Kind,
+    pub(crate) tasks: usize,
+    pub(crate) clients: usize,
+    pub(crate) locks: usize,
+    pub(crate) ops: usize,
+    pub(crate) hold: Duration,
+    pub(crate) max_seconds: f64,
+    pub(crate) write_pct: usize,
+    pub(crate) url: Option<String>,
+    /// A label copied into the output, naming the workload.
+    pub(crate) workload: Option<String>,
+    pub(crate) scale_watchdog: bool,
+    /// `--scale waiters`: many waiters each served once, reentrant then fair.
+    pub(crate) scale_waiters: bool,
+    /// `--scale spread`: many waiters over many locks, from one client.
+    pub(crate) scale_spread: bool,
+    /// `--scale handoff-floor`: the fastest a handoff can be with this driver.
+    pub(crate) handoff_floor: bool,
+    pub(crate) waiters: usize,
+    pub(crate) watchdog_locks: usize,
+    pub(crate) watchdog_ms: u64,
+    /// `--metrics`: record the crate's metrics into a Prometheus recorder.
+    pub(crate) metrics: bool,
+}
+
+pub(crate) fn parse() -> Result<Options, String> {
+    let mut o = Options {
+        kind: Kind::Reentrant,
+        tasks: 16,
+        clients: 1,
+        locks: 1,
+        ops: 100,
+        hold: Duration::from_micros(100),
+        max_seconds: 60.0,
+        write_pct: 20,
+        url: None,
+        workload: None,
+        scale_watchdog: false,
+        scale_waiters: false,
+        scale_spread: false,
+        handoff_floor: false,
+        waiters: 10_000,
+        watchdog_locks: 10_000,
+        watchdog_ms: 3_000,
+        metrics: false,
+    };
+    let mut args = Args::from_env(None);
+    while let Some(flag) = args.next_flag() {
+        let f = flag.as_str();
+        match f {
+            "--bench" => {} // passed by `cargo bench`-style runners
+            "--metrics" => o.metrics = true,
+            "--kind" => o.kind = Kind::from_name(&args.value(f)?)?,
+            "--scale" => scale(&mut o, &args.value(f)?)?,
+            "--tasks" => o.tasks = args.count(f)?,
+            "--waiters" => o.waiters = args.count(f)?,
+            "--clients" => o.clients = args.count(f)?,
+            "--locks" => o.locks = args.count(f)?,
+            "--ops" => o.ops = args.count(f)?,
+            "--hold-us" => o.hold = Duration::from_micros(args.number(f)?),
+            "--max-seconds" => o.max_seconds = args.parsed(f, "a number")?,
+            "--write-pct" => o.write_pct = args.count(f)?,
+            "--url" => o.url = Some(args.value(f)?),
+            "--workload" => o.workload = Some(args.value(f)?),
+            "--port" => {
+                let port = args.number(f)?;
+                if port == 0 || port > u64::from(u16::MAX) {
+                    return Err(format!("--port: {port} is not a TCP port (1 to 65535)"));
+                }
+                o.url = Some(format!("redis://127.0.0.1:{port}"));
+            }
+            "--watchdog-locks" => o.watchdog_locks = args.count(f)?,
+            "--watchdog-ms" => o.watchdog_ms = args.number(f)?,
+            _ => return Err(args.unknown(f)),
+        }
+    }
+    check(&o)?;
+    Ok(o)
+}
+
+/// `--scale`: which scale run.
+fn scale(o: &mut Options, run: &str) -> Result<(), String> {
+    match run {
+        "watchdog" => o.scale_watchdog = true,
+        "waiters" => o.scale_waiters = true,
+        "spread" => o.scale_spread = true,
+        "handoff-floor" => o.handoff_floor = true,
+        other => {
+            return Err(format!(
+                "unknown scale run {other} (watchdog, waiters, spread, handoff-floor)"
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// Refuses options that would make a meaningless run (or panic) before any
+/// server is started.
+fn check(o: &Options) -> Result<(), String> {
+    for (flag, value) in [
+        ("--tasks", o.tasks),
+        ("--clients", o.clients),
+        ("--locks", o.locks),
+        ("--ops", o.ops),
+        ("--watchdog-locks", o.watchdog_locks),
+    ] {
+        if value == 0 {
+            return Err(format!("{flag} must be at least 1"));
+        }
+    }
+    if o.write_pct > 100 {
+        return Err(format!(
+            "--write-pct: {} is not a percentage (0 to 100)",
+            o.write_pct
+        ));
+    }
+    // `Duration::from_secs_f64` panics on a negative, NaN or overflowing value.
+    if !(o.max_seconds.is_finite() && o.max_seconds > 0.0 && o.max_seconds <= 1e9) {
+        return Err(format!(
+            "--max-seconds: {} must be a positive number of seconds",
+            o.max_seconds
+        ));
+    }
+    // The client's own minimum: renewal runs every third of it.
+    if o.watchdog_ms < 30 {
+        return Err(format!(
+            "--watchdog-ms: {} is too short (at least 30 ms)",
+            o.watchdog_ms
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
