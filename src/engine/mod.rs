@@ -30,7 +30,7 @@ use crate::config::Config;
 use crate::engine::ledger::{Ledger, Settling};
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
-use crate::transport::background::{entered, Background};
+use crate::transport::background::{entered, Background, Spawner};
 use crate::transport::conn::Conn;
 use crate::transport::connect::{check_server, connect_link};
 use crate::transport::home::Home;
@@ -120,42 +120,8 @@ impl Engine {
     pub(crate) async fn start(config: Config) -> Result<Engine> {
         config.validate()?;
         let background = Background::start(config.timeout + DRAIN_SLACK)?;
-        let spawner = background.spawner().clone();
         let pushes = PushHandler::new();
-        // Polled with the home entered: the connection's driver, and every task it
-        // spawns, run there (see `home.rs`).
-        let home = Home::choose(&spawner);
-        let connect = connect_link(config.clone(), pushes.clone());
-        let connect = entered(
-            home.handle().clone(),
-            tokio::time::timeout(config.connect_timeout, connect),
-        );
-        let link = match connect.await {
-            Ok(link) => link?,
-            Err(_) => {
-                return Err(Error::connect_timeout(&crate::config::redact_address(
-                    &config.address,
-                )))
-            }
-        };
-        // A replacement link (when the home runtime ends or stalls) must agree on
-        // sharded pub/sub with the first one.
-        let mut same_kind = config.clone();
-        if let Some(sharded) = link.sharded_pubsub() {
-            same_kind.sharded_pubsub = Some(sharded);
-        }
-        let reconnect_pushes = pushes.clone();
-        let reconnect: crate::transport::conn::Reconnect =
-            Box::new(move || Box::pin(connect_link(same_kind.clone(), reconnect_pushes.clone())));
-        let conn = Conn::new(link, home, spawner, reconnect, pushes.reconnect_signal());
-        // Pinned (SCRIPT LOAD), so that a busy shared server's EVAL cache
-        // cannot evict them; loaded again after any NOSCRIPT. A refusal (an ACL
-        // without SCRIPT) leaves the EVAL fallback to cover every call.
-        conn.scripts().set_catalogue(
-            crate::transport::scripts::catalogue,
-            crate::metrics::script_fallback,
-        );
-        let _ = conn.scripts().pin(&conn).await;
+        let conn = open_connection(&config, background.spawner().clone(), &pushes).await?;
         let mut warnings = check_server(&mut conn.clone()).await;
         let (replica_sync, sync_warning) =
             crate::transport::replication::replicas_to_sync(config.replica_sync, &mut conn.clone())
@@ -228,6 +194,47 @@ impl Engine {
             }
         }
     }
+}
+
+/// Connects as `config` says, with the connection's driver on a runtime chosen
+/// from `spawner`'s (the client's thread or the caller's), and pins the
+/// scripts on the server.
+async fn open_connection(config: &Config, spawner: Spawner, pushes: &PushHandler) -> Result<Conn> {
+    // Polled with the home entered: the connection's driver, and every task it
+    // spawns, run there (see `home.rs`).
+    let home = Home::choose(&spawner);
+    let connect = connect_link(config.clone(), pushes.clone());
+    let connect = entered(
+        home.handle().clone(),
+        tokio::time::timeout(config.connect_timeout, connect),
+    );
+    let link = match connect.await {
+        Ok(link) => link?,
+        Err(_) => {
+            return Err(Error::connect_timeout(&crate::config::redact_address(
+                &config.address,
+            )))
+        }
+    };
+    // A replacement link (when the home runtime ends or stalls) must agree on
+    // sharded pub/sub with the first one.
+    let mut same_kind = config.clone();
+    if let Some(sharded) = link.sharded_pubsub() {
+        same_kind.sharded_pubsub = Some(sharded);
+    }
+    let reconnect_pushes = pushes.clone();
+    let reconnect: crate::transport::conn::Reconnect =
+        Box::new(move || Box::pin(connect_link(same_kind.clone(), reconnect_pushes.clone())));
+    let conn = Conn::new(link, home, spawner, reconnect, pushes.reconnect_signal());
+    // Pinned (SCRIPT LOAD), so that a busy shared server's EVAL cache
+    // cannot evict them; loaded again after any NOSCRIPT. A refusal (an ACL
+    // without SCRIPT) leaves the EVAL fallback to cover every call.
+    conn.scripts().set_catalogue(
+        crate::transport::scripts::catalogue,
+        crate::metrics::script_fallback,
+    );
+    let _ = conn.scripts().pin(&conn).await;
+    Ok(conn)
 }
 
 /// Says on the server who the client is (when `config.announce`), before its
