@@ -11,6 +11,7 @@ use redis::AsyncCommands;
 use redisson_locks::LockGuard;
 use tokio::time::Instant;
 
+use crate::support::exclusion::Exclusion;
 use crate::support::{assert_nothing_left, eventually, within, RedisServer, LATE, PROMPT};
 
 const T: Duration = Duration::from_secs(20);
@@ -236,8 +237,7 @@ async fn scripts_flushed_every_two_ms_cost_no_error_and_no_overlap() {
 
     let grants: Arc<Mutex<Vec<Instant>>> = Arc::default();
     let errors: Arc<Mutex<Vec<String>>> = Arc::default();
-    let inside = Arc::new(AtomicUsize::new(0));
-    let overlaps = Arc::new(AtomicUsize::new(0));
+    let exclusion = Arc::new(Exclusion::default());
     let counter_conn = server.admin().await;
     let mut tasks = Vec::new();
     for (c, client) in clients.iter().enumerate() {
@@ -245,7 +245,7 @@ async fn scripts_flushed_every_two_ms_cost_no_error_and_no_overlap() {
             let lock = client.get_lock("flushed").unwrap();
             let mut conn = counter_conn.clone();
             let (grants, errors) = (grants.clone(), errors.clone());
-            let (inside, overlaps) = (inside.clone(), overlaps.clone());
+            let exclusion = exclusion.clone();
             tasks.push(tokio::spawn(async move {
                 while Instant::now() < stop_at {
                     let guard = match tokio::time::timeout_at(
@@ -269,9 +269,7 @@ async fn scripts_flushed_every_two_ms_cost_no_error_and_no_overlap() {
                         Ok(Ok(guard)) => guard,
                     };
                     let at = Instant::now();
-                    if inside.fetch_add(1, Ordering::SeqCst) != 0 {
-                        overlaps.fetch_add(1, Ordering::SeqCst);
-                    }
+                    let inside = exclusion.enter();
                     // Read, yield, write: an overlap loses an increment.
                     let value: Option<u64> = conn.get("flushed-counter").await.unwrap();
                     tokio::task::yield_now().await;
@@ -279,7 +277,7 @@ async fn scripts_flushed_every_two_ms_cost_no_error_and_no_overlap() {
                         .set("flushed-counter", value.unwrap_or(0) + 1)
                         .await
                         .unwrap();
-                    inside.fetch_sub(1, Ordering::SeqCst);
+                    drop(inside);
                     grants.lock().unwrap().push(at);
                     if let Err(e) = guard.unlock().await {
                         errors.lock().unwrap().push(format!("{c}/{t}: unlock: {e}"));
@@ -311,11 +309,7 @@ async fn scripts_flushed_every_two_ms_cost_no_error_and_no_overlap() {
         errors.len()
     );
     assert!(errors.is_empty(), "{summary}: {}", first_few(&errors));
-    assert_eq!(
-        overlaps.load(Ordering::SeqCst),
-        0,
-        "{summary}: overlapping holds"
-    );
+    exclusion.assert_never_overlapped(&format!("{summary}: overlapping holds"));
     assert_eq!(
         counter.unwrap_or(0),
         grants.len() as u64,

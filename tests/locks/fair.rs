@@ -1,9 +1,9 @@
 //! The fair lock: strict first-come-first-served, vanished and departing waiters.
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::exclusion::Exclusion;
 use crate::support::fair::{join_in_turn, queue, queue_len, timeouts_len};
 use crate::support::{eventually, within, RedisServer, LATE};
 
@@ -40,21 +40,18 @@ async fn sixty_four_tasks_each_get_every_round_without_overlap() {
     for _ in 0..4 {
         clients.push(server.client().await);
     }
-    let inside = Arc::new(AtomicI64::new(0));
-    let overlaps = Arc::new(AtomicI64::new(0));
+    let exclusion = Arc::new(Exclusion::default());
     let mut tasks = Vec::new();
     for i in 0..64 {
         let lock = clients[i % 4].get_fair_lock("busy-fair").unwrap();
-        let (inside, overlaps) = (inside.clone(), overlaps.clone());
+        let exclusion = exclusion.clone();
         tasks.push(tokio::spawn(async move {
             let mut rounds = 0;
             for _ in 0..20 {
                 let guard = lock.lock().await.unwrap();
-                if inside.fetch_add(1, Ordering::SeqCst) != 0 {
-                    overlaps.fetch_add(1, Ordering::SeqCst);
-                }
+                let inside = exclusion.enter();
                 tokio::time::sleep(Duration::from_micros(200)).await;
-                inside.fetch_sub(1, Ordering::SeqCst);
+                drop(inside);
                 guard.unlock().await.unwrap();
                 rounds += 1;
             }
@@ -70,7 +67,7 @@ async fn sixty_four_tasks_each_get_every_round_without_overlap() {
     })
     .await;
     assert!(rounds.iter().all(|r| *r == 20));
-    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    exclusion.assert_never_overlapped("64 x 20 fair rounds");
     assert_eq!(queue_len(&server, "busy-fair").await, 0);
     assert_eq!(timeouts_len(&server, "busy-fair").await, 0);
     assert!(server.keys().await.is_empty());

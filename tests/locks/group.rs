@@ -1,12 +1,12 @@
 //! Redisson's single-hash multi-lock (`get_multi_lock(group, values)`): every
 //! value of one group at once, or none, on one hash.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
 
+use crate::support::exclusion::Exclusion;
 use crate::support::{assert_nothing_left, eventually, within, RedisServer, PROMPT};
 
 const T: Duration = Duration::from_secs(30);
@@ -20,8 +20,8 @@ async fn overlapping_groups_exclude_and_disjoint_ones_do_not_wait() {
     let server = RedisServer::start();
     let clients = [server.client().await, server.client().await];
     let seats = ["1A", "1B", "1C", "1D"];
-    let inside: Arc<Vec<AtomicUsize>> =
-        Arc::new(seats.iter().map(|_| AtomicUsize::new(0)).collect());
+    let exclusion: Arc<Vec<Exclusion>> =
+        Arc::new(seats.iter().map(|_| Exclusion::default()).collect());
     let mut tasks = Vec::new();
     for task in 0..8 {
         // Pairs (0,1) (1,2) (2,3) (3,0): each overlaps two others.
@@ -29,27 +29,23 @@ async fn overlapping_groups_exclude_and_disjoint_ones_do_not_wait() {
         let lock = clients[task % 2]
             .get_multi_lock("flight", pair.map(|i| seats[i]))
             .unwrap();
-        let inside = inside.clone();
+        let exclusion = exclusion.clone();
         let mut admin = server.admin().await;
         tasks.push(tokio::spawn(async move {
             for _ in 0..OPS {
                 let guard = lock.lock().await.unwrap();
-                for i in pair {
-                    assert_eq!(
-                        inside[i].fetch_add(1, Ordering::SeqCst),
-                        0,
-                        "seat {i} twice"
-                    );
-                }
+                let inside = pair.map(|i| {
+                    let inside = exclusion[i].enter();
+                    assert_eq!(exclusion[i].overlaps(), 0, "seat {i} twice");
+                    inside
+                });
                 for i in pair {
                     let key = format!("seat-count-{i}");
                     let n: Option<u64> = admin.get(&key).await.unwrap();
                     tokio::task::yield_now().await;
                     let _: () = admin.set(&key, n.unwrap_or(0) + 1).await.unwrap();
                 }
-                for i in pair {
-                    inside[i].fetch_sub(1, Ordering::SeqCst);
-                }
+                drop(inside);
                 guard.unlock().await.unwrap();
             }
         }));

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use redisson_locks::MultiLock;
 
+use crate::support::exclusion::Exclusion;
 use crate::support::{assert_nothing_left, eventually, within, RedisServer, LATE};
 
 const T: Duration = Duration::from_secs(60);
@@ -46,11 +47,11 @@ async fn all_or_nothing_across_two_servers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opposite_orders_do_not_deadlock() {
     let (one, two) = (RedisServer::start(), RedisServer::start());
-    let inside = Arc::new(AtomicUsize::new(0));
+    let exclusion = Arc::new(Exclusion::default());
     let mut tasks = Vec::new();
     for reversed in [false, true] {
         let (a, b) = (one.client().await, two.client().await);
-        let inside = inside.clone();
+        let exclusion = exclusion.clone();
         tasks.push(tokio::spawn(async move {
             let mut locks = vec![
                 a.get_lock("x").unwrap(),
@@ -63,9 +64,10 @@ async fn opposite_orders_do_not_deadlock() {
             let multi = MultiLock::new(locks).unwrap();
             for _ in 0..10 {
                 let guard = multi.lock().await.unwrap();
-                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "both inside");
+                let inside = exclusion.enter();
+                assert_eq!(exclusion.overlaps(), 0, "both inside");
                 tokio::time::sleep(Duration::from_millis(5)).await;
-                inside.fetch_sub(1, Ordering::SeqCst);
+                drop(inside);
                 guard.unlock().await.unwrap();
             }
         }));

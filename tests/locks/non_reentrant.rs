@@ -1,13 +1,13 @@
 //! The non-reentrant locks: an owner asking again for a lock it holds is refused
 //! at once; every other owner waits as for the reentrant and the fair lock.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::AsyncCommands;
 use redisson_locks::{Client, RLock};
 
+use crate::support::exclusion::Exclusion;
 use crate::support::fair::queue_len;
 use crate::support::{assert_nothing_left, eventually, within, RedisServer};
 
@@ -76,12 +76,12 @@ async fn other_owners_wait_and_exclude_each_other() {
     let server = RedisServer::start();
     let clients = [server.client().await, server.client().await];
     for kind in 0..2 {
-        let inside = Arc::new(AtomicUsize::new(0));
+        let exclusion = Arc::new(Exclusion::default());
         let mut tasks = Vec::new();
         for task in 0..8 {
             let client = clients[task % 2].clone();
             let url = server.url();
-            let inside = inside.clone();
+            let exclusion = exclusion.clone();
             tasks.push(tokio::spawn(async move {
                 let lock = both_kinds(&client, "exclusive")[kind].clone();
                 let counter = format!("{}-counter", lock.name());
@@ -92,11 +92,12 @@ async fn other_owners_wait_and_exclude_each_other() {
                     .unwrap();
                 for _ in 0..20 {
                     let guard = lock.lock().await.unwrap();
-                    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two inside");
+                    let inside = exclusion.enter();
+                    assert_eq!(exclusion.overlaps(), 0, "two inside");
                     let value: Option<u64> = conn.get(&counter).await.unwrap();
                     tokio::task::yield_now().await;
                     let _: () = conn.set(&counter, value.unwrap_or(0) + 1).await.unwrap();
-                    inside.fetch_sub(1, Ordering::SeqCst);
+                    drop(inside);
                     guard.unlock().await.unwrap();
                 }
                 counter

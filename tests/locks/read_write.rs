@@ -1,12 +1,13 @@
 //! The read-write lock: shared readers, exclusive writer, downgrade, per-hold
 //! leases, Redisson interop.
 
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
 
+use crate::support::exclusion::Exclusion;
 use crate::support::{eventually, within, RedisServer, LATE, PROMPT};
 
 const T: Duration = Duration::from_secs(20);
@@ -59,40 +60,26 @@ async fn readers_share_and_writers_exclude() {
 async fn fifty_mixed_tasks_never_see_a_writer_overlap() {
     let server = RedisServer::start();
     let clients = [server.client().await, server.client().await];
-    let readers = Arc::new(AtomicI64::new(0));
-    let writers = Arc::new(AtomicI64::new(0));
-    let violations = Arc::new(AtomicUsize::new(0));
-    let max_readers = Arc::new(AtomicI64::new(0));
+    let exclusion = Arc::new(Exclusion::default());
+    let max_readers = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for i in 0..50 {
         let rw = clients[i % 2].get_read_write_lock("mixed-rw").unwrap();
-        let (readers, writers, violations, max_readers) = (
-            readers.clone(),
-            writers.clone(),
-            violations.clone(),
-            max_readers.clone(),
-        );
+        let (exclusion, max_readers) = (exclusion.clone(), max_readers.clone());
         tasks.push(tokio::spawn(async move {
             for round in 0..6 {
                 if (i + round) % 5 == 0 {
                     let g = rw.write_lock().lock().await.unwrap();
-                    if writers.fetch_add(1, Ordering::SeqCst) != 0
-                        || readers.load(Ordering::SeqCst) != 0
-                    {
-                        violations.fetch_add(1, Ordering::SeqCst);
-                    }
+                    let inside = exclusion.enter();
                     tokio::time::sleep(Duration::from_millis(1)).await;
-                    writers.fetch_sub(1, Ordering::SeqCst);
+                    drop(inside);
                     g.unlock().await.unwrap();
                 } else {
                     let g = rw.read_lock().lock().await.unwrap();
-                    let now = readers.fetch_add(1, Ordering::SeqCst) + 1;
-                    max_readers.fetch_max(now, Ordering::SeqCst);
-                    if writers.load(Ordering::SeqCst) != 0 {
-                        violations.fetch_add(1, Ordering::SeqCst);
-                    }
+                    let inside = exclusion.enter_shared();
+                    max_readers.fetch_max(exclusion.readers(), Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(2)).await;
-                    readers.fetch_sub(1, Ordering::SeqCst);
+                    drop(inside);
                     g.unlock().await.unwrap();
                 }
             }
@@ -104,7 +91,7 @@ async fn fifty_mixed_tasks_never_see_a_writer_overlap() {
         }
     })
     .await;
-    assert_eq!(violations.load(Ordering::SeqCst), 0);
+    exclusion.assert_never_overlapped("50 mixed tasks");
     assert!(
         max_readers.load(Ordering::SeqCst) > 1,
         "readers never shared the lock"

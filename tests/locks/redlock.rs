@@ -1,11 +1,11 @@
 //! RedLock over 5 independent servers: quorum, dead and frozen servers, validity.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use redisson_locks::{Client, RedLock};
 
+use crate::support::exclusion::Exclusion;
 use crate::support::{eventually, within, RedisServer, LATE};
 
 const T: Duration = Duration::from_secs(30);
@@ -84,24 +84,21 @@ async fn a_frozen_server_never_lets_two_holders_in() {
         clients_b.push(server.client().await);
     }
     servers[0].pause();
-    let inside = Arc::new(AtomicUsize::new(0));
+    let exclusion = Arc::new(Exclusion::default());
     let mut tasks = Vec::new();
     for clients in [clients_a, clients_b] {
-        let inside = inside.clone();
+        let exclusion = exclusion.clone();
         tasks.push(tokio::spawn(async move {
             let lock = red(&clients, "frozen");
             for _ in 0..5 {
                 let guard = lock.lock_with_lease(Duration::from_secs(2)).await.unwrap();
                 assert!(guard.granted() >= 3);
                 assert!(guard.valid_for().is_some());
-                assert_eq!(
-                    inside.fetch_add(1, Ordering::SeqCst),
-                    0,
-                    "two holders inside"
-                );
+                let inside = exclusion.enter();
+                assert_eq!(exclusion.overlaps(), 0, "two holders inside");
                 tokio::time::sleep(Duration::from_millis(30)).await;
                 assert!(guard.valid_for().is_some(), "held past its validity");
-                inside.fetch_sub(1, Ordering::SeqCst);
+                drop(inside);
                 guard.unlock().await.unwrap();
             }
         }));

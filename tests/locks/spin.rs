@@ -1,22 +1,22 @@
 //! The spin lock: no channel, no message; waiters back off and retry.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
 use redisson_locks::{BackOff, Client, Config};
 
+use crate::support::exclusion::Exclusion;
 use crate::support::{eventually, within, RedisServer, LATE};
 
 const T: Duration = Duration::from_secs(30);
 
 async fn contend(clients: Vec<Client>, url: String, name: &'static str) -> u64 {
-    let inside = Arc::new(AtomicUsize::new(0));
+    let exclusion = Arc::new(Exclusion::default());
     let mut tasks = Vec::new();
     for task in 0..8 {
         let client = clients[task % clients.len()].clone();
-        let (url, inside) = (url.clone(), inside.clone());
+        let (url, exclusion) = (url.clone(), exclusion.clone());
         tasks.push(tokio::spawn(async move {
             let lock = client.get_spin_lock(name).unwrap();
             let mut conn = redis::Client::open(url)
@@ -26,14 +26,15 @@ async fn contend(clients: Vec<Client>, url: String, name: &'static str) -> u64 {
                 .unwrap();
             for _ in 0..20 {
                 let guard = lock.lock().await.unwrap();
-                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two inside");
+                let inside = exclusion.enter();
+                assert_eq!(exclusion.overlaps(), 0, "two inside");
                 let value: Option<u64> = conn.get("spin-counter").await.unwrap();
                 tokio::task::yield_now().await;
                 let _: () = conn
                     .set("spin-counter", value.unwrap_or(0) + 1)
                     .await
                     .unwrap();
-                inside.fetch_sub(1, Ordering::SeqCst);
+                drop(inside);
                 guard.unlock().await.unwrap();
             }
         }));

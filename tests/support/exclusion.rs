@@ -57,7 +57,11 @@ impl Exclusion {
     /// Fails the test, naming `what`, when two holders that exclude each other
     /// were ever inside at once.
     pub fn assert_never_overlapped(&self, what: &str) {
-        assert_eq!(self.overlaps(), 0, "{what}: holders that exclude each other were inside at once");
+        assert_eq!(
+            self.overlaps(),
+            0,
+            "{what}: holders that exclude each other were inside at once"
+        );
     }
 }
 
