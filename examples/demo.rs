@@ -236,25 +236,6 @@ async fn run() -> Result<(), String> {
             (Some(server), url)
         }
     };
-    let config = Config::from_url(&url).map_err(err)?;
-    let mut clients = Vec::new();
-    for _ in 0..options.clients {
-        clients.push(Client::connect(config.clone()).await.map_err(err)?);
-    }
-    let run_id = uuid::Uuid::new_v4().simple().to_string();
-    let lock_names: Vec<String> = (0..options.locks)
-        .map(|i| format!("demo:{run_id}:lock{i}"))
-        .collect();
-    let counter_names: Vec<String> = (0..options.locks)
-        .map(|i| format!("demo:{run_id}:counter{i}"))
-        .collect();
-    let stats: Arc<Vec<LockStats>> =
-        Arc::new((0..options.locks).map(|_| LockStats::default()).collect());
-    let totals = Arc::new(Totals::default());
-    let per_task: Arc<Vec<AtomicU64>> =
-        Arc::new((0..options.tasks).map(|_| AtomicU64::new(0)).collect());
-    let fairness_snapshot: Arc<Mutex<Vec<u64>>> = Arc::default();
-
     if !options.json {
         println!(
             "demo: {} tasks over {} clients contend on {} {} locks, {} ops each, nested {} deep, {:?} hold ({url})",
@@ -267,13 +248,89 @@ async fn run() -> Result<(), String> {
             options.hold
         );
     }
-    let redis_client = redis::Client::open(url.as_str()).map_err(err)?;
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for task in 0..options.tasks {
+    let run = Run::start(&options, &url).await?;
+    let summary = run.finish(&options).await?;
+    if options.json {
+        summary.print_json(&options);
+    } else {
+        summary.print_text(&options);
+    }
+    if !summary.exclusive() {
+        return Err("exclusion check failed".into());
+    }
+    if !summary.fair_ok(&options) {
+        return Err("fair lock served out of arrival order".into());
+    }
+    Ok(())
+}
+
+/// The contending tasks, started, and what they share.
+struct Run {
+    redis_client: redis::Client,
+    lock_names: Vec<String>,
+    counter_names: Vec<String>,
+    stats: Arc<Vec<LockStats>>,
+    totals: Arc<Totals>,
+    fairness_snapshot: Arc<Mutex<Vec<u64>>>,
+    started: Instant,
+    tasks: Vec<tokio::task::JoinHandle<Result<Vec<Duration>, String>>>,
+    /// Kept until the tasks are done.
+    _clients: Vec<Client>,
+}
+
+impl Run {
+    /// Connects the clients and spawns one worker per task.
+    async fn start(options: &Options, url: &str) -> Result<Run, String> {
+        let config = Config::from_url(url).map_err(err)?;
+        let mut clients = Vec::new();
+        for _ in 0..options.clients {
+            clients.push(Client::connect(config.clone()).await.map_err(err)?);
+        }
+        let run_id = uuid::Uuid::new_v4().simple().to_string();
+        let mut run = Run {
+            redis_client: redis::Client::open(url).map_err(err)?,
+            lock_names: (0..options.locks)
+                .map(|i| format!("demo:{run_id}:lock{i}"))
+                .collect(),
+            counter_names: (0..options.locks)
+                .map(|i| format!("demo:{run_id}:counter{i}"))
+                .collect(),
+            stats: Arc::new((0..options.locks).map(|_| LockStats::default()).collect()),
+            totals: Arc::new(Totals::default()),
+            fairness_snapshot: Arc::default(),
+            started: Instant::now(),
+            tasks: Vec::new(),
+            _clients: Vec::new(),
+        };
+        let per_task: Arc<Vec<AtomicU64>> =
+            Arc::new((0..options.tasks).map(|_| AtomicU64::new(0)).collect());
+        for task in 0..options.tasks {
+            let worker = run
+                .worker(options, &clients[task % options.clients], task, &per_task)
+                .await?;
+            let write_pct = match options.kind {
+                Kind::Read => 0,
+                Kind::Mixed => options.write_pct,
+                _ => 100,
+            };
+            let (ops, depth, hold) = (options.ops, options.depth, options.hold);
+            run.tasks
+                .push(tokio::spawn(worker.run(ops, depth, hold, write_pct)));
+        }
+        run._clients = clients;
+        Ok(run)
+    }
+
+    /// Task `task`'s worker, on its lock of `client`.
+    async fn worker(
+        &self,
+        options: &Options,
+        client: &Client,
+        task: usize,
+        per_task: &Arc<Vec<AtomicU64>>,
+    ) -> Result<Worker, String> {
         let slot = task % options.locks;
-        let client = &clients[task % options.clients];
-        let name = lock_names[slot].clone();
+        let name = self.lock_names[slot].clone();
         let (exclusive_lock, shared_lock) = match options.kind {
             Kind::Reentrant => (client.get_lock(name).map_err(err)?, None),
             Kind::Fair => (client.get_fair_lock(name).map_err(err)?, None),
@@ -282,86 +339,132 @@ async fn run() -> Result<(), String> {
                 (rw.write_lock(), Some(rw.read_lock()))
             }
         };
-        let worker = Worker {
+        Ok(Worker {
             task,
             exclusive_lock,
             shared_lock,
-            stats: stats.clone(),
+            stats: self.stats.clone(),
             slot,
-            counter: counter_names[slot].clone(),
-            conn: redis_client
+            counter: self.counter_names[slot].clone(),
+            conn: self
+                .redis_client
                 .get_multiplexed_async_connection()
                 .await
                 .map_err(err)?,
-            totals: totals.clone(),
+            totals: self.totals.clone(),
             per_task: per_task.clone(),
-            fairness_snapshot: fairness_snapshot.clone(),
-        };
-        let write_pct = match options.kind {
-            Kind::Read => 0,
-            Kind::Mixed => options.write_pct,
-            _ => 100,
-        };
-        let (ops, depth, hold) = (options.ops, options.depth, options.hold);
-        tasks.push(tokio::spawn(worker.run(ops, depth, hold, write_pct)));
-    }
-    let mut waits = Vec::new();
-    for task in tasks {
-        waits.extend(task.await.map_err(err)??);
-    }
-    let elapsed = started.elapsed();
-
-    // Writers incremented the counters non-atomically: an overlap loses increments.
-    let mut conn = redis_client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(err)?;
-    let mut counted = 0u64;
-    for name in &counter_names {
-        let value: Option<u64> = conn.get(name).await.map_err(err)?;
-        counted += value.unwrap_or(0);
-        let _: () = conn.del(name).await.map_err(err)?;
-    }
-    let mut leftovers = 0;
-    for name in &lock_names {
-        let exists: bool = conn.exists(name).await.map_err(err)?;
-        leftovers += usize::from(exists);
+            fairness_snapshot: self.fairness_snapshot.clone(),
+        })
     }
 
-    waits.sort();
-    let percentile = |p: f64| -> f64 {
-        let index = ((waits.len() as f64 - 1.0) * p).round() as usize;
-        waits.get(index).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
-    };
-    let acquisitions = totals.acquisitions.load(Ordering::Relaxed);
-    let writes = totals.writes.load(Ordering::Relaxed);
-    let overlaps = totals.overlaps.load(Ordering::Relaxed);
-    let overtakes = totals.overtakes.load(Ordering::Relaxed);
-    let max_readers = stats
-        .iter()
-        .map(|s| s.max_readers.load(Ordering::SeqCst))
-        .max()
-        .unwrap_or(0);
-    let counts = fairness_snapshot
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    let (count_min, count_max) = (
-        counts.iter().copied().min().unwrap_or(0),
-        counts.iter().copied().max().unwrap_or(0),
-    );
-    let sum: f64 = counts.iter().map(|&c| c as f64).sum();
-    let sum_sq: f64 = counts.iter().map(|&c| (c as f64) * (c as f64)).sum();
-    let jain = if sum_sq > 0.0 {
-        sum * sum / (counts.len() as f64 * sum_sq)
-    } else {
-        1.0
-    };
-    let exclusive = overlaps == 0 && counted == writes && leftovers == 0;
-    // The fair lock promises arrival order; the others do not.
-    let fair_ok = options.kind != Kind::Fair || overtakes == 0;
-    let rate = acquisitions as f64 / elapsed.as_secs_f64();
-    if options.json {
+    /// Waits for every task, then checks Redis: the counters (writers
+    /// incremented them non-atomically, so an overlap loses increments) and
+    /// the locks left behind.
+    async fn finish(self, options: &Options) -> Result<Summary, String> {
+        let mut waits = Vec::new();
+        for task in self.tasks {
+            waits.extend(task.await.map_err(err)??);
+        }
+        let elapsed = self.started.elapsed();
+        let mut conn = self
+            .redis_client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(err)?;
+        let mut counted = 0u64;
+        for name in &self.counter_names {
+            let value: Option<u64> = conn.get(name).await.map_err(err)?;
+            counted += value.unwrap_or(0);
+            let _: () = conn.del(name).await.map_err(err)?;
+        }
+        let mut leftovers = 0;
+        for name in &self.lock_names {
+            let exists: bool = conn.exists(name).await.map_err(err)?;
+            leftovers += usize::from(exists);
+        }
+        waits.sort();
+        let counts = self
+            .fairness_snapshot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let _ = options;
+        Ok(Summary {
+            waits,
+            elapsed,
+            counted,
+            leftovers,
+            counts,
+            acquisitions: self.totals.acquisitions.load(Ordering::Relaxed),
+            writes: self.totals.writes.load(Ordering::Relaxed),
+            overlaps: self.totals.overlaps.load(Ordering::Relaxed),
+            overtakes: self.totals.overtakes.load(Ordering::Relaxed),
+            max_readers: self
+                .stats
+                .iter()
+                .map(|s| s.max_readers.load(Ordering::SeqCst))
+                .max()
+                .unwrap_or(0),
+        })
+    }
+}
+
+/// What a run came to.
+struct Summary {
+    waits: Vec<Duration>,
+    elapsed: Duration,
+    counted: u64,
+    leftovers: usize,
+    /// Acquisitions per task when the first task finished.
+    counts: Vec<u64>,
+    acquisitions: u64,
+    writes: u64,
+    overlaps: u64,
+    overtakes: u64,
+    max_readers: i64,
+}
+
+impl Summary {
+    /// The wait at percentile `p`, in ms.
+    fn percentile(&self, p: f64) -> f64 {
+        let index = ((self.waits.len() as f64 - 1.0) * p).round() as usize;
+        self.waits
+            .get(index)
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    }
+
+    fn jain(&self) -> f64 {
+        let sum: f64 = self.counts.iter().map(|&c| c as f64).sum();
+        let sum_sq: f64 = self.counts.iter().map(|&c| (c as f64) * (c as f64)).sum();
+        if sum_sq > 0.0 {
+            sum * sum / (self.counts.len() as f64 * sum_sq)
+        } else {
+            1.0
+        }
+    }
+
+    fn exclusive(&self) -> bool {
+        self.overlaps == 0 && self.counted == self.writes && self.leftovers == 0
+    }
+
+    /// The fair lock promises arrival order; the others do not.
+    fn fair_ok(&self, options: &Options) -> bool {
+        options.kind != Kind::Fair || self.overtakes == 0
+    }
+
+    fn rate(&self) -> f64 {
+        self.acquisitions as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn count_range(&self) -> (u64, u64) {
+        (
+            self.counts.iter().copied().min().unwrap_or(0),
+            self.counts.iter().copied().max().unwrap_or(0),
+        )
+    }
+
+    fn print_json(&self, options: &Options) {
+        let (count_min, count_max) = self.count_range();
         println!(
             "{}",
             serde_json::json!({
@@ -369,29 +472,44 @@ async fn run() -> Result<(), String> {
                 "tasks": options.tasks, "clients": options.clients, "locks": options.locks,
                 "ops_per_task": options.ops, "depth": options.depth,
                 "hold_us": options.hold.as_micros() as u64,
-                "acquisitions": acquisitions, "writes": writes, "wall_s": elapsed.as_secs_f64(),
-                "acq_per_s": rate,
-                "wait_ms": {"p50": percentile(0.5), "p90": percentile(0.9),
-                            "p99": percentile(0.99), "max": percentile(1.0)},
-                "overlaps": overlaps, "max_readers_together": max_readers,
-                "counter": counted, "counter_expected": writes,
-                "locks_left": leftovers, "exclusive": exclusive,
-                "fairness": {"per_task_min": count_min, "per_task_max": count_max, "jain": jain,
-                             "overtakes": overtakes,
+                "acquisitions": self.acquisitions, "writes": self.writes,
+                "wall_s": self.elapsed.as_secs_f64(),
+                "acq_per_s": self.rate(),
+                "wait_ms": {"p50": self.percentile(0.5), "p90": self.percentile(0.9),
+                            "p99": self.percentile(0.99), "max": self.percentile(1.0)},
+                "overlaps": self.overlaps, "max_readers_together": self.max_readers,
+                "counter": self.counted, "counter_expected": self.writes,
+                "locks_left": self.leftovers, "exclusive": self.exclusive(),
+                "fairness": {"per_task_min": count_min, "per_task_max": count_max,
+                             "jain": self.jain(), "overtakes": self.overtakes,
                              "overtake_margin_ms": OVERTAKE_MARGIN.as_millis() as u64},
             })
         );
-    } else {
+    }
+
+    fn print_text(&self, options: &Options) {
+        let Summary {
+            acquisitions,
+            writes,
+            overlaps,
+            overtakes,
+            max_readers,
+            counted,
+            leftovers,
+            ..
+        } = self;
+        let (count_min, count_max) = self.count_range();
         println!(
-            "acquisitions:   {acquisitions} in {:.2} s = {rate:.0}/s ({writes} exclusive)",
-            elapsed.as_secs_f64()
+            "acquisitions:   {acquisitions} in {:.2} s = {:.0}/s ({writes} exclusive)",
+            self.elapsed.as_secs_f64(),
+            self.rate()
         );
         println!(
             "wait latency:   p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-            percentile(0.5),
-            percentile(0.9),
-            percentile(0.99),
-            percentile(1.0)
+            self.percentile(0.5),
+            self.percentile(0.9),
+            self.percentile(0.99),
+            self.percentile(1.0)
         );
         println!(
             "nested holds:   {} per acquisition (reentrant)",
@@ -400,51 +518,50 @@ async fn run() -> Result<(), String> {
         println!("exclusion:      {overlaps} overlaps; most readers inside one lock at once: {max_readers}");
         println!("counter check:  {counted} increments counted, {writes} expected");
         println!("locks left:     {leftovers}");
-        println!("fairness:       per task (when the first finished) min {count_min}, max {count_max}, Jain {jain:.3}");
+        println!(
+            "fairness:       per task (when the first finished) min {count_min}, max {count_max}, Jain {:.3}",
+            self.jain()
+        );
         println!(
             "overtakes:      {overtakes} exclusive acquisitions went past a task waiting {} ms longer{}",
             OVERTAKE_MARGIN.as_millis(),
             if options.kind == Kind::Fair { " (fair lock: must be 0)" } else { "" }
         );
-        // What the overtake count means for this kind, under the figure.
-        let margin = OVERTAKE_MARGIN.as_millis();
-        let note: Vec<String> = match options.kind {
-            Kind::Fair => vec![
-                "the fair lock queues its waiters in Redis and grants the lock only to the".into(),
-                "first in line, so nobody can barge ahead of an earlier waiter".into(),
-            ],
-            // Reads only: nobody waits for an exclusive hold.
-            Kind::Read => Vec::new(),
-            Kind::Reentrant | Kind::Write | Kind::Mixed => vec![
-                "this lock is not fair: a release wakes its waiters, but the lock goes to".into(),
-                "whichever acquire reaches Redis first, often a task that has only just asked".into(),
-                "(or the releasing task itself, back for its next op) rather than one that was".into(),
-                "woken and still has a round trip to make. Taking the lock ahead of earlier".into(),
-                format!("waiters is barging; an overtake is a barge past a task that had waited {margin} ms"),
-                "longer. Barging keeps the lock busy (no idle gap while a woken waiter gets".into(),
-                "going) at the cost of uneven waits; the fair lock (--kind fair) grants only".into(),
-                "the head of its queue and shows none".into(),
-            ],
-        };
-        for line in note {
+        for line in overtake_note(options.kind) {
             println!("{:16}{line}", "");
         }
         println!(
             "result:         {}",
-            match (exclusive, fair_ok) {
+            match (self.exclusive(), self.fair_ok(options)) {
                 (true, true) => "OK, no writer ever overlapped another owner",
                 (false, _) => "FAILED: exclusion",
                 (true, false) => "FAILED: the fair lock served out of order",
             }
         );
     }
-    if !exclusive {
-        return Err("exclusion check failed".into());
+}
+
+/// What the overtake count means for `kind`, printed under the figure.
+fn overtake_note(kind: Kind) -> Vec<String> {
+    let margin = OVERTAKE_MARGIN.as_millis();
+    match kind {
+        Kind::Fair => vec![
+            "the fair lock queues its waiters in Redis and grants the lock only to the".into(),
+            "first in line, so nobody can barge ahead of an earlier waiter".into(),
+        ],
+        // Reads only: nobody waits for an exclusive hold.
+        Kind::Read => Vec::new(),
+        Kind::Reentrant | Kind::Write | Kind::Mixed => vec![
+            "this lock is not fair: a release wakes its waiters, but the lock goes to".into(),
+            "whichever acquire reaches Redis first, often a task that has only just asked".into(),
+            "(or the releasing task itself, back for its next op) rather than one that was".into(),
+            "woken and still has a round trip to make. Taking the lock ahead of earlier".into(),
+            format!("waiters is barging; an overtake is a barge past a task that had waited {margin} ms"),
+            "longer. Barging keeps the lock busy (no idle gap while a woken waiter gets".into(),
+            "going) at the cost of uneven waits; the fair lock (--kind fair) grants only".into(),
+            "the head of its queue and shows none".into(),
+        ],
     }
-    if !fair_ok {
-        return Err("fair lock served out of arrival order".into());
-    }
-    Ok(())
 }
 
 impl Worker {

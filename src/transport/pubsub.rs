@@ -20,14 +20,11 @@ use std::time::Duration;
 use crate::transport::conn::Conn;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::futures::Notified;
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{mpsc, watch};
 
 use crate::error::{Error, Result};
-
-/// The payload a lock release publishes to wake one waiter.
-pub(crate) const UNLOCK_MESSAGE: &str = "0";
-/// The payload a write release publishes to wake every waiter.
-pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
+pub(crate) use crate::transport::wake::{Class, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+use crate::transport::wake::{Wakeups, CLASSES};
 
 /// Where a channel's subscription stands on the server.
 #[derive(Debug, Clone)]
@@ -73,91 +70,6 @@ impl LockWaiters {
         self.waiters.iter().sum()
     }
 }
-
-/// What wakes one lock's waiters.
-#[derive(Debug, Default)]
-struct Wakeups {
-    /// Waiters for exclusive holds (locks, write locks).
-    exclusive: Notify,
-    /// Waiters for shared holds (read locks).
-    shared: Notify,
-    /// Waiters for permits of a semaphore (see [`Class::Counted`]).
-    counted: Notify,
-    /// Waiters that every message concerns (see [`Class::All`]).
-    all: Notify,
-    /// Held by the one waiter that polls a lock whose holder set no expiry (no
-    /// TTL bounds the sleep, and no unlock message may ever come): the others
-    /// wait for a message or for their turn to poll, so the lock is polled once
-    /// per client, not once per waiter.
-    poller: Arc<tokio::sync::Mutex<()>>,
-}
-
-impl Wakeups {
-    /// Applies one message to this lock's waiters.
-    fn deliver(&self, payload: Option<&str>, waiters: [usize; CLASSES]) {
-        let [exclusive, shared, counted, all] = waiters;
-        if counted > 0 {
-            // A semaphore's message is the number of permits now available:
-            // that many waiters can use them (Redisson wakes as many).
-            match payload.and_then(|p| p.parse::<i64>().ok()) {
-                Some(permits) => {
-                    let wake = usize::try_from(permits.max(0)).unwrap_or(usize::MAX);
-                    for _ in 0..wake.min(counted) {
-                        self.counted.notify_one();
-                    }
-                }
-                None => self.counted.notify_waiters(),
-            }
-        }
-        if all > 0 {
-            self.all.notify_waiters();
-        }
-        if exclusive + shared == 0 && counted + all > 0 {
-            // Only synchronizer waiters: no lock waiter to keep a wake-up for.
-            return;
-        }
-        match payload {
-            Some(UNLOCK_MESSAGE) if exclusive > 0 => self.exclusive.notify_one(),
-            Some(UNLOCK_MESSAGE) => self.shared.notify_one(),
-            Some(READ_UNLOCK_MESSAGE) => {
-                if shared > 0 {
-                    self.shared.notify_waiters();
-                }
-                if exclusive > 0 {
-                    self.exclusive.notify_one();
-                }
-            }
-            // Unknown payloads wake everyone: a needless retry costs one
-            // round trip, a missed one a TTL.
-            _ => self.wake_all(),
-        }
-    }
-
-    fn wake_all(&self) {
-        self.exclusive.notify_waiters();
-        self.shared.notify_waiters();
-        self.counted.notify_waiters();
-        self.all.notify_waiters();
-    }
-}
-
-/// What a waiter waits for: a message waking "one waiter" prefers an exclusive
-/// waiter (it can use the whole lock); "wake all" (a write release) wakes every
-/// shared waiter, since readers proceed together, but only one exclusive waiter,
-/// since only one of those could win.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Class {
-    Exclusive = 0,
-    Shared = 1,
-    /// A semaphore's waiter: a message carries how many permits are available,
-    /// and wakes that many of these waiters (all of them when it is not a number).
-    Counted = 2,
-    /// A waiter every message concerns (a count-down latch's): each wakes all.
-    All = 3,
-}
-
-/// How many [`Class`]es there are.
-const CLASSES: usize = 4;
 
 /// The channel table, shared by the push handler, the subscriber task and the
 /// waiters. It reaches the command queue only through a weak handle, so the
