@@ -69,10 +69,86 @@ pub(crate) async fn handoff_floor(o: &Options, url: &str) -> Result<serde_json::
         served.notified().await;
     }
     let gaps = waiter.await.map_err(err)??;
+    let (one_trip, replies) = one_trip_handoff_floor(o, conn, ops).await?;
     Ok(json!({
         "scale": "handoff-floor", "hold_us": o.hold.as_micros() as u64,
         "handoff_us": percentiles(gaps),
+        "one_trip_handoff_us": percentiles(one_trip),
+        "one_trip_reply_us": percentiles(replies),
+        "lock_future_bytes": lock_future_sizes(url).await?,
     }))
+}
+
+/// The floor of a hand-off in one round trip, as a release that grants the
+/// lock to its own client's next waiter would make it: the holder, busy for
+/// `--hold-us`, sends a script that replies (the release and the grant in one),
+/// and on the reply wakes the next task in this process, which runs at once
+/// (no pub/sub push, no attempt of its own). From the holder's send to the
+/// woken task running, `ops` times; and, apart, the reply's round trip alone.
+async fn one_trip_handoff_floor(
+    o: &Options,
+    mut conn: redis::aio::MultiplexedConnection,
+    ops: usize,
+) -> Result<(Vec<Duration>, Vec<Duration>), String> {
+    let release_and_grant = redis::Script::new("return 1");
+    let replies: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let sent_at: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let granted = Arc::new(tokio::sync::Notify::new());
+    let served = Arc::new(tokio::sync::Notify::new());
+    let next = {
+        let (sent_at, granted, served) = (sent_at.clone(), granted.clone(), served.clone());
+        tokio::spawn(async move {
+            let mut gaps = Vec::with_capacity(ops);
+            for _ in 0..ops {
+                granted.notified().await;
+                if let Some(sent) = locked(&sent_at).take() {
+                    gaps.push(sent.elapsed());
+                }
+                served.notify_one();
+            }
+            gaps
+        })
+    };
+    for _ in 0..ops {
+        let got = Instant::now();
+        while got.elapsed() < o.hold {
+            tokio::task::yield_now().await;
+        }
+        let sent = Instant::now();
+        *locked(&sent_at) = Some(sent);
+        let _: i64 = release_and_grant
+            .invoke_async(&mut conn)
+            .await
+            .map_err(err)?;
+        locked(&replies).push(sent.elapsed());
+        granted.notify_one();
+        served.notified().await;
+    }
+    let woken = next.await.map_err(err)?;
+    let replies = std::mem::take(&mut *locked(&replies));
+    Ok((woken, replies))
+}
+
+/// How large the future of one `lock()` is, for each kind that waits in a line:
+/// what every parked waiter carries.
+async fn lock_future_sizes(url: &str) -> Result<serde_json::Value, String> {
+    let client = Client::connect(Config::from_url(url).map_err(err)?)
+        .await
+        .map_err(err)?;
+    let reentrant = client.get_lock("lockbench:size").map_err(err)?;
+    let fair = client.get_fair_lock("lockbench:size-fair").map_err(err)?;
+    let write = client
+        .get_read_write_lock("lockbench:size-rw")
+        .map_err(err)?
+        .write_lock();
+    let sizes = json!({
+        "reentrant": std::mem::size_of_val(&reentrant.lock()),
+        "fair": std::mem::size_of_val(&fair.lock()),
+        "write": std::mem::size_of_val(&write.lock()),
+        "try_lock_wait_fair": std::mem::size_of_val(&fair.try_lock_wait(Duration::from_secs(1))),
+    });
+    client.close().await;
+    Ok(sizes)
 }
 
 /// A raw RESP3 connection subscribed to a channel of its own.
