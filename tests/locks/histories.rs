@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::support::history::{
     check, merge, FencedMutex, Mutex, Op, Operation, Outcome, Permits, Recorder, ReentrantMutex,
 };
+use crate::support::proxy::{Mode, Proxy};
 use crate::support::{within, RedisServer};
 
 /// `op` by `owner` on lock `l`, invoked at `from`, ended at `to` (ms).
@@ -243,10 +244,13 @@ async fn recorded_runs_of_every_model_are_linearizable() {
 }
 
 /// A small fault campaign, in CI's budget: three clients, three tasks each,
-/// on a reentrant lock, a fenced lock and a two-permit semaphore, every call
-/// recorded, while the test cuts every connection (CLIENT KILL) or pauses
-/// the server's writes (CLIENT PAUSE WRITE, 300 ms) at random, seeded
-/// intervals. Leases (30 s) outlast every pause, so the plain models apply.
+/// on a reentrant lock, a fenced lock, a fair lock, the write side of a
+/// read-write lock and a two-permit semaphore, every call recorded, while the
+/// test, at random, seeded intervals, cuts every connection (CLIENT KILL),
+/// pauses the server's writes (CLIENT PAUSE WRITE, 300 ms), or, between the
+/// third client and the server (a TCP proxy), drops every packet for 300 ms
+/// (a partition), delays them by 50 ms for 300 ms, or severs the connection.
+/// Leases (30 s) outlast every pause and partition, so the plain models apply.
 /// A call that failed is recorded as unknown. A failing history is kept under
 /// `target/histories/<seed>/` with the seed in the message; `CAMPAIGN_SEED`
 /// replays one, and `CAMPAIGN_HISTORY=<dir>` checks a kept history again
@@ -268,13 +272,17 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
     let dir = std::env::temp_dir().join(format!("rl-campaign-{}-{seed}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let recorder = Arc::new(Recorder::create(&dir, "campaign"));
+    // The third client reaches the server through a proxy that the
+    // campaign partitions, slows down and severs.
+    let proxy = Proxy::start(server.port()).await;
     let mut clients = Vec::new();
-    for _ in 0..3 {
-        clients.push(
-            server
-                .client_with(|c| c.timeout = Duration::from_millis(500))
-                .await,
-        );
+    for c in 0..3 {
+        let mut config = server.config();
+        if c == 2 {
+            config.address = proxy.url();
+        }
+        config.timeout = Duration::from_millis(500);
+        clients.push(redisson_locks::Client::connect(config).await.unwrap());
     }
     assert!(clients[0]
         .get_semaphore("camp-slots")
@@ -302,14 +310,14 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
         rng % n
     };
     let mut admin = server.admin().await;
-    let (mut cuts, mut pauses) = (0, 0);
+    let mut faults = Faults::default();
     let started = std::time::Instant::now();
     while started.elapsed() < Duration::from_secs(8) {
         tokio::time::sleep(Duration::from_millis(150 + next(350))).await;
-        match next(3) {
+        match next(6) {
             0 => {
                 server.kill_lock_connections().await;
-                cuts += 1;
+                faults.cuts += 1;
             }
             1 => {
                 let _: () = redis::cmd("CLIENT")
@@ -319,7 +327,23 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
                     .query_async(&mut admin)
                     .await
                     .unwrap();
-                pauses += 1;
+                faults.pauses += 1;
+            }
+            2 => {
+                proxy.set_mode(Mode::Blackhole);
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                proxy.set_mode(Mode::Pass);
+                faults.partitions += 1;
+            }
+            3 => {
+                proxy.set_mode(Mode::Delay(Duration::from_millis(50)));
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                proxy.set_mode(Mode::Pass);
+                faults.delays += 1;
+            }
+            4 => {
+                proxy.sever();
+                faults.severed += 1;
             }
             _ => {}
         }
@@ -334,7 +358,7 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
     let history = merge(&dir);
     let unknown = history.iter().filter(|o| o.outcome == Unknown).count();
     eprintln!(
-        "campaign seed {seed}: {} operations ({unknown} unknown), {cuts} cuts, {pauses} pauses",
+        "campaign seed {seed}: {} operations ({unknown} unknown), {faults:?}",
         history.len()
     );
     if let Err(why) = check_campaign(&history) {
@@ -352,6 +376,16 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
     }
     assert!(history.len() > 100, "the tasks ran: {}", history.len());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The faults a campaign injected, by kind.
+#[derive(Debug, Default)]
+struct Faults {
+    cuts: u32,
+    pauses: u32,
+    partitions: u32,
+    delays: u32,
+    severed: u32,
 }
 
 /// One hold of `lock`, recorded: `taking` (a timed acquire, with the token it
@@ -394,7 +428,21 @@ fn check_campaign(history: &[Operation]) -> Result<(), String> {
             check(&FencedMutex { reentrant: false }, &on("camp-fenced")),
         ),
         ("permits", check(&Permits { n: 2 }, &on("camp-slots"))),
+        ("fair mutex", check(&Mutex, &on("camp-fair"))),
+        ("write mutex", check(&Mutex, &on("camp-rw"))),
     ];
+    // A lock nobody ever got would pass every model, and prove nothing.
+    for lock in ["camp-lock", "camp-fenced", "camp-fair", "camp-rw"] {
+        let granted = history
+            .iter()
+            .filter(|o| o.lock == lock && o.op == Acquire && o.outcome == Done)
+            .count();
+        if granted == 0 {
+            return Err(format!(
+                "lock {lock} was never granted: the run checked nothing"
+            ));
+        }
+    }
     match verdicts.into_iter().find(|(_, v)| v.is_err()) {
         Some((model, Err(violation))) => Err(format!(
             "the {model} model found no order for lock {} ({} operations)",
@@ -420,6 +468,8 @@ async fn campaign_task(
         .with_owner_id(500 + id);
     let fenced = client.get_fenced_lock("camp-fenced").unwrap();
     let slots = client.get_semaphore("camp-slots").unwrap();
+    let fair = client.get_fair_lock("camp-fair").unwrap();
+    let write = client.get_read_write_lock("camp-rw").unwrap().write_lock();
     let wait = Duration::from_millis(400);
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let taking = async { Ok(lock.try_lock_wait(wait).await?.map(|guard| (guard, None))) };
@@ -429,6 +479,10 @@ async fn campaign_task(
             Ok(taken.map(|(guard, token)| (guard, Some(token))))
         };
         recorded_hold(recorder, owner, "camp-fenced", taking).await;
+        let taking = async { Ok(fair.try_lock_wait(wait).await?.map(|guard| (guard, None))) };
+        recorded_hold(recorder, owner, "camp-fair", taking).await;
+        let taking = async { Ok(write.try_lock_wait(wait).await?.map(|guard| (guard, None))) };
+        recorded_hold(recorder, owner, "camp-rw", taking).await;
         let call = recorder.invoke(owner, "camp-slots", PermitAcquire);
         match slots.try_acquire_wait(wait).await {
             Ok(true) => {
