@@ -101,6 +101,7 @@ async fn child_process_entry() {
             drop(guard);
         }
         "campaign" => super::leader::campaign_child(client).await,
+        "history" => super::histories::history_child(client, var("DIR"), var("NAME")).await,
         "pes-hold" => {
             // Takes a permit of a permit-expirable semaphore and keeps it.
             let sem = client.get_permit_expirable_semaphore(var("LOCK")).unwrap();

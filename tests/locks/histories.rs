@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::child::ChildHolder;
 use crate::support::history::{
     check, merge, FencedMutex, Mutex, Op, Operation, Outcome, Permits, Recorder, ReentrantMutex,
 };
@@ -455,7 +456,7 @@ fn check_campaign(history: &[Operation]) -> Result<(), String> {
 
 /// One campaign task: rounds of a nested hold, a fenced hold and a permit,
 /// each call recorded; a failed call is unknown, and the task goes on.
-async fn campaign_task(
+pub(super) async fn campaign_task(
     client: &redisson_locks::Client,
     recorder: &Recorder,
     owner: &str,
@@ -700,4 +701,158 @@ async fn a_restart_loses_grants_only_without_persistence() {
         lowest_after <= highest_before,
         "without persistence the token counter starts over"
     );
+}
+
+/// The child's part of the cross-process campaign (`LOCKS_CHILD=history`, see
+/// `faults::child_process_entry`): two campaign tasks recording into `dir` as
+/// process `name`, until the process is killed.
+pub(super) async fn history_child(client: redisson_locks::Client, dir: String, name: String) {
+    let recorder = Arc::new(Recorder::create(std::path::Path::new(&dir), &name));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for t in 0..2u64 {
+        let (client, recorder, stop) = (client.clone(), recorder.clone(), stop.clone());
+        let owner = format!("{name}t{t}");
+        tasks.push(tokio::spawn(async move {
+            campaign_task(&client, &recorder, &owner, t, &stop).await;
+        }));
+    }
+    println!("READY");
+    for task in tasks {
+        let _ = task.await;
+    }
+}
+
+/// Closes what a killed process left open: each of its holds that was granted
+/// and never released ends with its lease at some instant after the kill, so
+/// it gets a release of unknown outcome invoked at the kill.
+fn close_killed(history: &mut Vec<Operation>, killed: &[(String, u64)]) {
+    let mut closing = Vec::new();
+    for (process, killed_ns) in killed {
+        let mut open: std::collections::HashMap<(String, String), i64> = Default::default();
+        for o in history.iter().filter(|o| &o.process == process) {
+            let key = (o.owner.clone(), o.lock.clone());
+            match (o.op, o.outcome) {
+                (Acquire, Done) => *open.entry(key).or_default() += 1,
+                (Release, Done) => *open.entry(key).or_default() -= 1,
+                // A release of unknown outcome may have ended it already; the
+                // lease ends it anyway: one more unknown release is harmless.
+                _ => {}
+            }
+        }
+        for ((owner, lock), count) in open {
+            for _ in 0..count.max(0) {
+                closing.push(Operation {
+                    process: process.clone(),
+                    owner: owner.clone(),
+                    lock: lock.clone(),
+                    op: Release,
+                    outcome: Unknown,
+                    value: None,
+                    invoked_ns: *killed_ns,
+                    completed_ns: u64::MAX,
+                });
+            }
+        }
+    }
+    history.extend(closing);
+}
+
+/// The campaign across processes: three child processes (two tasks each, a
+/// 2 s watchdog lease) run the campaign's work on one server while the test,
+/// at seeded random intervals, freezes one (SIGSTOP for 300 ms, then
+/// SIGCONT: shorter than the lease) or kills one (SIGKILL) and starts a new
+/// one in its place. Every process records its own history; they are merged.
+/// A killed process's calls in flight are unknown, and each hold it never
+/// released ends with its lease after the kill (an unknown release at the
+/// kill). The plain semaphore's permits have no lease: one a killed process
+/// held stays out (as in Redisson), and the permits model counts it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_of_killed_and_frozen_processes_leaves_linearizable_histories() {
+    let seed: u64 = std::env::var("CAMPAIGN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| crate::support::checker::monotonic_ns() | 1);
+    eprintln!("process campaign seed {seed} (CAMPAIGN_SEED={seed} replays it)");
+    let server = RedisServer::start();
+    let dir = std::env::temp_dir().join(format!("rl-processes-{}-{seed}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let admin_client = server.client().await;
+    assert!(admin_client
+        .get_semaphore("camp-slots")
+        .unwrap()
+        .try_set_permits(2)
+        .await
+        .unwrap());
+    let spawn = |n: usize| {
+        let mut child = ChildHolder::spawn(&[
+            ("CHILD", "history".to_owned()),
+            ("URL", server.url()),
+            ("DIR", dir.display().to_string()),
+            ("NAME", format!("p{n}")),
+            ("WATCHDOG_MS", "2000".to_owned()),
+        ]);
+        assert!(child.wait_for_line("READY"), "child p{n} started");
+        (format!("p{n}"), child)
+    };
+    let mut children: Vec<(String, ChildHolder)> = (0..3).map(spawn).collect();
+    let mut spawned = 3;
+    let mut killed: Vec<(String, u64)> = Vec::new();
+    let mut rng = seed;
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let (mut freezes, mut kills) = (0, 0);
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(8) {
+        tokio::time::sleep(Duration::from_millis(300 + next(500))).await;
+        let which = next(children.len() as u64) as usize;
+        match next(3) {
+            0 => {
+                children[which].1.signal("STOP");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                children[which].1.signal("CONT");
+                freezes += 1;
+            }
+            1 => {
+                let (name, mut child) = children.remove(which);
+                child.kill();
+                killed.push((name, crate::support::checker::monotonic_ns()));
+                children.push(spawn(spawned));
+                spawned += 1;
+                kills += 1;
+            }
+            _ => {}
+        }
+    }
+    for (name, mut child) in children.drain(..) {
+        child.kill();
+        killed.push((name, crate::support::checker::monotonic_ns()));
+    }
+    let mut history = merge(&dir);
+    close_killed(&mut history, &killed);
+    let unknown = history.iter().filter(|o| o.outcome == Unknown).count();
+    eprintln!(
+        "process campaign seed {seed}: {} operations ({unknown} unknown), {freezes} freezes, {kills} kills",
+        history.len()
+    );
+    if let Err(why) = check_campaign(&history) {
+        let kept = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target/histories")
+            .join(format!("processes-{seed}"));
+        let _ = std::fs::create_dir_all(&kept);
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let _ = std::fs::copy(entry.path(), kept.join(entry.file_name()));
+        }
+        panic!(
+            "seed {seed}: {why}; the history is kept in {}",
+            kept.display()
+        );
+    }
+    assert!(history.len() > 100, "the processes ran: {}", history.len());
+    let _ = std::fs::remove_dir_all(&dir);
 }
