@@ -11,6 +11,7 @@ use crate::support::history::{
     check, merge, FencedMutex, Mutex, Op, Operation, Outcome, Permits, Recorder, ReentrantMutex,
 };
 use crate::support::proxy::{Mode, Proxy};
+use crate::support::sentinel::SentinelSetup;
 use crate::support::{within, RedisServer};
 
 /// `op` by `owner` on lock `l`, invoked at `from`, ended at `to` (ms).
@@ -534,20 +535,24 @@ fn the_fair_model_is_in_step_with_the_fair_scripts() {
     }
 }
 
-/// Runs the campaign's tasks on `server` for 6 s with one restart (SIGKILL,
-/// and the server started again on its port and directory) after 2 s;
-/// returns the merged history and the restart's instant (ns, the history's
-/// clock).
-async fn run_across_a_restart(server: &mut RedisServer, tag: &str) -> (Vec<Operation>, u64) {
-    let dir = std::env::temp_dir().join(format!("rl-restart-{}-{tag}", std::process::id()));
+/// Runs the campaign's tasks, clients configured by `config`, for 6 s with
+/// `fault` struck after 2 s; returns the merged history and the fault's
+/// instant (ns, the history's clock).
+async fn run_across<F: std::future::Future<Output = ()>>(
+    mut config: redisson_locks::Config,
+    tag: &str,
+    fault: F,
+) -> (Vec<Operation>, u64) {
+    let dir = std::env::temp_dir().join(format!("rl-across-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let recorder = Arc::new(Recorder::create(&dir, tag));
+    config.timeout = Duration::from_millis(500);
     let mut clients = Vec::new();
     for _ in 0..3 {
         clients.push(
-            server
-                .client_with(|c| c.timeout = Duration::from_millis(500))
-                .await,
+            redisson_locks::Client::connect(config.clone())
+                .await
+                .unwrap(),
         );
     }
     assert!(clients[0]
@@ -568,23 +573,98 @@ async fn run_across_a_restart(server: &mut RedisServer, tag: &str) -> (Vec<Opera
         }
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let restarted_ns = crate::support::checker::monotonic_ns();
-    server.restart();
+    let struck_ns = crate::support::checker::monotonic_ns();
+    fault.await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    within(
-        Duration::from_secs(60),
-        "the tasks across a restart",
-        async {
-            for task in tasks {
-                task.await.unwrap();
-            }
-        },
-    )
+    within(Duration::from_secs(90), "the tasks across a fault", async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    })
     .await;
     let history = merge(&dir);
     let _ = std::fs::remove_dir_all(&dir);
-    (history, restarted_ns)
+    (history, struck_ns)
+}
+
+/// The part of `lock`'s history on one side of the instant `at` (a restart,
+/// a failover): a call in flight across it may have taken effect on either
+/// server (or neither), so on each side it is unknown.
+fn side(history: &[Operation], lock: &str, at: u64, before: bool) -> Vec<Operation> {
+    history
+        .iter()
+        .filter(|o| o.lock == lock)
+        .filter(|o| {
+            if before {
+                o.invoked_ns < at
+            } else {
+                o.completed_ns > at
+            }
+        })
+        .map(|o| {
+            let mut o = o.clone();
+            if o.invoked_ns < at && o.completed_ns > at {
+                o.outcome = Unknown;
+                o.completed_ns = u64::MAX;
+                o.invoked_ns = o.invoked_ns.max(if before { 0 } else { at });
+            }
+            o
+        })
+        .collect()
+}
+
+/// A server that lost writes at `at` (restarted empty, or failed over before
+/// its replica had them) may give a hold out twice: the documented hazard.
+/// The check names it rather than hide it: a two-holder violation of a
+/// mutex lock must come with a hold granted before `at` and still open then,
+/// and each side of `at` holds on its own. Returns, per lock, the holds that
+/// were open across `at` when the whole history fails.
+fn hazard_named(history: &[Operation], at: u64, what: &str) -> Vec<(String, usize)> {
+    let mut named = Vec::new();
+    for lock in ["camp-fair", "camp-rw"] {
+        let whole: Vec<Operation> = history.iter().filter(|o| o.lock == lock).cloned().collect();
+        let lost = spanning(history, lock, at);
+        if check(&Mutex, &whole).is_err() {
+            assert!(
+                lost > 0,
+                "{what}, {lock}: two holders without a hold across it to explain them"
+            );
+            eprintln!(
+                "{what}, {lock}: the documented hazard: {lost} grant(s) open across it were lost"
+            );
+            named.push((lock.to_owned(), lost));
+        }
+        assert!(
+            check(&Mutex, &side(history, lock, at, true)).is_ok(),
+            "{what}, {lock}: before"
+        );
+        assert!(
+            check(&Mutex, &side(history, lock, at, false)).is_ok(),
+            "{what}, {lock}: after"
+        );
+    }
+    named
+}
+
+/// The fencing tokens granted on each side of `at`: (highest before, lowest after).
+fn tokens_around(history: &[Operation], at: u64) -> (u64, u64) {
+    let tokens = |before: bool| -> Vec<u64> {
+        side(history, "camp-fenced", at, before)
+            .iter()
+            .filter(|o| o.op == Acquire && o.outcome == Done)
+            .filter_map(|o| o.value)
+            .collect()
+    };
+    let (before, after) = (tokens(true), tokens(false));
+    assert!(
+        !before.is_empty() && !after.is_empty(),
+        "fenced holds on both sides"
+    );
+    (
+        before.iter().max().copied().unwrap_or(0),
+        after.iter().min().copied().unwrap_or(u64::MAX),
+    )
 }
 
 /// The grants a restart of a server without persistence may lose: holds of
@@ -621,7 +701,8 @@ fn spanning(history: &[Operation], lock: &str, restarted_ns: u64) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_loses_grants_only_without_persistence() {
     let mut durable = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let (history, restarted) = run_across_a_restart(&mut durable, "durable").await;
+    let config = durable.config();
+    let (history, restarted) = run_across(config, "durable", async { durable.restart() }).await;
     eprintln!(
         "durable restart: {} operations, {} holds across it",
         history.len(),
@@ -630,70 +711,12 @@ async fn a_restart_loses_grants_only_without_persistence() {
     check_campaign(&history).unwrap_or_else(|why| panic!("with fsync always: {why}"));
 
     let mut forgetful = RedisServer::start();
-    let (history, restarted) = run_across_a_restart(&mut forgetful, "forgetful").await;
-    // Each side of the restart: a call in flight across it may have taken
-    // effect on either server (or neither), so on each side it is unknown.
-    let on = |lock: &str, before: bool| -> Vec<Operation> {
-        history
-            .iter()
-            .filter(|o| o.lock == lock)
-            .filter(|o| {
-                if before {
-                    o.invoked_ns < restarted
-                } else {
-                    o.completed_ns > restarted
-                }
-            })
-            .map(|o| {
-                let mut o = o.clone();
-                let across = o.invoked_ns < restarted && o.completed_ns > restarted;
-                if across {
-                    o.outcome = Unknown;
-                    o.completed_ns = u64::MAX;
-                    o.invoked_ns = o.invoked_ns.max(if before { 0 } else { restarted });
-                }
-                o
-            })
-            .collect()
-    };
-    for lock in ["camp-fair", "camp-rw"] {
-        let whole: Vec<Operation> = history.iter().filter(|o| o.lock == lock).cloned().collect();
-        let lost = spanning(&history, lock, restarted);
-        if check(&Mutex, &whole).is_err() {
-            assert!(
-                lost > 0,
-                "{lock}: two holders without a hold across the restart to explain it"
-            );
-            eprintln!(
-                "{lock}: the documented hazard: {lost} grant(s) held across the restart were lost"
-            );
-        }
-        // Each side of the restart, on its own, is a mutex.
-        assert!(
-            check(&Mutex, &on(lock, true)).is_ok(),
-            "{lock} before the restart"
-        );
-        assert!(
-            check(&Mutex, &on(lock, false)).is_ok(),
-            "{lock} after the restart"
-        );
-    }
+    let config = forgetful.config();
+    let (history, restarted) = run_across(config, "forgetful", async { forgetful.restart() }).await;
+    hazard_named(&history, restarted, "a restart without persistence");
     // The token counter went with the restart: the first token after it is
     // not above every earlier one (named, not hidden).
-    let tokens = |before: bool| -> Vec<u64> {
-        on("camp-fenced", before)
-            .iter()
-            .filter(|o| o.op == Acquire && o.outcome == Done)
-            .filter_map(|o| o.value)
-            .collect()
-    };
-    let (before, after) = (tokens(true), tokens(false));
-    assert!(
-        !before.is_empty() && !after.is_empty(),
-        "fenced holds on both sides"
-    );
-    let highest_before = before.iter().max().copied().unwrap_or(0);
-    let lowest_after = after.iter().min().copied().unwrap_or(u64::MAX);
+    let (highest_before, lowest_after) = tokens_around(&history, restarted);
     eprintln!(
         "forgetful restart: tokens up to {highest_before} before, from {lowest_after} after (the counter was lost)"
     );
@@ -701,6 +724,39 @@ async fn a_restart_loses_grants_only_without_persistence() {
         lowest_after <= highest_before,
         "without persistence the token counter starts over"
     );
+}
+
+/// A Sentinel failover under the campaign: the primary is killed 2 s in, the
+/// sentinels promote its replica, and the clients follow. Replication is
+/// asynchronous (the new primary has no replica left to WAIT for, so replica
+/// sync is off), so the writes the old primary acknowledged last may be
+/// missing on the new one: a grant, or tokens. The check names that hazard
+/// (DESIGN.md, "Beyond one server") instead of hiding it, as for a restart:
+/// each side of the failover holds on its own, and a two-holder violation
+/// must come with a hold open across it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_failover_names_the_grants_it_may_lose() {
+    let mut setup = SentinelSetup::start().await;
+    let mut config = setup.config();
+    config.replica_sync = Some(0);
+    config.lock_watchdog_timeout = Duration::from_secs(2);
+    let replica_port = setup.replica.port();
+    let failover = async {
+        setup.primary.kill();
+        let promoted = crate::support::eventually(Duration::from_secs(30), || async {
+            setup.reported_primary() == Some(replica_port)
+        })
+        .await;
+        assert!(promoted, "the sentinels did not fail over");
+    };
+    let (history, failed_over) = run_across(config, "failover", failover).await;
+    let named = hazard_named(&history, failed_over, "a failover");
+    let (highest_before, lowest_after) = tokens_around(&history, failed_over);
+    eprintln!(
+        "failover: {} operations, lost grants named {named:?}, tokens up to {highest_before} before, from {lowest_after} after",
+        history.len()
+    );
+    assert!(history.len() > 100, "the tasks ran: {}", history.len());
 }
 
 /// The child's part of the cross-process campaign (`LOCKS_CHILD=history`, see
