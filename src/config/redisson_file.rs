@@ -80,8 +80,8 @@ impl Config {
     /// | `retryAttempts` | [`retry_attempts`](Config::retry_attempts) |
     /// | `retryInterval` (Redisson 3, ms) | [`retry_interval`](Config::retry_interval) |
     /// | `retryDelay` (Redisson 4): `ConstantDelay`'s `delay`, or the jitter strategies' `maxDelay` | [`retry_interval`](Config::retry_interval) |
-    /// | `sslTruststore` (`file:` URL or path of a PEM file; top level or section, as the credentials) | [`tls.ca_certificate`](TlsConfig::ca_certificate) |
-    /// | `sslKeystore` (one PEM file with certificate chain and key) | [`tls.client_certificate`](TlsConfig::client_certificate) and [`tls.client_key`](TlsConfig::client_key) |
+    /// | `sslTruststore` (`file:` URL or path of a PEM file; top level or section, as the credentials) | [`tls.ca_certificate`](crate::TlsConfig::ca_certificate) |
+    /// | `sslKeystore` (one PEM file with certificate chain and key) | [`tls.client_certificate`](crate::TlsConfig::client_certificate) and [`tls.client_key`](crate::TlsConfig::client_key) |
     /// | `lockWatchdogTimeout`, `fairLockWaitTimeout` (top level, ms) | [`lock_watchdog_timeout`](Config::lock_watchdog_timeout), [`fair_lock_wait_timeout`](Config::fair_lock_wait_timeout) |
     ///
     /// `retryDelay` is a Redisson `DelayStrategy` named by its tag:
