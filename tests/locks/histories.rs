@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crate::support::child::ChildHolder;
 use crate::support::history::{
-    check, merge, FencedMutex, Mutex, Op, Operation, Outcome, Permits, Recorder, ReentrantMutex,
+    check, merge, FencedMutex, Mutex, Op, Operation, Outcome, Permits, ReadWrite, Recorder,
+    ReentrantMutex,
 };
 use crate::support::proxy::{Mode, Proxy};
 use crate::support::sentinel::SentinelSetup;
@@ -39,7 +40,7 @@ fn op(
     }
 }
 
-use Op::{Acquire, PermitAcquire, PermitRelease, Release};
+use Op::{Acquire, PermitAcquire, PermitRelease, ReadAcquire, ReadRelease, Release};
 use Outcome::{Fail, Ok as Done, Refused, Unknown};
 
 #[test]
@@ -292,6 +293,12 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
         .try_set_permits(2)
         .await
         .unwrap());
+    assert!(clients[0]
+        .get_permit_expirable_semaphore("camp-pes")
+        .unwrap()
+        .try_set_permits(2)
+        .await
+        .unwrap());
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut tasks = Vec::new();
     for (c, client) in clients.iter().enumerate() {
@@ -380,6 +387,33 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// One permit of the permit-expirable semaphore (a 30 s lease, outlasting
+/// every fault), taken and given back by id, recorded.
+async fn recorded_expiring_permit(
+    recorder: &Recorder,
+    owner: &str,
+    semaphore: &redisson_locks::RPermitExpirableSemaphore,
+    wait: Duration,
+) {
+    let call = recorder.invoke(owner, "camp-pes", PermitAcquire);
+    match semaphore
+        .try_acquire_wait(wait, Duration::from_secs(30))
+        .await
+    {
+        Ok(Some(id)) => {
+            call.end(Done, None);
+            let call = recorder.invoke(owner, "camp-pes", PermitRelease);
+            match semaphore.try_release(&id).await {
+                Ok(true) => call.end(Done, None),
+                Ok(false) => call.end(Refused, None),
+                Err(_) => drop(call),
+            }
+        }
+        Ok(None) => call.end(Fail, None),
+        Err(_) => drop(call),
+    }
+}
+
 /// The faults a campaign injected, by kind.
 #[derive(Debug, Default)]
 struct Faults {
@@ -402,11 +436,24 @@ async fn recorded_hold(
         Output = redisson_locks::Result<Option<(redisson_locks::LockGuard, Option<u64>)>>,
     >,
 ) {
-    let call = recorder.invoke(owner, lock, Acquire);
+    recorded_hold_as(recorder, owner, lock, (Acquire, Release), taking).await;
+}
+
+/// [`recorded_hold`] recorded as `ops` (a read hold's, say).
+async fn recorded_hold_as(
+    recorder: &Recorder,
+    owner: &str,
+    lock: &str,
+    (taken, given_back): (Op, Op),
+    taking: impl std::future::Future<
+        Output = redisson_locks::Result<Option<(redisson_locks::LockGuard, Option<u64>)>>,
+    >,
+) {
+    let call = recorder.invoke(owner, lock, taken);
     match taking.await {
         Ok(Some((guard, token))) => {
             call.end(Done, token);
-            let call = recorder.invoke(owner, lock, Release);
+            let call = recorder.invoke(owner, lock, given_back);
             match guard.unlock().await {
                 Ok(()) => call.end(Done, None),
                 Err(e) if e.is_not_held() => call.end(Refused, None),
@@ -431,17 +478,29 @@ fn check_campaign(history: &[Operation]) -> Result<(), String> {
         ),
         ("permits", check(&Permits { n: 2 }, &on("camp-slots"))),
         ("fair mutex", check(&Mutex, &on("camp-fair"))),
-        ("write mutex", check(&Mutex, &on("camp-rw"))),
+        ("read-write", check(&ReadWrite, &on("camp-rw"))),
+        (
+            "expiring permits",
+            check(&Permits { n: 2 }, &on("camp-pes")),
+        ),
     ];
     // A lock nobody ever got would pass every model, and prove nothing.
-    for lock in ["camp-lock", "camp-fenced", "camp-fair", "camp-rw"] {
+    let kinds = [
+        ("camp-lock", Acquire),
+        ("camp-fenced", Acquire),
+        ("camp-fair", Acquire),
+        ("camp-rw", Acquire),
+        ("camp-rw", ReadAcquire),
+        ("camp-pes", PermitAcquire),
+    ];
+    for (lock, taken) in kinds {
         let granted = history
             .iter()
-            .filter(|o| o.lock == lock && o.op == Acquire && o.outcome == Done)
+            .filter(|o| o.lock == lock && o.op == taken && o.outcome == Done)
             .count();
         if granted == 0 {
             return Err(format!(
-                "lock {lock} was never granted: the run checked nothing"
+                "lock {lock} was never granted ({taken:?}): the run checked nothing"
             ));
         }
     }
@@ -471,7 +530,9 @@ pub(super) async fn campaign_task(
     let fenced = client.get_fenced_lock("camp-fenced").unwrap();
     let slots = client.get_semaphore("camp-slots").unwrap();
     let fair = client.get_fair_lock("camp-fair").unwrap();
-    let write = client.get_read_write_lock("camp-rw").unwrap().write_lock();
+    let rw = client.get_read_write_lock("camp-rw").unwrap();
+    let (write, read) = (rw.write_lock(), rw.read_lock());
+    let expiring = client.get_permit_expirable_semaphore("camp-pes").unwrap();
     let wait = Duration::from_millis(400);
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let taking = async { Ok(lock.try_lock_wait(wait).await?.map(|guard| (guard, None))) };
@@ -485,6 +546,10 @@ pub(super) async fn campaign_task(
         recorded_hold(recorder, owner, "camp-fair", taking).await;
         let taking = async { Ok(write.try_lock_wait(wait).await?.map(|guard| (guard, None))) };
         recorded_hold(recorder, owner, "camp-rw", taking).await;
+        let taking = async { Ok(read.try_lock_wait(wait).await?.map(|guard| (guard, None))) };
+        let reading = (ReadAcquire, ReadRelease);
+        recorded_hold_as(recorder, owner, "camp-rw", reading, taking).await;
+        recorded_expiring_permit(recorder, owner, &expiring, wait).await;
         let call = recorder.invoke(owner, "camp-slots", PermitAcquire);
         match slots.try_acquire_wait(wait).await {
             Ok(true) => {
@@ -561,6 +626,12 @@ async fn run_across<F: std::future::Future<Output = ()>>(
         .try_set_permits(2)
         .await
         .unwrap());
+    assert!(clients[0]
+        .get_permit_expirable_semaphore("camp-pes")
+        .unwrap()
+        .try_set_permits(2)
+        .await
+        .unwrap());
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut tasks = Vec::new();
     for (c, client) in clients.iter().enumerate() {
@@ -625,7 +696,14 @@ fn hazard_named(history: &[Operation], at: u64, what: &str) -> Vec<(String, usiz
     for lock in ["camp-fair", "camp-rw"] {
         let whole: Vec<Operation> = history.iter().filter(|o| o.lock == lock).cloned().collect();
         let lost = spanning(history, lock, at);
-        if check(&Mutex, &whole).is_err() {
+        let holds = |ops: &[Operation]| {
+            if lock == "camp-rw" {
+                check(&ReadWrite, ops).is_ok()
+            } else {
+                check(&Mutex, ops).is_ok()
+            }
+        };
+        if !holds(&whole) {
             assert!(
                 lost > 0,
                 "{what}, {lock}: two holders without a hold across it to explain them"
@@ -636,11 +714,11 @@ fn hazard_named(history: &[Operation], at: u64, what: &str) -> Vec<(String, usiz
             named.push((lock.to_owned(), lost));
         }
         assert!(
-            check(&Mutex, &side(history, lock, at, true)).is_ok(),
+            holds(&side(history, lock, at, true)),
             "{what}, {lock}: before"
         );
         assert!(
-            check(&Mutex, &side(history, lock, at, false)).is_ok(),
+            holds(&side(history, lock, at, false)),
             "{what}, {lock}: after"
         );
     }
@@ -779,30 +857,38 @@ pub(super) async fn history_child(client: redisson_locks::Client, dir: String, n
     }
 }
 
-/// Closes what a killed process left open: each of its holds that was granted
-/// and never released ends with its lease at some instant after the kill, so
-/// it gets a release of unknown outcome invoked at the kill.
+/// Closes what a killed process left open: each of its holds (write or read)
+/// that was granted and never released ends with its lease at some instant
+/// after the kill, so it gets a release of unknown outcome invoked at the
+/// kill. (Its expiring permits keep their 30 s lease, longer than the run:
+/// they stay out, and the permits model counts them out.)
 fn close_killed(history: &mut Vec<Operation>, killed: &[(String, u64)]) {
     let mut closing = Vec::new();
     for (process, killed_ns) in killed {
-        let mut open: std::collections::HashMap<(String, String), i64> = Default::default();
+        // (owner, lock, the release that ends it) -> holds still open
+        let mut open: std::collections::HashMap<(String, String, Op), i64> = Default::default();
         for o in history.iter().filter(|o| &o.process == process) {
-            let key = (o.owner.clone(), o.lock.clone());
+            let (write, read) = (
+                (o.owner.clone(), o.lock.clone(), Release),
+                (o.owner.clone(), o.lock.clone(), ReadRelease),
+            );
             match (o.op, o.outcome) {
-                (Acquire, Done) => *open.entry(key).or_default() += 1,
-                (Release, Done) => *open.entry(key).or_default() -= 1,
+                (Acquire, Done) => *open.entry(write).or_default() += 1,
+                (Release, Done) => *open.entry(write).or_default() -= 1,
+                (ReadAcquire, Done) => *open.entry(read).or_default() += 1,
+                (ReadRelease, Done) => *open.entry(read).or_default() -= 1,
                 // A release of unknown outcome may have ended it already; the
                 // lease ends it anyway: one more unknown release is harmless.
                 _ => {}
             }
         }
-        for ((owner, lock), count) in open {
+        for ((owner, lock, release), count) in open {
             for _ in 0..count.max(0) {
                 closing.push(Operation {
                     process: process.clone(),
                     owner: owner.clone(),
                     lock: lock.clone(),
-                    op: Release,
+                    op: release,
                     outcome: Unknown,
                     value: None,
                     invoked_ns: *killed_ns,
@@ -837,6 +923,12 @@ async fn a_campaign_of_killed_and_frozen_processes_leaves_linearizable_histories
     let admin_client = server.client().await;
     assert!(admin_client
         .get_semaphore("camp-slots")
+        .unwrap()
+        .try_set_permits(2)
+        .await
+        .unwrap());
+    assert!(admin_client
+        .get_permit_expirable_semaphore("camp-pes")
         .unwrap()
         .try_set_permits(2)
         .await
@@ -911,4 +1003,36 @@ async fn a_campaign_of_killed_and_frozen_processes_leaves_linearizable_histories
     }
     assert!(history.len() > 100, "the processes ran: {}", history.len());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_read_write_checker_lets_readers_share_and_never_a_writer_in() {
+    // Two readers together, then a writer: an order exists.
+    let shared = vec![
+        op("a", ReadAcquire, Done, None, 0, 1),
+        op("b", ReadAcquire, Done, None, 2, 3),
+        op("a", ReadRelease, Done, None, 4, 5),
+        op("b", ReadRelease, Done, None, 6, 7),
+        op("c", Acquire, Done, None, 8, 9),
+        op("c", Release, Done, None, 10, 11),
+    ];
+    assert!(check(&ReadWrite, &shared).is_ok());
+    // A writer granted while a reader surely holds: no order explains it.
+    let overlapping = vec![
+        op("a", ReadAcquire, Done, None, 0, 1),
+        op("c", Acquire, Done, None, 2, 3),
+        op("a", ReadRelease, Done, None, 4, 5),
+        op("c", Release, Done, None, 6, 7),
+    ];
+    assert!(check(&ReadWrite, &overlapping).is_err());
+    // A reader granted while a writer surely holds, and a read release by
+    // an owner that reads nothing.
+    let reader_in = vec![
+        op("c", Acquire, Done, None, 0, 1),
+        op("a", ReadAcquire, Done, None, 2, 3),
+        op("c", Release, Done, None, 4, 5),
+    ];
+    assert!(check(&ReadWrite, &reader_in).is_err());
+    let stray = vec![op("b", ReadRelease, Done, None, 0, 1)];
+    assert!(check(&ReadWrite, &stray).is_err());
 }

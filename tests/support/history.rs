@@ -40,6 +40,10 @@ use super::checker::monotonic_ns;
 pub enum Op {
     Acquire,
     Release,
+    /// A read hold of a read-write lock (`Acquire` and `Release` are its
+    /// write holds).
+    ReadAcquire,
+    ReadRelease,
     Renew,
     Token,
     PermitAcquire,
@@ -409,6 +413,49 @@ impl Model for FencedMutex {
                 Some(((c > 1).then_some((h, c - 1)), *last))
             }
             (Op::Release, false) if !mine => Some((holder.clone(), *last)),
+            _ => None,
+        }
+    }
+}
+
+/// A read-write lock: one writer and no reader, or any number of readers
+/// and no writer (a writer may also read, as Redisson lets it).
+pub struct ReadWrite;
+
+impl Model for ReadWrite {
+    /// (the writer, the readers' holds, sorted)
+    type State = (Option<String>, Vec<String>);
+    fn init(&self) -> Self::State {
+        (None, Vec::new())
+    }
+    fn step(&self, (writer, readers): &Self::State, op: &Operation) -> Option<Self::State> {
+        let ok = op.outcome != Outcome::Refused;
+        let writing = writer.as_deref() == Some(op.owner.as_str());
+        let reading = readers.contains(&op.owner);
+        let free_for_write = writer.is_none() && readers.iter().all(|r| *r == op.owner);
+        let free_for_read = writer.is_none() || writing;
+        let same = Some((writer.clone(), readers.clone()));
+        match (op.op, ok) {
+            (Op::Acquire, true) if free_for_write => {
+                Some((Some(op.owner.clone()), readers.clone()))
+            }
+            (Op::Acquire, false) if !free_for_write => same,
+            (Op::Release, true) if writing => Some((None, readers.clone())),
+            (Op::Release, false) if !writing => same,
+            (Op::ReadAcquire, true) if free_for_read => {
+                let mut readers = readers.clone();
+                readers.push(op.owner.clone());
+                readers.sort();
+                Some((writer.clone(), readers))
+            }
+            (Op::ReadAcquire, false) if !free_for_read => same,
+            (Op::ReadRelease, true) if reading => {
+                let mut readers = readers.clone();
+                let at = readers.iter().position(|r| *r == op.owner)?;
+                readers.remove(at);
+                Some((writer.clone(), readers))
+            }
+            (Op::ReadRelease, false) if !reading => same,
             _ => None,
         }
     }
