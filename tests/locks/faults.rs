@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use redisson_locks::{Client, Config, RemainingTtl};
+use redisson_locks::{Client, Config, RLock, RemainingTtl};
 
 use crate::support::checker::{monotonic_ns, HoldLog, HoldRecord};
 use crate::support::child::ChildHolder;
@@ -500,13 +500,40 @@ async fn a_lost_unlock_message_costs_at_most_the_ttl() {
     assert!(server.keys().await.is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_acquire_whose_reply_never_came_is_given_back() {
-    let server = RedisServer::start();
+/// A client reaching `server` through a proxy that can hold its replies
+/// back (commands time out after 5 s).
+async fn client_behind_a_proxy(server: &RedisServer) -> (Proxy, Client) {
     let proxy = Proxy::start(server.port()).await;
     let mut config = Config::from_url(&proxy.url()).unwrap();
     config.timeout = Duration::from_secs(5);
     let client = Client::connect(config).await.unwrap();
+    (proxy, client)
+}
+
+/// An acquire whose reply never came: `lock.lock()` is sent with the
+/// proxy holding replies back, runs on the server (the lock's key appears),
+/// and is dropped before its reply; then replies pass again.
+async fn abandon_an_acquire(proxy: &Proxy, server: &RedisServer, lock: RLock) {
+    let name = lock.name().to_owned();
+    proxy.set_mode(Mode::HoldReplies);
+    let task = tokio::spawn(async move { lock.lock().await });
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            let mut admin = server.admin().await;
+            admin.exists::<_, bool>(&name).await.unwrap()
+        })
+        .await,
+        "the acquire of {name} did not run"
+    );
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    proxy.set_mode(Mode::Pass);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_whose_reply_never_came_is_given_back() {
+    let server = RedisServer::start();
+    let (proxy, client) = client_behind_a_proxy(&server).await;
     for (name, fair) in [("held-back", false), ("held-back-fair", true)] {
         let lock = if fair {
             client.get_fair_lock(name)
@@ -517,19 +544,7 @@ async fn an_acquire_whose_reply_never_came_is_given_back() {
         // Load the scripts first: a NOSCRIPT reply held back would stop the acquire
         // before it ran.
         lock.lock().await.unwrap().unlock().await.unwrap();
-        proxy.set_mode(Mode::HoldReplies);
-        let task = tokio::spawn(async move { lock.lock().await });
-        // The acquire ran on the server; its reply is held back.
-        assert!(
-            eventually(Duration::from_secs(5), || async {
-                let mut admin = server.admin().await;
-                admin.exists::<_, bool>(name).await.unwrap()
-            })
-            .await
-        );
-        task.abort();
-        assert!(task.await.unwrap_err().is_cancelled());
-        proxy.set_mode(Mode::Pass);
+        abandon_an_acquire(&proxy, &server, lock).await;
         assert!(
             eventually(Duration::from_secs(5), || async {
                 server.keys().await.is_empty()
@@ -551,10 +566,7 @@ async fn an_acquire_whose_reply_never_came_is_given_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forced_unlock_leaves_no_count_for_a_settle_to_trust() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.port()).await;
-    let mut config = Config::from_url(&proxy.url()).unwrap();
-    config.timeout = Duration::from_secs(5);
-    let client = Client::connect(config).await.unwrap();
+    let (proxy, client) = client_behind_a_proxy(&server).await;
     for (name, fair) in [("forced-then-lost", false), ("forced-then-lost-fair", true)] {
         let lock = if fair {
             client.get_fair_lock(name)
@@ -569,19 +581,7 @@ async fn a_forced_unlock_leaves_no_count_for_a_settle_to_trust() {
         assert!(!lock.is_locked().await.unwrap());
         assert!(guard.is_lease_lost());
         // Owner 7 again; the acquire runs on the server, its reply is held back.
-        proxy.set_mode(Mode::HoldReplies);
-        let again = lock.clone();
-        let task = tokio::spawn(async move { again.lock().await });
-        assert!(
-            eventually(Duration::from_secs(5), || async {
-                let mut admin = server.admin().await;
-                admin.exists::<_, bool>(name).await.unwrap()
-            })
-            .await
-        );
-        task.abort();
-        assert!(task.await.unwrap_err().is_cancelled());
-        proxy.set_mode(Mode::Pass);
+        abandon_an_acquire(&proxy, &server, lock.clone()).await;
         assert!(
             eventually(Duration::from_secs(10), || async {
                 !server.keys().await.contains(&name.to_owned())

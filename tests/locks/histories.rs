@@ -266,11 +266,7 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
         check_campaign(&history).unwrap_or_else(|why| panic!("{kept}: {why}"));
         return;
     }
-    let seed: u64 = std::env::var("CAMPAIGN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| crate::support::checker::monotonic_ns() | 1);
-    eprintln!("campaign seed {seed} (CAMPAIGN_SEED={seed} replays it)");
+    let seed = campaign_seed("campaign");
     let server = RedisServer::start();
     let dir = std::env::temp_dir().join(format!("rl-campaign-{}-{seed}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -287,37 +283,10 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
         config.timeout = Duration::from_millis(500);
         clients.push(redisson_locks::Client::connect(config).await.unwrap());
     }
-    assert!(clients[0]
-        .get_semaphore("camp-slots")
-        .unwrap()
-        .try_set_permits(2)
-        .await
-        .unwrap());
-    assert!(clients[0]
-        .get_permit_expirable_semaphore("camp-pes")
-        .unwrap()
-        .try_set_permits(2)
-        .await
-        .unwrap());
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for (c, client) in clients.iter().enumerate() {
-        for t in 0..3u64 {
-            let (client, recorder, stop) = (client.clone(), recorder.clone(), stop.clone());
-            let owner = format!("c{c}t{t}");
-            tasks.push(tokio::spawn(async move {
-                campaign_task(&client, &recorder, &owner, t, &stop).await;
-            }));
-        }
-    }
+    set_campaign_permits(&clients[0]).await;
+    let tasks = CampaignTasks::start(&clients, 3, &recorder, |c, t| format!("c{c}t{t}"));
     // The faults, at seeded random intervals, for 8 s.
-    let mut rng = seed;
-    let mut next = move |n: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % n
-    };
+    let mut next = seeded(seed);
     let mut admin = server.admin().await;
     let mut faults = Faults::default();
     let started = std::time::Instant::now();
@@ -357,32 +326,16 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
             _ => {}
         }
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    within(Duration::from_secs(60), "the campaign's tasks", async {
-        for task in tasks {
-            task.await.unwrap();
-        }
-    })
-    .await;
+    tasks
+        .stop(Duration::from_secs(60), "the campaign's tasks")
+        .await;
     let history = merge(&dir);
     let unknown = history.iter().filter(|o| o.outcome == Unknown).count();
     eprintln!(
         "campaign seed {seed}: {} operations ({unknown} unknown), {faults:?}",
         history.len()
     );
-    if let Err(why) = check_campaign(&history) {
-        let kept = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target/histories")
-            .join(seed.to_string());
-        let _ = std::fs::create_dir_all(&kept);
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let _ = std::fs::copy(entry.path(), kept.join(entry.file_name()));
-        }
-        panic!(
-            "seed {seed}: {why}; the history is kept in {}",
-            kept.display()
-        );
-    }
+    check_or_keep(&history, &dir, &seed.to_string(), seed);
     assert!(history.len() > 100, "the tasks ran: {}", history.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -422,6 +375,104 @@ struct Faults {
     partitions: u32,
     delays: u32,
     severed: u32,
+}
+
+/// The campaign's seed: `CAMPAIGN_SEED` when set (a replay), else a fresh
+/// one; printed either way, so a failing run can be replayed.
+fn campaign_seed(what: &str) -> u64 {
+    let seed = std::env::var("CAMPAIGN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| crate::support::checker::monotonic_ns() | 1);
+    eprintln!("{what} seed {seed} (CAMPAIGN_SEED={seed} replays it)");
+    seed
+}
+
+/// A small generator (xorshift) drawn from `seed`: `next(n)` is in `0..n`.
+fn seeded(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}
+
+/// Gives the campaign's two semaphores their two permits each.
+async fn set_campaign_permits(client: &redisson_locks::Client) {
+    assert!(client
+        .get_semaphore("camp-slots")
+        .unwrap()
+        .try_set_permits(2)
+        .await
+        .unwrap());
+    assert!(client
+        .get_permit_expirable_semaphore("camp-pes")
+        .unwrap()
+        .try_set_permits(2)
+        .await
+        .unwrap());
+}
+
+/// The campaign's tasks, running, and what stops them.
+struct CampaignTasks {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl CampaignTasks {
+    /// `per_client` tasks on each of `clients`, recording into `recorder`;
+    /// task `t` of client `c` is owner `owner(c, t)`.
+    fn start(
+        clients: &[redisson_locks::Client],
+        per_client: u64,
+        recorder: &Arc<Recorder>,
+        owner: impl Fn(usize, u64) -> String,
+    ) -> CampaignTasks {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for (c, client) in clients.iter().enumerate() {
+            for t in 0..per_client {
+                let (client, recorder, stop) = (client.clone(), recorder.clone(), stop.clone());
+                let owner = owner(c, t);
+                tasks.push(tokio::spawn(async move {
+                    campaign_task(&client, &recorder, &owner, t, &stop).await;
+                }));
+            }
+        }
+        CampaignTasks { stop, tasks }
+    }
+
+    /// Tells them to stop after their round, and waits for them, at most `limit`.
+    async fn stop(self, limit: Duration, what: &str) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        within(limit, what, async {
+            for task in self.tasks {
+                task.await.unwrap();
+            }
+        })
+        .await;
+    }
+}
+
+/// Checks a campaign's merged `history`; when no order explains it, keeps
+/// the recorded files of `dir` under `target/histories/<kept>/` and fails,
+/// naming the seed and the place.
+fn check_or_keep(history: &[Operation], dir: &std::path::Path, kept: &str, seed: u64) {
+    let Err(why) = check_campaign(history) else {
+        return;
+    };
+    let kept = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/histories")
+        .join(kept);
+    let _ = std::fs::create_dir_all(&kept);
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let _ = std::fs::copy(entry.path(), kept.join(entry.file_name()));
+    }
+    panic!(
+        "seed {seed}: {why}; the history is kept in {}",
+        kept.display()
+    );
 }
 
 /// One hold of `lock`, recorded: `taking` (a timed acquire, with the token it
@@ -620,40 +671,15 @@ async fn run_across<F: std::future::Future<Output = ()>>(
                 .unwrap(),
         );
     }
-    assert!(clients[0]
-        .get_semaphore("camp-slots")
-        .unwrap()
-        .try_set_permits(2)
-        .await
-        .unwrap());
-    assert!(clients[0]
-        .get_permit_expirable_semaphore("camp-pes")
-        .unwrap()
-        .try_set_permits(2)
-        .await
-        .unwrap());
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for (c, client) in clients.iter().enumerate() {
-        for t in 0..3u64 {
-            let (client, recorder, stop) = (client.clone(), recorder.clone(), stop.clone());
-            let owner = format!("c{c}t{t}");
-            tasks.push(tokio::spawn(async move {
-                campaign_task(&client, &recorder, &owner, t, &stop).await;
-            }));
-        }
-    }
+    set_campaign_permits(&clients[0]).await;
+    let tasks = CampaignTasks::start(&clients, 3, &recorder, |c, t| format!("c{c}t{t}"));
     tokio::time::sleep(Duration::from_secs(2)).await;
     let struck_ns = crate::support::checker::monotonic_ns();
     fault.await;
     tokio::time::sleep(Duration::from_secs(4)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    within(Duration::from_secs(90), "the tasks across a fault", async {
-        for task in tasks {
-            task.await.unwrap();
-        }
-    })
-    .await;
+    tasks
+        .stop(Duration::from_secs(90), "the tasks across a fault")
+        .await;
     let history = merge(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     (history, struck_ns)
@@ -842,17 +868,10 @@ async fn a_sentinel_failover_names_the_grants_it_may_lose() {
 /// process `name`, until the process is killed.
 pub(super) async fn history_child(client: redisson_locks::Client, dir: String, name: String) {
     let recorder = Arc::new(Recorder::create(std::path::Path::new(&dir), &name));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for t in 0..2u64 {
-        let (client, recorder, stop) = (client.clone(), recorder.clone(), stop.clone());
-        let owner = format!("{name}t{t}");
-        tasks.push(tokio::spawn(async move {
-            campaign_task(&client, &recorder, &owner, t, &stop).await;
-        }));
-    }
+    let tasks = CampaignTasks::start(&[client], 2, &recorder, |_, t| format!("{name}t{t}"));
     println!("READY");
-    for task in tasks {
+    // Until the process is killed: nothing stops them.
+    for task in tasks.tasks {
         let _ = task.await;
     }
 }
@@ -911,28 +930,13 @@ fn close_killed(history: &mut Vec<Operation>, killed: &[(String, u64)]) {
 /// held stays out (as in Redisson), and the permits model counts it out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_campaign_of_killed_and_frozen_processes_leaves_linearizable_histories() {
-    let seed: u64 = std::env::var("CAMPAIGN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| crate::support::checker::monotonic_ns() | 1);
-    eprintln!("process campaign seed {seed} (CAMPAIGN_SEED={seed} replays it)");
+    let seed = campaign_seed("process campaign");
     let server = RedisServer::start();
     let dir = std::env::temp_dir().join(format!("rl-processes-{}-{seed}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let admin_client = server.client().await;
-    assert!(admin_client
-        .get_semaphore("camp-slots")
-        .unwrap()
-        .try_set_permits(2)
-        .await
-        .unwrap());
-    assert!(admin_client
-        .get_permit_expirable_semaphore("camp-pes")
-        .unwrap()
-        .try_set_permits(2)
-        .await
-        .unwrap());
+    set_campaign_permits(&admin_client).await;
     let spawn = |n: usize| {
         let mut child = ChildHolder::spawn(&[
             ("CHILD", "history".to_owned()),
@@ -947,13 +951,7 @@ async fn a_campaign_of_killed_and_frozen_processes_leaves_linearizable_histories
     let mut children: Vec<(String, ChildHolder)> = (0..3).map(spawn).collect();
     let mut spawned = 3;
     let mut killed: Vec<(String, u64)> = Vec::new();
-    let mut rng = seed;
-    let mut next = move |n: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % n
-    };
+    let mut next = seeded(seed);
     let (mut freezes, mut kills) = (0, 0);
     let started = std::time::Instant::now();
     while started.elapsed() < Duration::from_secs(8) {
@@ -988,19 +986,7 @@ async fn a_campaign_of_killed_and_frozen_processes_leaves_linearizable_histories
         "process campaign seed {seed}: {} operations ({unknown} unknown), {freezes} freezes, {kills} kills",
         history.len()
     );
-    if let Err(why) = check_campaign(&history) {
-        let kept = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target/histories")
-            .join(format!("processes-{seed}"));
-        let _ = std::fs::create_dir_all(&kept);
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let _ = std::fs::copy(entry.path(), kept.join(entry.file_name()));
-        }
-        panic!(
-            "seed {seed}: {why}; the history is kept in {}",
-            kept.display()
-        );
-    }
+    check_or_keep(&history, &dir, &format!("processes-{seed}"), seed);
     assert!(history.len() > 100, "the processes ran: {}", history.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
