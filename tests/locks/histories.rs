@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::support::child::ChildHolder;
 use crate::support::history::{
-    check, merge, FencedMutex, Mutex, Op, Operation, Outcome, Permits, ReadWrite, Recorder,
+    check, merge, FencedMutex, Latch, Mutex, Op, Operation, Outcome, Permits, ReadWrite, Recorder,
     ReentrantMutex,
 };
 use crate::support::proxy::{Mode, Proxy};
@@ -40,7 +40,10 @@ fn op(
     }
 }
 
-use Op::{Acquire, PermitAcquire, PermitRelease, ReadAcquire, ReadRelease, Release};
+use Op::{
+    Acquire, CountDown, LatchCount, LatchWait, PermitAcquire, PermitRelease, ReadAcquire,
+    ReadRelease, Release,
+};
 use Outcome::{Fail, Ok as Done, Refused, Unknown};
 
 #[test]
@@ -164,6 +167,61 @@ fn the_permits_checker_never_lets_more_than_n_out() {
     assert_eq!(check(&Permits { n: 1 }, &turns), Ok(()));
 }
 
+#[test]
+fn the_latch_checker_opens_only_at_zero_and_reads_what_the_count_downs_left() {
+    // A count of 2; one count-down done when b's wait returns open, the
+    // second invoked only after: no order has the count at zero in the wait.
+    let early = [
+        op("a", CountDown, Done, None, 0, 1),
+        op("b", LatchWait, Done, None, 2, 3),
+        op("c", CountDown, Done, None, 5, 6),
+    ];
+    assert!(check(&Latch { n: 2 }, &early).is_err());
+    // Two count-downs of 3 surely done, then a read of 2: one too many.
+    let misread = [
+        op("a", CountDown, Done, None, 0, 1),
+        op("b", CountDown, Done, None, 2, 3),
+        op("c", LatchCount, Done, Some(2), 4, 5),
+    ];
+    assert!(check(&Latch { n: 3 }, &misread).is_err());
+    // Reads during one long count-down: 3, then 2, then 3 again (a count
+    // never goes back up), and a read of more than was set.
+    let back_up = [
+        op("a", CountDown, Done, None, 0, 10),
+        op("b", LatchCount, Done, Some(3), 1, 2),
+        op("b", LatchCount, Done, Some(2), 3, 4),
+        op("b", LatchCount, Done, Some(3), 5, 6),
+    ];
+    assert!(check(&Latch { n: 3 }, &back_up).is_err());
+    assert!(check(&Latch { n: 3 }, &[op("b", LatchCount, Done, Some(4), 0, 1)]).is_err());
+    // A read done without its value, and a refused count-down, have no order.
+    assert!(check(&Latch { n: 3 }, &[op("b", LatchCount, Done, None, 0, 1)]).is_err());
+    assert!(check(&Latch { n: 3 }, &[op("a", CountDown, Refused, None, 0, 1)]).is_err());
+
+    // A count of 2: a's count-down overlaps a read of 2 (the read first); b's
+    // count-down is unknown and had not counted when 1 was read, but had
+    // when c's wait returned open; a wait that ran out says nothing; a
+    // count-down of an open latch leaves it at zero.
+    let fine = [
+        op("a", CountDown, Done, None, 0, 3),
+        op("c", LatchCount, Done, Some(2), 1, 2),
+        op("b", CountDown, Unknown, None, 4, 5),
+        op("c", LatchCount, Done, Some(1), 6, 7),
+        op("d", LatchWait, Fail, None, 6, 9),
+        op("c", LatchWait, Done, None, 8, 10),
+        op("a", CountDown, Done, None, 11, 12),
+        op("c", LatchCount, Done, Some(0), 13, 14),
+        op("d", LatchWait, Done, None, 13, 15),
+    ];
+    assert_eq!(check(&Latch { n: 2 }, &fine), Ok(()));
+    // An unknown count-down may never have counted.
+    let never = [
+        op("a", CountDown, Unknown, None, 0, 1),
+        op("c", LatchCount, Done, Some(2), 5, 6),
+    ];
+    assert_eq!(check(&Latch { n: 2 }, &never), Ok(()));
+}
+
 /// Three clients, four tasks each, recording every call: nested holds of a
 /// reentrant lock, fenced acquisitions, permits of a two-permit semaphore.
 /// The merged history satisfies the reentrant, fenced and permits models.
@@ -247,8 +305,10 @@ async fn recorded_runs_of_every_model_are_linearizable() {
 }
 
 /// A small fault campaign, in CI's budget: three clients, three tasks each,
-/// on a reentrant lock, a fenced lock, a fair lock, the write side of a
-/// read-write lock and a two-permit semaphore, every call recorded, while the
+/// on a reentrant lock, a fenced lock, a fair lock, both sides of a
+/// read-write lock, a two-permit semaphore, a two-permit permit-expirable
+/// semaphore and a count-down latch (counted down to zero mid-run, its count
+/// read and its opening waited for), every call recorded, while the
 /// test, at random, seeded intervals, cuts every connection (CLIENT KILL),
 /// pauses the server's writes (CLIENT PAUSE WRITE, 300 ms), or, between the
 /// third client and the server (a TCP proxy), drops every packet for 300 ms
@@ -283,7 +343,7 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
         config.timeout = Duration::from_millis(500);
         clients.push(redisson_locks::Client::connect(config).await.unwrap());
     }
-    set_campaign_permits(&clients[0]).await;
+    set_campaign_counts(&clients[0]).await;
     let tasks = CampaignTasks::start(&clients, 3, &recorder, |c, t| format!("c{c}t{t}"));
     // The faults, at seeded random intervals, for 8 s.
     let mut next = seeded(seed);
@@ -335,6 +395,7 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
         "campaign seed {seed}: {} operations ({unknown} unknown), {faults:?}",
         history.len()
     );
+    eprintln!("campaign seed {seed}: {}", latch_tally(&history));
     check_or_keep(&history, &dir, &seed.to_string(), seed);
     assert!(history.len() > 100, "the tasks ran: {}", history.len());
     let _ = std::fs::remove_dir_all(&dir);
@@ -365,6 +426,81 @@ async fn recorded_expiring_permit(
         Ok(None) => call.end(Fail, None),
         Err(_) => drop(call),
     }
+}
+
+/// A campaign's latch task: a recorded round on the latch every
+/// [`LATCH_PACE`], until told to stop.
+async fn latch_task(
+    client: &redisson_locks::Client,
+    recorder: &Recorder,
+    owner: &str,
+    stop: &std::sync::atomic::AtomicBool,
+) {
+    let latch = client.get_count_down_latch("camp-latch").unwrap();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let next = tokio::time::Instant::now() + LATCH_PACE;
+        recorded_latch_round(recorder, owner, &latch).await;
+        tokio::time::sleep_until(next).await;
+    }
+}
+
+/// One round on the campaign's latch, recorded: a count-down, a read of the
+/// count, and a short wait for the latch to open (short: until the count
+/// reaches zero every wait runs out). A count-down that failed is unknown; a
+/// read or a wait that failed, like a wait that ran out, changed nothing and
+/// says nothing: a `fail`.
+async fn recorded_latch_round(
+    recorder: &Recorder,
+    owner: &str,
+    latch: &redisson_locks::RCountDownLatch,
+) {
+    let call = recorder.invoke(owner, "camp-latch", CountDown);
+    match latch.count_down().await {
+        Ok(()) => call.end(Done, None),
+        Err(_) => drop(call),
+    }
+    let call = recorder.invoke(owner, "camp-latch", LatchCount);
+    match latch.count().await {
+        Ok(count) => call.end(Done, Some(count)),
+        Err(_) => call.end(Fail, None),
+    }
+    let call = recorder.invoke(owner, "camp-latch", LatchWait);
+    match latch.wait_timeout(Duration::from_millis(50)).await {
+        Ok(true) => call.end(Done, None),
+        Ok(false) | Err(_) => call.end(Fail, None),
+    }
+}
+
+/// What a run did on the latch, for its log: its calls by outcome, and when
+/// it was first seen open (a read of zero or a wait that returned open done),
+/// from the run's first call.
+fn latch_tally(history: &[Operation]) -> String {
+    let latch: Vec<&Operation> = history.iter().filter(|o| o.lock == "camp-latch").collect();
+    let count = |op: Op, outcome: Outcome| {
+        latch
+            .iter()
+            .filter(|o| o.op == op && o.outcome == outcome)
+            .count()
+    };
+    let start = history.iter().map(|o| o.invoked_ns).min().unwrap_or(0);
+    let open_at = latch
+        .iter()
+        .filter(|o| o.outcome == Done)
+        .filter(|o| o.op == LatchWait || (o.op == LatchCount && o.value == Some(0)))
+        .map(|o| o.completed_ns)
+        .min()
+        .map_or("never".to_owned(), |at| {
+            format!("{:.1} s in", at.saturating_sub(start) as f64 / 1e9)
+        });
+    format!(
+        "latch: {} count-downs done ({} unknown), {} reads ({} failed), {} waits open, {} ran out; open {open_at}",
+        count(CountDown, Done),
+        count(CountDown, Unknown),
+        count(LatchCount, Done),
+        count(LatchCount, Fail),
+        count(LatchWait, Done),
+        count(LatchWait, Fail),
+    )
 }
 
 /// The faults a campaign injected, by kind.
@@ -398,8 +534,22 @@ fn seeded(mut seed: u64) -> impl FnMut(u64) -> u64 {
     }
 }
 
-/// Gives the campaign's two semaphores their two permits each.
-async fn set_campaign_permits(client: &redisson_locks::Client) {
+/// How often a campaign's latch task counts the latch down, reads it and
+/// waits for it: the count falls at a pace of its own, not at the pace of
+/// the lock rounds, which the faults and the contention decide (a holder
+/// killed or frozen stalls every round for up to its lease).
+const LATCH_PACE: Duration = Duration::from_millis(100);
+
+/// The campaign latch's count: the three latch tasks (one per client, or per
+/// process) counting down every [`LATCH_PACE`] take it to zero about 3 s into
+/// runs of 6 to 8 s, a little later when processes are killed and replaced.
+/// The waits before run out, those after return open, and the ones in
+/// flight then are woken: each a case to check.
+const CAMPAIGN_LATCH_COUNT: u64 = 80;
+
+/// Gives the campaign's two semaphores their two permits each, and its latch
+/// its count (once: nobody re-arms it during the run).
+async fn set_campaign_counts(client: &redisson_locks::Client) {
     assert!(client
         .get_semaphore("camp-slots")
         .unwrap()
@@ -412,6 +562,12 @@ async fn set_campaign_permits(client: &redisson_locks::Client) {
         .try_set_permits(2)
         .await
         .unwrap());
+    assert!(client
+        .get_count_down_latch("camp-latch")
+        .unwrap()
+        .try_set_count(CAMPAIGN_LATCH_COUNT)
+        .await
+        .unwrap());
 }
 
 /// The campaign's tasks, running, and what stops them.
@@ -421,8 +577,9 @@ struct CampaignTasks {
 }
 
 impl CampaignTasks {
-    /// `per_client` tasks on each of `clients`, recording into `recorder`;
-    /// task `t` of client `c` is owner `owner(c, t)`.
+    /// `per_client` tasks on each of `clients` and a latch task, recording
+    /// into `recorder`; task `t` of client `c` is owner `owner(c, t)`, its
+    /// latch task `owner(c, per_client)`.
     fn start(
         clients: &[redisson_locks::Client],
         per_client: u64,
@@ -439,6 +596,11 @@ impl CampaignTasks {
                     campaign_task(&client, &recorder, &owner, t, &stop).await;
                 }));
             }
+            let (client, recorder, stop) = (client.clone(), recorder.clone(), stop.clone());
+            let owner = owner(c, per_client);
+            tasks.push(tokio::spawn(async move {
+                latch_task(&client, &recorder, &owner, &stop).await;
+            }));
         }
         CampaignTasks { stop, tasks }
     }
@@ -516,7 +678,8 @@ async fn recorded_hold_as(
     }
 }
 
-/// The campaign's three locks, each against its model: why not, if one fails.
+/// The campaign's locks, semaphores and latch, each against its model: why
+/// not, if one fails.
 fn check_campaign(history: &[Operation]) -> Result<(), String> {
     let on = |lock: &str| -> Vec<Operation> {
         history.iter().filter(|o| o.lock == lock).cloned().collect()
@@ -534,8 +697,18 @@ fn check_campaign(history: &[Operation]) -> Result<(), String> {
             "expiring permits",
             check(&Permits { n: 2 }, &on("camp-pes")),
         ),
+        (
+            "latch",
+            check(
+                &Latch {
+                    n: CAMPAIGN_LATCH_COUNT,
+                },
+                &on("camp-latch"),
+            ),
+        ),
     ];
-    // A lock nobody ever got would pass every model, and prove nothing.
+    // A lock nobody ever got would pass every model, and prove nothing; so
+    // would a latch never counted down, or never seen open.
     let kinds = [
         ("camp-lock", Acquire),
         ("camp-fenced", Acquire),
@@ -543,6 +716,8 @@ fn check_campaign(history: &[Operation]) -> Result<(), String> {
         ("camp-rw", Acquire),
         ("camp-rw", ReadAcquire),
         ("camp-pes", PermitAcquire),
+        ("camp-latch", CountDown),
+        ("camp-latch", LatchWait),
     ];
     for (lock, taken) in kinds {
         let granted = history
@@ -551,7 +726,7 @@ fn check_campaign(history: &[Operation]) -> Result<(), String> {
             .count();
         if granted == 0 {
             return Err(format!(
-                "lock {lock} was never granted ({taken:?}): the run checked nothing"
+                "{lock} never had a {taken:?} take effect: the run checked nothing"
             ));
         }
     }
@@ -565,8 +740,9 @@ fn check_campaign(history: &[Operation]) -> Result<(), String> {
     }
 }
 
-/// One campaign task: rounds of a nested hold, a fenced hold and a permit,
-/// each call recorded; a failed call is unknown, and the task goes on.
+/// One campaign task: rounds of a hold of each lock kind and a permit of
+/// each semaphore, each call recorded; a failed call is unknown, and the
+/// task goes on. (The latch has tasks of its own: [`latch_task`].)
 pub(super) async fn campaign_task(
     client: &redisson_locks::Client,
     recorder: &Recorder,
@@ -671,7 +847,7 @@ async fn run_across<F: std::future::Future<Output = ()>>(
                 .unwrap(),
         );
     }
-    set_campaign_permits(&clients[0]).await;
+    set_campaign_counts(&clients[0]).await;
     let tasks = CampaignTasks::start(&clients, 3, &recorder, |c, t| format!("c{c}t{t}"));
     tokio::time::sleep(Duration::from_secs(2)).await;
     let struck_ns = crate::support::checker::monotonic_ns();
@@ -812,6 +988,7 @@ async fn a_restart_loses_grants_only_without_persistence() {
         history.len(),
         spanning(&history, "camp-lock", restarted)
     );
+    eprintln!("durable restart: {}", latch_tally(&history));
     check_campaign(&history).unwrap_or_else(|why| panic!("with fsync always: {why}"));
 
     let mut forgetful = RedisServer::start();
@@ -864,8 +1041,8 @@ async fn a_sentinel_failover_names_the_grants_it_may_lose() {
 }
 
 /// The child's part of the cross-process campaign (`LOCKS_CHILD=history`, see
-/// `faults::child_process_entry`): two campaign tasks recording into `dir` as
-/// process `name`, until the process is killed.
+/// `faults::child_process_entry`): two campaign tasks and a latch task
+/// recording into `dir` as process `name`, until the process is killed.
 pub(super) async fn history_child(client: redisson_locks::Client, dir: String, name: String) {
     let recorder = Arc::new(Recorder::create(std::path::Path::new(&dir), &name));
     let tasks = CampaignTasks::start(&[client], 2, &recorder, |_, t| format!("{name}t{t}"));
@@ -880,7 +1057,9 @@ pub(super) async fn history_child(client: redisson_locks::Client, dir: String, n
 /// that was granted and never released ends with its lease at some instant
 /// after the kill, so it gets a release of unknown outcome invoked at the
 /// kill. (Its expiring permits keep their 30 s lease, longer than the run:
-/// they stay out, and the permits model counts them out.)
+/// they stay out, and the permits model counts them out. Its count-down in
+/// flight needs nothing here: `merge` already makes every call left open
+/// unknown, which may have counted at any instant after its start.)
 fn close_killed(history: &mut Vec<Operation>, killed: &[(String, u64)]) {
     let mut closing = Vec::new();
     for (process, killed_ns) in killed {
@@ -919,15 +1098,16 @@ fn close_killed(history: &mut Vec<Operation>, killed: &[(String, u64)]) {
     history.extend(closing);
 }
 
-/// The campaign across processes: three child processes (two tasks each, a
-/// 2 s watchdog lease) run the campaign's work on one server while the test,
-/// at seeded random intervals, freezes one (SIGSTOP for 300 ms, then
-/// SIGCONT: shorter than the lease) or kills one (SIGKILL) and starts a new
-/// one in its place. Every process records its own history; they are merged.
+/// The campaign across processes: three child processes (two tasks and a
+/// latch task each, a 2 s watchdog lease) run the campaign's work on one
+/// server while the test, at seeded random intervals, freezes one (SIGSTOP
+/// for 300 ms, then SIGCONT: shorter than the lease) or kills one (SIGKILL)
+/// and starts a new one in its place. Every process records its own history; they are merged.
 /// A killed process's calls in flight are unknown, and each hold it never
 /// released ends with its lease after the kill (an unknown release at the
 /// kill). The plain semaphore's permits have no lease: one a killed process
-/// held stays out (as in Redisson), and the permits model counts it out.
+/// held stays out (as in Redisson), and the permits model counts it out. The
+/// latch is counted down by every process, the replacements too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_campaign_of_killed_and_frozen_processes_leaves_linearizable_histories() {
     let seed = campaign_seed("process campaign");
@@ -936,7 +1116,7 @@ async fn a_campaign_of_killed_and_frozen_processes_leaves_linearizable_histories
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let admin_client = server.client().await;
-    set_campaign_permits(&admin_client).await;
+    set_campaign_counts(&admin_client).await;
     let spawn = |n: usize| {
         let mut child = ChildHolder::spawn(&[
             ("CHILD", "history".to_owned()),
@@ -986,6 +1166,7 @@ async fn a_campaign_of_killed_and_frozen_processes_leaves_linearizable_histories
         "process campaign seed {seed}: {} operations ({unknown} unknown), {freezes} freezes, {kills} kills",
         history.len()
     );
+    eprintln!("process campaign seed {seed}: {}", latch_tally(&history));
     check_or_keep(&history, &dir, &format!("processes-{seed}"), seed);
     assert!(history.len() > 100, "the processes ran: {}", history.len());
     let _ = std::fs::remove_dir_all(&dir);

@@ -17,6 +17,8 @@
 //! - [`FencedMutex`] / reentrant: every grant's token (Redisson draws a new
 //!   one on every acquisition, re-entry included) above every earlier one.
 //! - [`Permits`]: never more than N out; no release by an owner holding none.
+//! - [`Latch`]: a count set once, only ever counted down; a wait that returned
+//!   open saw it at zero, a read saw the count as the count-downs left it.
 //!
 //! A plain mutex model fails by design once a holder is paused past its
 //! lease (the lock is given to another while the first still believes it
@@ -48,7 +50,13 @@ pub enum Op {
     Token,
     PermitAcquire,
     PermitRelease,
+    /// A latch's `count_down`.
     CountDown,
+    /// A read of a latch's count (`count`, Redisson `getCount`), the count
+    /// read its value.
+    LatchCount,
+    /// A latch's timed wait: `Ok` when it returned open.
+    LatchWait,
 }
 
 /// How an operation ended.
@@ -496,6 +504,42 @@ impl Model for Permits {
             (Op::PermitAcquire, false) if total >= self.n => Some(out.clone()),
             (Op::PermitRelease, true) if held > 0 => Some(with(held - 1)),
             (Op::PermitRelease, false) if held == 0 => Some(out.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// A count-down latch (Redisson's `RCountDownLatch`) whose count was set to
+/// `n` once, before the run, and is never set again during it (no re-arm,
+/// so no op for `try_set_count`: once at zero it stays there, as nothing
+/// re-creates the deleted key).
+///
+/// - A count-down takes one off, down to zero and no further (on an open
+///   latch it does nothing); one of unknown outcome may or may not have.
+/// - A read of the count sees exactly the count at its instant.
+/// - A wait that returned open saw the count at zero at its instant (it
+///   returns on a read of zero). A wait that ran out is a `fail`: a paused
+///   server or a lost message explains it as well as a count above zero.
+pub struct Latch {
+    pub n: u64,
+}
+
+impl Model for Latch {
+    /// The count still to go.
+    type State = u64;
+    fn init(&self) -> Self::State {
+        self.n
+    }
+    fn step(&self, count: &Self::State, op: &Operation) -> Option<Self::State> {
+        // Nothing here is ever refused: a refusal has no order.
+        if op.outcome == Outcome::Refused {
+            return None;
+        }
+        match op.op {
+            Op::CountDown => Some(count.saturating_sub(1)),
+            // A read of unknown outcome has no value: left out.
+            Op::LatchCount if op.value == Some(*count) => Some(*count),
+            Op::LatchWait if *count == 0 => Some(0),
             _ => None,
         }
     }
