@@ -11,6 +11,7 @@ mod locks {
     mod config_database;
     mod errors;
     mod fair;
+    mod fair_line;
     mod faults;
     mod fenced;
     mod group;

@@ -10,6 +10,7 @@
 //! | `held_here` | the next at the head of the local line sleeps on the release of the hold the head before took, instead of trying at once | `wait/mod.rs` |
 //! | `wake_jitter` | a waiter woken by another client's release yields a random few times before it tries | `wait/in_redis.rs` |
 //! | `sleep_first` | a waiter joining others of its client that already listen sleeps before its second attempt | `wait/in_redis.rs` |
+//! | `fair_line` | a fair lock's waiters of one client wait in a local line: the first waits in Redis, the others are parked with their queue entries and send nothing else | `wait/queued.rs` |
 //! | `unsubscribe_linger` | a channel's last waiter leaving waits up to 100 ms to unsubscribe with others | `engine/mod.rs` (passed to `transport/pubsub.rs`) |
 //!
 //! The switch is read once per process, from the environment: it is a
@@ -25,6 +26,7 @@ pub(crate) struct Heuristics {
     pub(crate) wake_jitter: bool,
     pub(crate) sleep_first: bool,
     pub(crate) unsubscribe_linger: bool,
+    pub(crate) fair_line: bool,
 }
 
 /// The environment variable naming the heuristics to switch off, comma-separated.
@@ -44,6 +46,7 @@ fn parse(without: &str) -> Heuristics {
         wake_jitter: !off("wake_jitter"),
         sleep_first: !off("sleep_first"),
         unsubscribe_linger: !off("unsubscribe_linger"),
+        fair_line: !off("fair_line"),
     }
 }
 
@@ -55,7 +58,7 @@ mod tests {
     fn all_are_on_unless_named() {
         let all = parse("");
         assert!(all.handoff_window && all.held_here && all.wake_jitter);
-        assert!(all.sleep_first && all.unsubscribe_linger);
+        assert!(all.sleep_first && all.unsubscribe_linger && all.fair_line);
         let some = parse("wake_jitter, sleep_first,unknown");
         assert!(!some.wake_jitter && !some.sleep_first);
         assert!(some.handoff_window && some.held_here && some.unsubscribe_linger);

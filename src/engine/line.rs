@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::engine::join_order::{JoinOrder, JoinTicket};
 use crate::transport::pubsub::ChannelMark;
 use tokio::time::Instant;
 
@@ -79,6 +80,9 @@ struct LineState {
     stalled: bool,
     /// Until when newcomers hold back (a release woke a waiter).
     hand_off_until: Option<Instant>,
+    /// For a fair lock: the order its waiters join Redis's queue in, which is
+    /// the order of this line (see `join_order.rs`).
+    joins: Option<Arc<JoinOrder>>,
     /// When this client last freed the lock and woke a waiter.
     released_at: Option<Instant>,
 }
@@ -195,13 +199,18 @@ impl Lines {
     /// alone). Parked, a waiter is a place in a queue; and the client's own
     /// tasks are served in order, as in the fair lock, while other clients
     /// still compete as Redisson's do.
-    pub(crate) fn enter(self: &Arc<Self>, lock: &Arc<str>) -> Entry {
+    ///
+    /// `queued` (a fair lock, whose waiters each keep an entry in Redis's
+    /// queue): the task also gets its ticket in the order its line's waiters
+    /// join that queue, taken here so that it is the line's order.
+    pub(crate) fn enter(self: &Arc<Self>, lock: &Arc<str>, queued: bool) -> Entry {
         let mut lines = self.lines(lock);
         let line = lines.entry(lock.clone()).or_default();
         if line.stalled {
             return Entry::Bypass;
         }
         line.waiting += 1;
+        let join = queued.then(|| line.joins.get_or_insert_with(Default::default).ticket());
         let turn = line
             .turn
             .get_or_insert_with(|| Arc::new(Semaphore::new(1)))
@@ -221,8 +230,13 @@ impl Lines {
                 waiting,
                 held_here: None,
                 hand_off_until,
+                join,
             }),
-            Err(_) => Entry::Park(Parked { turn, waiting }),
+            Err(_) => Entry::Park(Parked {
+                turn,
+                waiting,
+                join,
+            }),
         }
     }
 
@@ -367,6 +381,9 @@ pub(crate) struct Turn {
     /// The lock's hand-off window when this task got the turn (read then, under
     /// the same lock; see [`Lines::hold_back_until`]).
     hand_off_until: Option<Instant>,
+    /// A fair waiter that came to an empty line: its place in the join order,
+    /// done when its first attempt (its join) is answered.
+    join: Option<JoinTicket>,
 }
 
 /// The task before in the local line left it holding the lock.
@@ -405,6 +422,14 @@ impl Turn {
             .filter(|held| held.until > Instant::now())
     }
 
+    /// A fair waiter's first attempt (its join, when it came to an empty
+    /// line) was answered: the next may join behind it.
+    pub(crate) fn joined(&self) {
+        if let Some(join) = &self.join {
+            join.done();
+        }
+    }
+
     /// This task took the lock: the next in line learns it. Passes the turn
     /// on (as dropping does).
     pub(crate) fn acquired(self, held: HeldHere) {
@@ -438,6 +463,8 @@ impl Drop for Turn {
 pub(crate) struct Parked {
     turn: Arc<Semaphore>,
     waiting: Waiting,
+    /// A fair waiter's place in the join order (see [`Lines::enter`]).
+    join: Option<JoinTicket>,
 }
 
 impl Parked {
@@ -448,7 +475,13 @@ impl Parked {
     /// Cancel safe: a dropped wait leaves the line; a turn handed to it meanwhile
     /// passes on to the next.
     pub(crate) async fn turn(self) -> Option<Turn> {
-        let Parked { turn, waiting } = self;
+        let Parked {
+            turn,
+            waiting,
+            join,
+        } = self;
+        // A fair waiter's ticket was done with its join.
+        drop(join);
         // Closed: the head stalled.
         let permit = turn.acquire_owned().await.ok()?;
         let (held_here, hand_off_until) = waiting
@@ -464,7 +497,14 @@ impl Parked {
             waiting,
             held_here,
             hand_off_until,
+            join: None,
         })
+    }
+
+    /// A fair waiter's place in the order its line joins Redis's queue in
+    /// (see `join_order.rs`): taken out, to be done once its join is answered.
+    pub(crate) fn join_ticket(&mut self) -> Option<JoinTicket> {
+        self.join.take()
     }
 }
 
@@ -522,11 +562,11 @@ mod tests {
     async fn the_local_line_hands_the_turn_on_in_arrival_order() {
         let lines = Arc::new(Lines::new(Duration::from_secs(3)));
         let lock: Arc<str> = "l".into();
-        let Entry::Turn(head) = lines.enter(&lock) else {
+        let Entry::Turn(head) = lines.enter(&lock, false) else {
             panic!("the first to come must have the turn");
         };
         let parked: Vec<_> = (0..3)
-            .map(|_| match lines.enter(&lock) {
+            .map(|_| match lines.enter(&lock, false) {
                 Entry::Park(parked) => parked,
                 Entry::Turn(_) | Entry::Bypass => panic!("the turn is taken"),
             })
@@ -567,17 +607,17 @@ mod tests {
         // is not passed to a later line (the entry kept alive meanwhile by a
         // waiter of the old kind).
         let _kept = lines.join(&lock);
-        let Entry::Turn(alone) = lines.enter(&lock) else {
+        let Entry::Turn(alone) = lines.enter(&lock, false) else {
             panic!("nobody in line");
         };
         alone.acquired(HeldHere {
             until,
             mark: ChannelMark::of_nothing(8),
         });
-        let Entry::Turn(later) = lines.enter(&lock) else {
+        let Entry::Turn(later) = lines.enter(&lock, false) else {
             panic!("nobody in line");
         };
-        let Entry::Park(behind) = lines.enter(&lock) else {
+        let Entry::Park(behind) = lines.enter(&lock, false) else {
             panic!("the turn is taken");
         };
         drop(later);
@@ -595,10 +635,10 @@ mod tests {
     async fn a_head_past_due_releases_the_parked_and_closes_the_line_until_it_leaves() {
         let lines = Arc::new(Lines::new(Duration::from_secs(3)));
         let lock: Arc<str> = "l".into();
-        let Entry::Turn(head) = lines.enter(&lock) else {
+        let Entry::Turn(head) = lines.enter(&lock, false) else {
             panic!("the first to come must have the turn");
         };
-        let Entry::Park(parked) = lines.enter(&lock) else {
+        let Entry::Park(parked) = lines.enter(&lock, false) else {
             panic!("the turn is taken");
         };
         let mut parked = Box::pin(parked.turn());
@@ -615,11 +655,11 @@ mod tests {
             "the parked one is sent to wait on its own"
         );
         assert!(
-            matches!(lines.enter(&lock), Entry::Bypass),
+            matches!(lines.enter(&lock, false), Entry::Bypass),
             "nobody parks now"
         );
         drop(head);
-        let Entry::Turn(_next) = lines.enter(&lock) else {
+        let Entry::Turn(_next) = lines.enter(&lock, false) else {
             panic!("open again once the stalled head left");
         };
     }

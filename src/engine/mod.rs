@@ -14,6 +14,7 @@ pub(crate) mod contract;
 pub(crate) mod detached;
 pub(crate) mod heuristics;
 pub(crate) mod identity;
+pub(crate) mod join_order;
 pub(crate) mod ledger;
 pub(crate) mod line;
 pub(crate) mod owner;

@@ -86,7 +86,7 @@ async fn line_up(
 /// What the one attempt made on the way out of the line (out of time while
 /// parked) comes to: a transient failure of it is only a wait that ran out,
 /// as it would be in Redis (where transient failures are retried until then).
-fn last_attempt<T>(last: Result<Option<T>>) -> Result<Option<T>> {
+pub(super) fn last_attempt<T>(last: Result<Option<T>>) -> Result<Option<T>> {
     match last {
         Err(e) if e.is_transient() => Ok(None),
         other => other,
@@ -107,7 +107,7 @@ async fn through_line(
     object: Object<'_>,
     deadline: Option<Instant>,
 ) -> Lined {
-    let parked = match client.lines.enter(object.name) {
+    let parked = match client.lines.enter(object.name, false) {
         Entry::Turn(first) => return Lined::InRedis(Some(first), None),
         Entry::Park(parked) => parked,
         Entry::Bypass => return Lined::InRedis(None, None),

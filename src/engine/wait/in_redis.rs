@@ -125,7 +125,13 @@ impl<'a> InRedis<'a> {
         // The connection as the first attempt goes out: a subscription made early
         // missed nothing if no reconnect came between.
         let epoch = self.client.pubsub.connection_epoch();
-        let first_pause = match self.first_attempt(tries, hold_back).await {
+        let first = self.first_attempt(tries, hold_back).await;
+        // A fair waiter that came to an empty local line joined the queue
+        // with that attempt: the next of this client may join behind it.
+        if let Some(head) = self.head {
+            head.joined();
+        }
+        let first_pause = match first {
             Ok(pause) => pause,
             Err(done) => return done,
         };

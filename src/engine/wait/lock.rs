@@ -11,9 +11,11 @@ use tokio::time::Instant;
 use super::attempts::{queue_place, Attempts, Taken};
 use super::hold::{Hold, Terms};
 use super::in_redis::{InRedis, Place};
+use super::step::{Tried, Tries};
 use crate::engine::contract::{Acquirer, Wait};
 use crate::engine::line::Turn;
 use crate::engine::validity::{Drift, Validity};
+use crate::engine::watchdog::Registration;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::metrics::HoldMeter;
@@ -54,9 +56,71 @@ pub(super) async fn wait_in_redis(
         wait: (wait, deadline),
     };
     let mut waiter = InRedis::new(place_in_redis, head, place);
-    let Some(Taken { sent, epoch, drawn }) = waiter.run(&attempts, listening).await? else {
+    let Some(taken) = waiter.run(&attempts, listening).await? else {
         return Ok(None);
     };
+    Ok(Some(hold_of(client, &attempts, terms, registration, taken)))
+}
+
+/// Where a parked fair waiter's join left it.
+pub(super) enum Joined {
+    /// The lock was free and nobody in line: taken.
+    Held(Hold),
+    /// In Redis's queue, behind the waiter before it.
+    InLine,
+    /// The owner's gate did not open before the deadline: nothing was sent.
+    OutOfTime,
+}
+
+/// A parked fair waiter's join: one attempt that queues the owner (or takes a
+/// free lock nobody waits for), sent through the owner's gate, with nothing
+/// else of a wait (no subscription, no renewal registration unless it took
+/// the lock). An outcome that is unknown is settled as any attempt's is (the
+/// place left), and returned as the error.
+pub(super) async fn join_line(
+    client: &Arc<Engine>,
+    acquirer: &Arc<dyn Acquirer>,
+    terms: Terms,
+    deadline: Option<Instant>,
+) -> Result<Joined> {
+    let (field, kind) = acquirer.renewal();
+    let name = &acquirer.target().name;
+    let attempts = Attempts {
+        client,
+        acquirer,
+        slot: client.ledger.slot(name, field),
+        lease_ms: terms.lease_ms,
+        max_sleep: None,
+    };
+    match attempts.attempt(true, deadline).await {
+        None => Ok(Joined::OutOfTime),
+        Some(Ok(Tried::Busy(_))) => Ok(Joined::InLine),
+        Some(Ok(Tried::Got(taken))) => {
+            let registration = terms
+                .renewed
+                .then(|| client.watchdog.register(name, field, kind));
+            Ok(Joined::Held(hold_of(
+                client,
+                &attempts,
+                terms,
+                registration,
+                taken,
+            )))
+        }
+        Some(Err(e)) => Err(e),
+    }
+}
+
+/// The hold a successful attempt `taken` of `attempts` comes to: its validity
+/// counted from the attempt's send, its renewal (if `registration`) started.
+fn hold_of(
+    client: &Engine,
+    attempts: &Attempts<'_>,
+    terms: Terms,
+    registration: Option<Registration>,
+    Taken { sent, epoch, drawn }: Taken,
+) -> Hold {
+    let target = attempts.acquirer.target();
     let drift = Drift {
         factor: client.config.clock_drift_factor,
     };
@@ -67,12 +131,12 @@ pub(super) async fn wait_in_redis(
     let term_end = terms.max_hold.map(|limit| sent + limit);
     let validity = Validity::new(sent, terms.lease, drift).with_term(term_end);
     let validity = Arc::new(validity.measured(meter));
-    Ok(Some(Hold {
+    Hold {
         renewal: registration.map(|r| r.activate(validity.clone())),
         validity,
         lease_ms: terms.lease_ms,
-        slot: attempts.slot,
+        slot: attempts.slot.clone(),
         epoch,
         drawn,
-    }))
+    }
 }

@@ -22,6 +22,7 @@ mod in_line;
 mod in_redis;
 mod lock;
 mod pause;
+mod queued;
 mod step;
 
 use std::sync::Arc;
@@ -176,6 +177,10 @@ async fn acquire_on_primary(
         channel: acquirer.channel(),
         class: waits.class,
     };
+    if new_owner && waits.queues() && crate::engine::heuristics::heuristics().fair_line {
+        let (hold, _head) = queued::through_the_queue(client, acquirer, terms, started).await;
+        return hold;
+    }
     let in_line = new_owner && waits.local_line;
     let (hold, turn) = through_the_line(
         client,

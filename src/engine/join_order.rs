@@ -1,0 +1,161 @@
+//! The order in which one client's fair waiters for one lock join Redis's
+//! queue: the order they came to the client's local line.
+//!
+//! Only the first of a client's entries in a fair lock's queue can be first
+//! in line before the others, so only that one (the local line's head) needs
+//! to wait in Redis; the others are parked with nothing but their entries.
+//! That holds only if the client's entries stand in Redis's queue in the
+//! order of its local line. Tasks on a multi-thread runtime reach the
+//! connection in any order, so each waiter takes a ticket as it enters the
+//! line and sends its join only when every earlier ticket's join has been
+//! answered (or given up): one join in flight per client and lock, which is
+//! what one release lets through anyway.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+/// The tickets of one line.
+#[derive(Debug, Default)]
+pub(crate) struct JoinOrder {
+    state: Mutex<Issued>,
+    /// Told whenever the ticket whose turn it is changes.
+    moved: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Issued {
+    /// The next ticket to give out.
+    next: u64,
+    /// Every ticket below this one is done: its turn to join.
+    turn: u64,
+    /// Tickets done out of turn (a waiter that left before joining).
+    done_early: BTreeSet<u64>,
+}
+
+impl JoinOrder {
+    /// The next ticket, behind every one given out before.
+    pub(crate) fn ticket(self: &Arc<Self>) -> JoinTicket {
+        let mut issued = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let number = issued.next;
+        issued.next += 1;
+        JoinTicket {
+            order: self.clone(),
+            number,
+            done: AtomicBool::new(false),
+        }
+    }
+
+    fn is_turn_of(&self, number: u64) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).turn >= number
+    }
+
+    fn done(&self, number: u64) {
+        let mut issued = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if number != issued.turn {
+            issued.done_early.insert(number);
+            return;
+        }
+        let mut turn = number + 1;
+        while issued.done_early.remove(&turn) {
+            turn += 1;
+        }
+        issued.turn = turn;
+        drop(issued);
+        self.moved.notify_waiters();
+    }
+}
+
+/// A waiter's place in its line's join order; done (the next may join) when
+/// [`JoinTicket::done`] is called or it is dropped.
+#[derive(Debug)]
+pub(crate) struct JoinTicket {
+    order: Arc<JoinOrder>,
+    number: u64,
+    done: AtomicBool,
+}
+
+impl JoinTicket {
+    /// Waits until every earlier ticket is done.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the wait (and then the ticket) lets the later
+    /// tickets on.
+    pub(crate) async fn turn(&self) {
+        loop {
+            let moved = self.order.moved.notified();
+            let mut moved = std::pin::pin!(moved);
+            moved.as_mut().enable();
+            if self.order.is_turn_of(self.number) {
+                return;
+            }
+            moved.await;
+        }
+    }
+
+    /// This waiter's join was answered (or will never be sent): the next may
+    /// join. Once; later calls (and the drop) do nothing.
+    pub(crate) fn done(&self) {
+        if !self.done.swap(true, Ordering::AcqRel) {
+            self.order.done(self.number);
+        }
+    }
+}
+
+impl Drop for JoinTicket {
+    fn drop(&mut self) {
+        self.done();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+
+    fn ready(ticket: &JoinTicket) -> bool {
+        let mut turn = Box::pin(ticket.turn());
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        turn.as_mut().poll(&mut cx).is_ready()
+    }
+
+    #[test]
+    fn joins_go_in_ticket_order_and_a_leaver_lets_the_rest_on() {
+        let order = Arc::new(JoinOrder::default());
+        let (first, second, third) = (order.ticket(), order.ticket(), order.ticket());
+        assert!(ready(&first));
+        assert!(!ready(&second) && !ready(&third));
+        // The third leaves before its turn: it holds nobody up later.
+        drop(third);
+        assert!(!ready(&second));
+        first.done();
+        first.done();
+        assert!(ready(&second));
+        let fourth = order.ticket();
+        assert!(!ready(&fourth));
+        drop(second);
+        assert!(
+            ready(&fourth),
+            "the third left early, so the fourth is next"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_waiting_ticket_is_woken_when_its_turn_comes() {
+        let order = Arc::new(JoinOrder::default());
+        let first = order.ticket();
+        let second = order.ticket();
+        let waiting = tokio::spawn(async move {
+            second.turn().await;
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        drop(first);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .expect("woken")
+            .expect("no panic");
+    }
+}

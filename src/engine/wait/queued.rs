@@ -1,0 +1,148 @@
+//! The fair lock's local line: one waiter per client and lock waits in
+//! Redis, and the others are parked with their own entries in Redis's queue
+//! and nothing else (no subscription, no wait engine, no renewal
+//! registration).
+//!
+//! Only one entry per task can be first in Redis's line, and a client's
+//! entries stand there in the order of its local line (its waiters join in
+//! ticket order, see `join_order.rs`), so only the client's earliest waiter,
+//! the line's head, can be granted next: it alone needs to listen and try.
+//! When it leaves (holding the lock, or giving up), the next parked one is
+//! head and waits in Redis as every fair waiter did before, its entry already
+//! in place. Fairness across clients is Redis's queue, as before: every task
+//! still has its own entry, joined when it arrived.
+//!
+//! ```text
+//! enter the line ─▶ empty: head, waits in Redis (its first attempt joins)
+//!        │ others there
+//!  wait for the join ticket ─▶ join (one attempt that queues) ─▶ took it? ─▶ hold
+//!        │ in line
+//!  park (the place left if dropped or out of time) ─▶ head ─▶ waits in Redis
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+use std::task::Poll;
+
+use tokio::time::Instant;
+
+use super::attempts::queue_place;
+use super::hold::{Hold, Terms};
+use super::lock::{join_line, wait_in_redis, Joined};
+use super::step::within;
+use crate::engine::contract::{Acquirer, Wait};
+use crate::engine::line::{Entry, Parked, Turn};
+use crate::engine::Engine;
+use crate::error::Result;
+
+/// A fair waiter's way to its hold: through this client's line for the lock
+/// (unless it tries once), then the wait in Redis. Also returns the turn at
+/// the head of the line, which passes on when dropped.
+pub(super) async fn through_the_queue(
+    client: &Arc<Engine>,
+    acquirer: &Arc<dyn Acquirer>,
+    terms: Terms,
+    (wait, deadline): (Wait, Option<Instant>),
+) -> (Result<Option<Hold>>, Option<Turn>) {
+    let on_its_own = async |wait| {
+        let got = Box::pin(wait_in_redis(client, acquirer, terms, wait, None, None)).await;
+        (got, None)
+    };
+    if matches!(wait, Wait::Once) {
+        return on_its_own((wait, deadline)).await;
+    }
+    match client.lines.enter(&acquirer.target().name, true) {
+        Entry::Turn(head) => {
+            let waiting =
+                wait_in_redis(client, acquirer, terms, (wait, deadline), None, Some(&head));
+            (Box::pin(waiting).await, Some(head))
+        }
+        Entry::Bypass => on_its_own((wait, deadline)).await,
+        Entry::Park(parked) => {
+            let parked = Box::pin(parked_in_line(client, acquirer, terms, deadline, parked)).await;
+            match parked {
+                Unparked::Done(got) => (got, None),
+                Unparked::Head(head) => {
+                    let waiting =
+                        wait_in_redis(client, acquirer, terms, (wait, deadline), None, Some(&head));
+                    (Box::pin(waiting).await, Some(head))
+                }
+                Unparked::OnItsOwn => on_its_own((wait, deadline)).await,
+                Unparked::LastAttempt => {
+                    let (last, _) = on_its_own((Wait::Once, None)).await;
+                    (super::in_line::last_attempt(last), None)
+                }
+            }
+        }
+    }
+}
+
+/// Where a parked fair waiter goes next.
+enum Unparked {
+    /// Its wait ended while parked: with a hold (its join found the lock
+    /// free and nobody in line), out of time (its place left), or an error.
+    Done(Result<Option<Hold>>),
+    /// Its turn at the head of the line: it waits in Redis, its entry in place.
+    Head(Turn),
+    /// It waits in Redis on its own, outside the line: the line's head
+    /// stalled, or its join's outcome was unknown (settled, so the place is
+    /// left) and it joins again at the tail.
+    OnItsOwn,
+    /// Out of time before its turn to join: it makes the one attempt every
+    /// wait makes, without queueing.
+    LastAttempt,
+}
+
+/// A parked fair waiter: joins Redis's queue when its ticket's turn comes,
+/// then waits, sending nothing, to be the line's head.
+///
+/// # Cancel safety
+/// Cancel safe: a join in flight is finished and settled (the place left, a
+/// hold it took given back) by the owner's gate; once joined, its place is
+/// left when this future is dropped or its time runs out.
+async fn parked_in_line(
+    client: &Arc<Engine>,
+    acquirer: &Arc<dyn Acquirer>,
+    terms: Terms,
+    deadline: Option<Instant>,
+    mut parked: Parked,
+) -> Unparked {
+    let ticket = parked.join_ticket();
+    if let Some(ticket) = &ticket {
+        if within(deadline, ticket.turn()).await.is_none() {
+            return Unparked::LastAttempt;
+        }
+    }
+    match join_line(client, acquirer, terms, deadline).await {
+        Ok(Joined::InLine) => {}
+        Ok(Joined::Held(hold)) => return Unparked::Done(Ok(Some(hold))),
+        Ok(Joined::OutOfTime) => return Unparked::Done(Ok(None)),
+        Err(e) if e.is_transient() => return Unparked::OnItsOwn,
+        Err(e) => return Unparked::Done(Err(e)),
+    }
+    // From here its place is left on every way out but the turn.
+    let mut place = queue_place(client, acquirer, true);
+    // In the local line's queue before the next may join, so that the local
+    // order is Redis's.
+    let mut turn = Box::pin(parked.turn());
+    let first_look = std::future::poll_fn(|cx| Poll::Ready(turn.as_mut().poll(cx))).await;
+    drop(ticket);
+    let next = match first_look {
+        Poll::Ready(next) => Some(next),
+        Poll::Pending => within(deadline, turn).await,
+    };
+    match next {
+        None => {
+            place.run_now().await;
+            Unparked::Done(Ok(None))
+        }
+        Some(Some(head)) => {
+            place.disarm();
+            Unparked::Head(head)
+        }
+        Some(None) => {
+            place.disarm();
+            Unparked::OnItsOwn
+        }
+    }
+}

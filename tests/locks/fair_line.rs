@@ -1,0 +1,219 @@
+//! A client's line for the fair lock: of one client's waiters for one lock,
+//! the first waits in Redis; the others are parked with their own entries in
+//! Redis's queue (joined in the order they came) and send nothing else. They
+//! are served in Redis's order, interleaved with other clients' waiters, and
+//! a parked waiter that leaves (dropped, timed out, dropped while its join is
+//! in flight) takes its entry with it.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::support::exclusion::Exclusion;
+use crate::support::fair::{queue, queue_len, timeouts_len};
+use crate::support::{assert_nothing_left, eventually, within, RedisServer};
+
+const T: Duration = Duration::from_secs(30);
+
+/// A task of `client` that takes the fair lock `name`, records `number` in
+/// `order`, and lets go.
+fn fair_waiter(
+    client: &redisson_locks::Client,
+    name: &str,
+    number: usize,
+    order: &Arc<Mutex<Vec<usize>>>,
+) -> tokio::task::JoinHandle<()> {
+    let lock = client.get_fair_lock(name).unwrap();
+    let order = order.clone();
+    tokio::spawn(async move {
+        let guard = lock.lock().await.unwrap();
+        order.lock().unwrap().push(number);
+        guard.unlock().await.unwrap();
+    })
+}
+
+/// Waits until `name`'s queue in Redis has `count` entries.
+async fn until_queued(server: &RedisServer, name: &str, count: usize) {
+    assert!(
+        eventually(T, || async { queue_len(server, name).await == count }).await,
+        "{} queued for {name}, expected {count}",
+        queue_len(server, name).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_fair_waiters_keep_their_entries_and_send_nothing_else() {
+    const WAITERS: usize = 40;
+    let name = "fair-line";
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let client = server.client().await;
+    let held = holder.get_fair_lock(name).unwrap().lock().await.unwrap();
+    let before = server.command_calls("evalsha").await;
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        tasks.push(fair_waiter(&client, name, i, &order));
+        until_queued(&server, name, i + 1).await;
+    }
+    // Every task has its own entry and deadline, as Redisson's layout wants;
+    // each sent its join, and only the first waits in Redis (its first attempt
+    // was its join; once subscribed it may have tried once more).
+    assert_eq!(timeouts_len(&server, name).await, WAITERS);
+    let scripts = server.command_calls("evalsha").await - before;
+    assert!(
+        (WAITERS as u64..=WAITERS as u64 + 3).contains(&scripts),
+        "{scripts} scripts for {WAITERS} waiters of one client"
+    );
+    assert!(
+        eventually(T, || async { client.subscribed_channels() == 1 }).await,
+        "{} channels subscribed for {WAITERS} waiters: only the first listens",
+        client.subscribed_channels()
+    );
+    held.unlock().await.unwrap();
+    within(T, "the fair waiters", async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    })
+    .await;
+    assert_eq!(*order.lock().unwrap(), (0..WAITERS).collect::<Vec<_>>());
+    assert_nothing_left(&server, &[&holder, &client]).await;
+}
+
+/// Three clients' waiters come in turn, a, b, c, a, b, c, ...: each client
+/// parks all but its first, and the lock still goes in Redis's order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_waiters_of_several_clients_are_served_in_redis_order() {
+    const WAITERS: usize = 30;
+    let name = "fair-mixed";
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        clients.push(server.client().await);
+    }
+    let held = holder.get_fair_lock(name).unwrap().lock().await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        tasks.push(fair_waiter(&clients[i % 3], name, i, &order));
+        until_queued(&server, name, i + 1).await;
+    }
+    held.unlock().await.unwrap();
+    within(T, "the fair waiters", async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    })
+    .await;
+    assert_eq!(*order.lock().unwrap(), (0..WAITERS).collect::<Vec<_>>());
+    let mut all = vec![&holder];
+    all.extend(clients.iter());
+    assert_nothing_left(&server, &all).await;
+}
+
+/// Sixty-four tasks of one client arrive at once, many parked before the
+/// first has joined: their joins still reach Redis in the order of the local
+/// line, so the first of them in Redis's queue is always the one listening.
+/// Were it not, a release would wake a parked waiter that does not listen,
+/// and the line would stall until that waiter's deadline (a minute here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_one_clients_waiters_never_stalls_the_line() {
+    const TASKS: usize = 64;
+    const ROUNDS: usize = 3;
+    let name = "fair-burst";
+    let server = RedisServer::start();
+    let client = server
+        .client_with(|config| config.fair_lock_wait_timeout = Duration::from_secs(60))
+        .await;
+    let exclusion = Arc::new(Exclusion::default());
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let lock = client.get_fair_lock(name).unwrap();
+            let exclusion = exclusion.clone();
+            tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let guard = lock.lock().await.unwrap();
+                    let inside = exclusion.enter();
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    drop(inside);
+                    guard.unlock().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    within(T, "64 tasks, 3 rounds each", async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    })
+    .await;
+    exclusion.assert_never_overlapped("64 tasks of one client on a fair lock");
+    assert_nothing_left(&server, &[&client]).await;
+}
+
+/// Parked waiters that are dropped, that time out, and that are dropped
+/// while their join may be in flight leave no entry; the others keep their
+/// order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_waiters_that_leave_take_their_entries_with_them() {
+    const WAITERS: usize = 20;
+    let name = "fair-leavers";
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let client = server.client().await;
+    let held = holder.get_fair_lock(name).unwrap().lock().await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        tasks.push(fair_waiter(&client, name, i, &order));
+        until_queued(&server, name, i + 1).await;
+    }
+    // Every other one is dropped while parked.
+    let mut staying = Vec::new();
+    for (i, task) in tasks.into_iter().enumerate() {
+        if i % 2 == 1 {
+            task.abort();
+        } else {
+            staying.push(task);
+        }
+    }
+    until_queued(&server, name, WAITERS / 2).await;
+    // Timed waits that run out while parked.
+    let timed: Vec<_> = (0..5)
+        .map(|_| {
+            let lock = client.get_fair_lock(name).unwrap();
+            tokio::spawn(async move {
+                lock.try_lock_wait(Duration::from_millis(300))
+                    .await
+                    .unwrap()
+                    .is_some()
+            })
+        })
+        .collect();
+    for waiter in timed {
+        assert!(!waiter.await.unwrap(), "a timed wait got a held lock");
+    }
+    // Dropped at every point of their short lives: before the join, while it
+    // is in flight, just after.
+    for i in 0..100u64 {
+        let lock = client.get_fair_lock(name).unwrap();
+        let waiter = tokio::spawn(async move { drop(lock.lock().await) });
+        tokio::time::sleep(Duration::from_micros(50 * (i % 20))).await;
+        waiter.abort();
+    }
+    until_queued(&server, name, WAITERS / 2).await;
+    assert_eq!(timeouts_len(&server, name).await, WAITERS / 2);
+    let left = queue(&server, name).await;
+    assert_eq!(left.len(), WAITERS / 2, "{left:?}");
+    held.unlock().await.unwrap();
+    within(T, "the waiters that stayed", async {
+        for task in staying {
+            task.await.unwrap();
+        }
+    })
+    .await;
+    let served = order.lock().unwrap().clone();
+    assert_eq!(served, (0..WAITERS).step_by(2).collect::<Vec<_>>());
+    assert_nothing_left(&server, &[&holder, &client]).await;
+}
