@@ -8,7 +8,10 @@
 -- ARGV[3]  wait in milliseconds: how long a silent waiter keeps its place
 -- ARGV[4]  now, epoch milliseconds (the caller's clock, as Redisson does)
 -- ARGV[5]  "1" to join the queue when the lock cannot be taken, "0" to try once
--- ARGV[6]  "0" to refuse a re-entry (the non-reentrant fair lock); otherwise allowed
+-- ARGV[6]  "0" to refuse a re-entry (the non-reentrant fair lock); "2" for a
+--          waiter whose client may grant it the lock with a release
+--          (fair_release.lua): a hold it has is that grant, taken as acquired
+--          without counting a second; otherwise a re-entry is allowed
 -- ARGV[7]  the configured fair-lock wait, ms: what a waiter made first here gets
 --          (not the caller's own wait, which a timed try may make short)
 --
@@ -23,6 +26,7 @@ local lease, owner = ARGV[1], ARGV[2]
 local wait, now = tonumber(ARGV[3]), tonumber(ARGV[4])
 local may_queue = ARGV[5] == '1'
 local refuse_reentry = ARGV[6] == '0'
+local granted_here = ARGV[6] == '2'
 local cap = tonumber(ARGV[7])
 
 evict_stale_heads(lock, queue, timeouts, now, owner, cap)
@@ -54,6 +58,9 @@ end
 if redis.call('hexists', lock, owner) == 1 then
     if refuse_reentry then
         return -4
+    end
+    if granted_here then
+        return nil
     end
     redis.call('hincrby', lock, owner, 1)
     if redis.call('pttl', lock) < tonumber(lease) then

@@ -12,16 +12,30 @@
 -- ARGV[5]  the publish command
 -- ARGV[6]  the least time the next in line gets to take the lock (grace), ms
 -- ARGV[7]  the most time it gets (the configured fair-lock wait), ms
+-- ARGV[8]  the releasing client's own next waiter (its owner field), or ""
+-- ARGV[9]  that waiter's lease in milliseconds
 --
 -- Reply: nil when the owner holds no hold; 0 when holds remain; 1 when the lock
---        is free and the first in line was woken.
+--        is free and the first in line was woken; 2 when the lock went to the
+--        named next waiter, which was first in line.
+--
+-- The grant to the named waiter does what that waiter's own acquire would
+-- (fair_acquire.lua, taking a free lock as first in line), so a Java client
+-- sees a state its own scripts make. It is never made to a waiter the caller
+-- did not name: a Java head granted behind its back would take its own
+-- acquire for a re-entry and count two holds.
 
 local lock, queue, timeouts, channel_prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local message, lease, owner = ARGV[1], ARGV[2], ARGV[3]
 local now, publish = tonumber(ARGV[4]), ARGV[5]
 local grace, cap = tonumber(ARGV[6]), tonumber(ARGV[7])
+local heir, heir_lease = ARGV[8], tonumber(ARGV[9])
+if heir == '' then
+    heir = nil
+end
 
-evict_stale_heads(lock, queue, timeouts, now, nil, cap)
+-- The named waiter is alive (its client says so): never evicted here.
+evict_stale_heads(lock, queue, timeouts, now, heir, cap)
 line_expires(queue, timeouts, cap)
 
 if redis.call('hexists', lock, owner) == 0 then
@@ -41,5 +55,16 @@ if redis.call('hincrby', lock, owner, -1) > 0 then
 end
 
 redis.call('del', lock)
+if heir ~= nil and redis.call('lindex', queue, 0) == heir then
+    redis.call('lpop', queue)
+    redis.call('zrem', timeouts, heir)
+    local next_head = redis.call('lindex', queue, 0)
+    if next_head ~= false then
+        redis.call('zadd', timeouts, now + heir_lease + cap, next_head)
+    end
+    redis.call('hset', lock, heir, 1)
+    redis.call('pexpire', lock, heir_lease)
+    return 2
+end
 hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
 return 1

@@ -74,6 +74,23 @@ pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
     /// Releases one hold of this owner, restarting the lease of any that remain
     /// with `lease_ms` (never shortening it).
     fn release(self: Arc<Self>, conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>>;
+    /// Releases one hold as [`release`](Acquirer::release) does, and when
+    /// that frees the lock and `heir` (this client's next waiter: its owner
+    /// field and lease) is first in line, grants the lock to it
+    /// ([`Released::Granted`]). Only the fair lock grants; the others release.
+    fn release_to(
+        self: Arc<Self>,
+        conn: Conn,
+        lease_ms: u64,
+        heir: Option<(Arc<str>, u64)>,
+    ) -> BoxFuture<Result<Released>> {
+        let _ = heir;
+        self.release(conn, lease_ms)
+    }
+    /// From now on, a hold this owner finds when it tries is a grant made to
+    /// it by its client's release: acquired, not one more. Only the fair lock
+    /// is granted to, and only a waiter made for one acquisition says this.
+    fn accept_grants(&self) {}
     /// Leaves the queue. Only called for a kind that [queues](Between::Queues).
     fn abandon(self: Arc<Self>, _conn: Conn) -> BoxFuture<Result<()>> {
         Box::pin(async { Ok(()) })

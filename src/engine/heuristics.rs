@@ -11,6 +11,7 @@
 //! | `wake_jitter` | a waiter woken by another client's release yields a random few times before it tries | `wait/in_redis.rs` |
 //! | `sleep_first` | a waiter joining others of its client that already listen sleeps before its second attempt | `wait/in_redis.rs` |
 //! | `fair_line` | a fair lock's waiters of one client wait in a local line: the first waits in Redis, the others are parked with their queue entries and send nothing else | `wait/queued.rs` |
+//! | `release_grant` | a fair release grants the lock to its client's next waiter when that one is first in line, and that waiter does not listen while a task of its client holds the lock | `successor.rs`, `release.rs` |
 //! | `unsubscribe_linger` | a channel's last waiter leaving waits up to 100 ms to unsubscribe with others | `engine/mod.rs` (passed to `transport/pubsub.rs`) |
 //!
 //! The switch is read once per process, from the environment: it is a
@@ -27,6 +28,7 @@ pub(crate) struct Heuristics {
     pub(crate) sleep_first: bool,
     pub(crate) unsubscribe_linger: bool,
     pub(crate) fair_line: bool,
+    pub(crate) release_grant: bool,
 }
 
 /// The environment variable naming the heuristics to switch off, comma-separated.
@@ -47,6 +49,7 @@ fn parse(without: &str) -> Heuristics {
         sleep_first: !off("sleep_first"),
         unsubscribe_linger: !off("unsubscribe_linger"),
         fair_line: !off("fair_line"),
+        release_grant: !off("release_grant"),
     }
 }
 
@@ -59,6 +62,7 @@ mod tests {
         let all = parse("");
         assert!(all.handoff_window && all.held_here && all.wake_jitter);
         assert!(all.sleep_first && all.unsubscribe_linger && all.fair_line);
+        assert!(all.release_grant);
         let some = parse("wake_jitter, sleep_first,unknown");
         assert!(!some.wake_jitter && !some.sleep_first);
         assert!(some.handoff_window && some.held_here && some.unsubscribe_linger);

@@ -173,7 +173,7 @@ pub(crate) async fn release_one(
     let released = release_gated(slot, acquirer, releaser, lease_ms).await;
     if !matches!(
         released,
-        Ok(Released::StillHeld | Released::Freed | Released::FreedAndWoke)
+        Ok(Released::StillHeld | Released::Freed | Released::FreedAndWoke | Released::Granted)
     ) {
         acquirer.target().labels.release_failed();
     }
@@ -311,6 +311,10 @@ async fn settle_once(
     believed: u32,
     lease_ms: u64,
 ) -> Result<()> {
+    // A grant made to this owner by its client's release is counted on the
+    // server as a hold of it: given back below like any other, so it is no
+    // longer the heir's to take.
+    releaser.doubt_heir(acquirer);
     let held = held_on_server(acquirer, releaser.conn()).await?;
     for _ in believed..held {
         if releaser.send(acquirer, lease_ms).await? == Released::NotHeld {

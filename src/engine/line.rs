@@ -32,6 +32,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::engine::join_order::{JoinOrder, JoinTicket};
+use crate::engine::successor::Successor;
 use crate::transport::pubsub::ChannelMark;
 use tokio::time::Instant;
 
@@ -83,6 +84,9 @@ struct LineState {
     /// For a fair lock: the order its waiters join Redis's queue in, which is
     /// the order of this line (see `join_order.rs`).
     joins: Option<Arc<JoinOrder>>,
+    /// For a fair lock: the head of the line, offered as the heir of this
+    /// client's releases (see `successor.rs`).
+    heir: Option<Arc<Successor>>,
     /// When this client last freed the lock and woke a waiter.
     released_at: Option<Instant>,
 }
@@ -231,6 +235,7 @@ impl Lines {
                 held_here: None,
                 hand_off_until,
                 join,
+                heir: None,
             }),
             Err(_) => Entry::Park(Parked {
                 turn,
@@ -341,6 +346,29 @@ impl Lines {
         }
     }
 
+    /// This client releases the fair lock `lock`: the word that one of its
+    /// tasks holds it is stale from now on, and the heir the release may grant
+    /// the lock to, if one is offered, is returned. Under the line's lock, so
+    /// a new head either is offered before and is told of the release, or
+    /// comes after and does not trust the stale word.
+    pub(crate) fn releasing(&self, lock: &str) -> Option<Arc<Successor>> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut lines = self.lines(lock);
+        let line = lines.get_mut(lock)?;
+        line.held_here = None;
+        line.heir.clone()
+    }
+
+    /// The heir offered for the fair lock `lock`, if any.
+    pub(crate) fn heir(&self, lock: &str) -> Option<Arc<Successor>> {
+        if self.is_empty() {
+            return None;
+        }
+        self.lines(lock).get(lock)?.heir.clone()
+    }
+
     /// Until when a newcomer to `lock` should hold back, if a hand-off is under
     /// way.
     pub(crate) fn hold_back_until(&self, lock: &str) -> Option<Instant> {
@@ -384,6 +412,8 @@ pub(crate) struct Turn {
     /// A fair waiter that came to an empty line: its place in the join order,
     /// done when its first attempt (its join) is answered.
     join: Option<JoinTicket>,
+    /// A fair head offered as the heir of this client's releases.
+    heir: Option<Arc<Successor>>,
 }
 
 /// The task before in the local line left it holding the lock.
@@ -393,8 +423,9 @@ pub(crate) struct HeldHere {
     pub(crate) until: Instant,
     /// The lock channel's subscription, confirmed when it took the lock: its
     /// release's message reaches this client if that subscription still
-    /// stands.
-    pub(crate) mark: ChannelMark,
+    /// stands. None for a fair lock: its release grants the lock to the next
+    /// head, or tells it to try (see `successor.rs`).
+    pub(crate) mark: Option<ChannelMark>,
 }
 
 impl Turn {
@@ -420,6 +451,27 @@ impl Turn {
         self.held_here
             .clone()
             .filter(|held| held.until > Instant::now())
+    }
+
+    /// Offers this head (a fair waiter) as the heir of this client's
+    /// releases of the lock, until it leaves the head of the line.
+    pub(crate) fn offer(&mut self, heir: Arc<Successor>) {
+        let mut lines = self.waiting.lines.lines(&self.waiting.lock);
+        if let Some(line) = lines.get_mut(&self.waiting.lock) {
+            line.heir = Some(heir.clone());
+        }
+        self.heir = Some(heir);
+    }
+
+    /// This head came to an empty line of a fair lock: its first attempt is
+    /// its join (the others joined while parked).
+    pub(crate) fn joins_first(&self) -> bool {
+        self.join.is_some()
+    }
+
+    /// The heir this head was offered as, if any.
+    pub(crate) fn heir(&self) -> Option<&Arc<Successor>> {
+        self.heir.as_ref()
     }
 
     /// A fair waiter's first attempt (its join, when it came to an empty
@@ -448,6 +500,10 @@ impl Drop for Turn {
         let mut lines = lines.lines(&self.waiting.lock);
         if let Some(line) = lines.get_mut(&self.waiting.lock) {
             line.head_due = None;
+            let offered = line.heir.as_ref().zip(self.heir.as_ref());
+            if offered.is_some_and(|(line_heir, own)| Arc::ptr_eq(line_heir, own)) {
+                line.heir = None;
+            }
             if line.stalled {
                 line.stalled = false;
                 line.turn = None;
@@ -471,10 +527,14 @@ impl Parked {
     /// Waits for the turn, first come first served; `None` when the head
     /// stalled (see [`Lines::supervise`]): then wait in Redis on your own.
     ///
+    /// `heir`: a fair waiter offered as the heir of this client's releases
+    /// once it is the head, in the same step as it learns whether a task of
+    /// this client holds the lock (see [`Lines::releasing`]).
+    ///
     /// # Cancel safety
     /// Cancel safe: a dropped wait leaves the line; a turn handed to it meanwhile
     /// passes on to the next.
-    pub(crate) async fn turn(self) -> Option<Turn> {
+    pub(crate) async fn turn(self, heir: Option<Arc<Successor>>) -> Option<Turn> {
         let Parked {
             turn,
             waiting,
@@ -490,6 +550,9 @@ impl Parked {
             .get_mut(&waiting.lock)
             .map_or((None, None), |line| {
                 line.head_due = Some(Instant::now() + waiting.lines.first_due);
+                if heir.is_some() {
+                    line.heir = heir.clone();
+                }
                 (line.held_here.take(), line.hand_off_until)
             });
         Some(Turn {
@@ -498,6 +561,7 @@ impl Parked {
             held_here,
             hand_off_until,
             join: None,
+            heir,
         })
     }
 
@@ -572,13 +636,13 @@ mod tests {
             })
             .collect();
         assert_eq!(lines.waiting("l"), 4);
-        let mut turns: Vec<_> = parked.into_iter().map(|p| Box::pin(p.turn())).collect();
+        let mut turns: Vec<_> = parked.into_iter().map(|p| Box::pin(p.turn(None))).collect();
         assert!(turns.iter_mut().all(|t| poll_once(t.as_mut()).is_none()));
         // The head leaves holding the lock: the next learns it.
         let until = Instant::now() + Duration::from_secs(30);
         head.acquired(HeldHere {
             until,
-            mark: ChannelMark::of_nothing(7),
+            mark: Some(ChannelMark::of_nothing(7)),
         });
         // The second parked one is cancelled; the turn skips it.
         drop(turns.remove(1));
@@ -586,7 +650,8 @@ mod tests {
             .expect("the first parked has the turn")
             .expect("no stall");
         assert_eq!(
-            next.held_here_until().map(|held| held.mark.request()),
+            next.held_here_until()
+                .and_then(|held| held.mark.as_ref().map(ChannelMark::request)),
             Some(7)
         );
         assert!(poll_once(turns[1].as_mut()).is_none(), "one turn at a time");
@@ -612,7 +677,7 @@ mod tests {
         };
         alone.acquired(HeldHere {
             until,
-            mark: ChannelMark::of_nothing(8),
+            mark: Some(ChannelMark::of_nothing(8)),
         });
         let Entry::Turn(later) = lines.enter(&lock, false) else {
             panic!("nobody in line");
@@ -621,7 +686,7 @@ mod tests {
             panic!("the turn is taken");
         };
         drop(later);
-        let mut behind = Box::pin(behind.turn());
+        let mut behind = Box::pin(behind.turn(None));
         let turn = poll_once(behind.as_mut())
             .expect("its turn")
             .expect("no stall");
@@ -641,7 +706,7 @@ mod tests {
         let Entry::Park(parked) = lines.enter(&lock, false) else {
             panic!("the turn is taken");
         };
-        let mut parked = Box::pin(parked.turn());
+        let mut parked = Box::pin(parked.turn(None));
         let now = Instant::now();
         head.due(now + Duration::from_secs(5));
         lines.release_stalled(now + Duration::from_secs(5));

@@ -21,6 +21,7 @@ pub(crate) mod owner;
 pub(crate) mod release;
 pub(crate) mod retry;
 pub(crate) mod self_wait;
+pub(crate) mod successor;
 pub(crate) mod validity;
 pub(crate) mod wait;
 pub(crate) mod watchdog;
@@ -152,7 +153,8 @@ impl Engine {
         let lines = Arc::new(crate::engine::line::Lines::new(config.timeout));
         lines.supervise(background.spawner());
         let releaser =
-            crate::engine::release::Releaser::new(conn.clone(), lines.clone(), renewal_sync);
+            crate::engine::release::Releaser::new(conn.clone(), lines.clone(), renewal_sync)
+                .with_epoch(pubsub.epoch_reader());
         Ok(Engine {
             id,
             identity,

@@ -11,10 +11,14 @@
 
 use std::sync::Arc;
 
+use tokio::time::Instant;
+
 use crate::engine::contract::Acquirer;
 use crate::engine::line::Lines;
+use crate::engine::successor::Successor;
 use crate::error::Result;
 use crate::transport::conn::Conn;
+use crate::transport::pubsub::EpochReader;
 use crate::transport::replication::QuietSync;
 use crate::transport::scripts::Released;
 
@@ -26,11 +30,25 @@ pub(crate) struct Releaser {
     conn: Conn,
     lines: Arc<Lines>,
     sync: QuietSync,
+    /// The connection epoch, recorded with a grant (see `successor.rs`).
+    epoch: Option<EpochReader>,
 }
 
 impl Releaser {
     pub(crate) fn new(conn: Conn, lines: Arc<Lines>, sync: QuietSync) -> Self {
-        Releaser { conn, lines, sync }
+        Releaser {
+            conn,
+            lines,
+            sync,
+            epoch: None,
+        }
+    }
+
+    /// Reads the connection epoch with `epoch`; without it, a fair release
+    /// grants nothing (it names no heir).
+    pub(crate) fn with_epoch(mut self, epoch: EpochReader) -> Self {
+        self.epoch = Some(epoch);
+        self
     }
 
     /// The client's connection.
@@ -40,8 +58,25 @@ impl Releaser {
 
     /// Sends one release of `ops`' owner, restarting the lease of the holds
     /// that remain with `lease_ms`; the caller holds the owner's gate.
+    ///
+    /// A fair release names this client's next waiter for the lock, its heir
+    /// (see `successor.rs`): the script grants it the lock when it is first in
+    /// line, and the heir is told what came of it.
     pub(crate) async fn send(&self, ops: &Arc<dyn Acquirer>, lease_ms: u64) -> Result<Released> {
-        let released = ops.clone().release(self.conn.clone(), lease_ms).await?;
+        let heir = self.heir_of(ops);
+        let (sent, epoch) = (
+            Instant::now(),
+            self.epoch.as_ref().map_or(0, EpochReader::now),
+        );
+        let named = heir.as_ref().map(|heir| heir.named());
+        let released = ops
+            .clone()
+            .release_to(self.conn.clone(), lease_ms, named)
+            .await;
+        if let Some(heir) = heir {
+            self.tell(heir, &released, sent, epoch);
+        }
+        let released = released?;
         if released == Released::FreedAndWoke {
             // Before anything else is awaited: newcomers of this client must see
             // the hand-off as soon as possible.
@@ -51,5 +86,51 @@ impl Releaser {
             self.sync.run(&mut self.conn.clone()).await;
         }
         Ok(released)
+    }
+
+    /// The heir a release by `ops` names: the head of this client's line for
+    /// a fair lock, offered as heir, never the releasing owner itself. Every
+    /// fair release by this client (heir or not) also voids the word that
+    /// one of its tasks holds the lock.
+    fn heir_of(&self, ops: &Arc<dyn Acquirer>) -> Option<Arc<Successor>> {
+        if !ops.waits().queues() || self.epoch.is_none() {
+            return None;
+        }
+        self.lines
+            .releasing(&ops.target().name)
+            .filter(|heir| heir.owner() != ops.owner())
+    }
+
+    /// Tells `heir` what came of a release sent at `sent` on connection
+    /// `epoch` that named it: granted, not granted, or unknown. A heir that
+    /// left meanwhile cannot take a grant made (or perhaps made) to it: it is
+    /// given back here.
+    fn tell(&self, heir: Arc<Successor>, released: &Result<Released>, sent: Instant, epoch: u64) {
+        let taken = match released {
+            Ok(Released::Granted) => heir.granted(sent, epoch),
+            Err(e) if !e.is_surely_not_executed() => heir.in_doubt(),
+            _ => {
+                heir.passed_over();
+                true
+            }
+        };
+        if !taken {
+            let conn = self.conn.clone();
+            self.conn.spawn_cleanup(heir.give_back(conn));
+        }
+    }
+
+    /// An attempt of `ops`' owner is being settled (its outcome unknown): if
+    /// that owner is this client's heir for the lock, a grant made to it may
+    /// be given back by the settle, so it can no longer be taken as made.
+    pub(crate) fn doubt_heir(&self, ops: &Arc<dyn Acquirer>) {
+        if !ops.waits().queues() {
+            return;
+        }
+        if let Some(heir) = self.lines.heir(&ops.target().name) {
+            if heir.owner() == ops.owner() {
+                heir.in_doubt();
+            }
+        }
     }
 }

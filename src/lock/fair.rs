@@ -6,6 +6,7 @@
 //! never blocks the line for longer than its wait; one that gives up or is
 //! cancelled leaves at once.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -114,6 +115,9 @@ pub(crate) struct FairOps {
     max_sleep: Duration,
     /// Whether an owner that holds the lock may take it again.
     reentry: Reentry,
+    /// A waiter its client's release may grant the lock to: a hold it finds
+    /// is that grant (see [`Acquirer::accept_grants`]).
+    grants: AtomicBool,
 }
 
 impl FairOps {
@@ -144,6 +148,7 @@ impl FairOps {
             // wake-up was lost.
             max_sleep: (grace / 2).min(lease_bound),
             reentry,
+            grants: AtomicBool::new(false),
         }
     }
 
@@ -170,7 +175,10 @@ impl Acquirer for FairOps {
                 wait_ms: grace_ms,
                 cap_ms: self.handoff.cap_ms,
                 queue,
-                reentry: self.reentry,
+                reentry: match self.grants.load(Ordering::Acquire) {
+                    true => Reentry::Granted,
+                    false => self.reentry,
+                },
             };
             scripts::fair_acquire(&mut conn, &self.keys, self.owner(), attempt)
                 .await
@@ -178,10 +186,25 @@ impl Acquirer for FairOps {
         })
     }
 
-    fn release(self: Arc<Self>, mut conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>> {
+    fn release(self: Arc<Self>, conn: Conn, lease_ms: u64) -> BoxFuture<Result<Released>> {
+        self.release_to(conn, lease_ms, None)
+    }
+
+    fn release_to(
+        self: Arc<Self>,
+        mut conn: Conn,
+        lease_ms: u64,
+        heir: Option<(Arc<str>, u64)>,
+    ) -> BoxFuture<Result<Released>> {
         Box::pin(async move {
-            scripts::fair_release(&mut conn, &self.keys, lease_ms, self.owner(), self.handoff).await
+            let heir = heir.as_ref().map(|(owner, lease_ms)| (&**owner, *lease_ms));
+            let (keys, owner) = (&self.keys, self.owner());
+            scripts::fair_release(&mut conn, keys, lease_ms, owner, self.handoff, heir).await
         })
+    }
+
+    fn accept_grants(&self) {
+        self.grants.store(true, Ordering::Release);
     }
 
     fn waits(&self) -> Waits {

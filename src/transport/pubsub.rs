@@ -169,6 +169,22 @@ enum Command {
     Unsubscribe(String, bool),
 }
 
+/// Reads the client's connection epoch (see [`PubSub::connection_epoch`]).
+#[derive(Clone)]
+pub(crate) struct EpochReader(Arc<Channels>);
+
+impl EpochReader {
+    pub(crate) fn now(&self) -> u64 {
+        self.0.connections_lost.load(Ordering::SeqCst)
+    }
+}
+
+impl std::fmt::Debug for EpochReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EpochReader({})", self.now())
+    }
+}
+
 /// The client's subscriber: hands out [`Subscription`]s. Holding it (or a
 /// subscription) keeps the subscriber task running.
 #[derive(Debug, Clone)]
@@ -407,6 +423,12 @@ impl PubSub {
     /// connections.
     pub(crate) fn connection_epoch(&self) -> u64 {
         self.channels.connections_lost.load(Ordering::SeqCst)
+    }
+
+    /// A reader of [`connection_epoch`](PubSub::connection_epoch) for work
+    /// that does not hold the client (a release running in the background).
+    pub(crate) fn epoch_reader(&self) -> EpochReader {
+        EpochReader(self.channels.clone())
     }
 
     /// `channel`'s subscription as it stands, if confirmed on the current

@@ -217,3 +217,104 @@ async fn parked_waiters_that_leave_take_their_entries_with_them() {
     assert_eq!(served, (0..WAITERS).step_by(2).collect::<Vec<_>>());
     assert_nothing_left(&server, &[&holder, &client]).await;
 }
+
+/// Sixty-four tasks of one client, each taking a fair lock again and again,
+/// while the client's connections are cut (CLIENT KILL) and the server paused
+/// (CLIENT PAUSE) under the releases that grant the lock to the next task:
+/// never two inside at once (a grant of unknown outcome is settled before
+/// anyone trusts it), and the line never sticks (every task finishes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_cut_or_paused_mid_flight_never_make_two_holders_or_a_stuck_line() {
+    const TASKS: usize = 16;
+    let name = "fair-grant-faults";
+    let server = RedisServer::start();
+    let client = server
+        .client_with(|config| config.timeout = Duration::from_millis(300))
+        .await;
+    let exclusion = Arc::new(Exclusion::default());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rounds = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let lock = client.get_fair_lock(name).unwrap();
+            let (exclusion, stop, rounds) = (exclusion.clone(), stop.clone(), rounds.clone());
+            tokio::spawn(async move {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    // A cut may fail a call: that round is lost, not the test.
+                    let Ok(guard) = lock.lock().await else {
+                        continue;
+                    };
+                    let inside = exclusion.enter();
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    drop(inside);
+                    let _ = guard.unlock().await;
+                    rounds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let mut admin = server.admin().await;
+    for fault in 0..16 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        if fault % 2 == 0 {
+            server.kill_lock_connections().await;
+        } else {
+            let _: () = redis::cmd("CLIENT")
+                .arg("PAUSE")
+                .arg(200)
+                .arg("WRITE")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    within(T, "every task's last round", async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    })
+    .await;
+    exclusion.assert_never_overlapped("fair grants under cuts and pauses");
+    assert!(
+        rounds.load(std::sync::atomic::Ordering::Relaxed) > TASKS,
+        "the tasks took the lock"
+    );
+    assert_nothing_left(&server, &[&client]).await;
+}
+
+/// The next waiter dropped at every moment around the release that grants
+/// it the lock: before the release, while it is in flight, after its reply
+/// (the grant not yet taken): nothing is left, neither a hold nor an entry
+/// nor a subscription, and the lock is free at once after each round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_heir_dropped_around_its_grant_leaves_nothing() {
+    let name = "fair-heir-dropped";
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let other = server.client().await;
+    for round in 0..120u64 {
+        let held = client.get_fair_lock(name).unwrap().lock().await.unwrap();
+        let lock = client.get_fair_lock(name).unwrap();
+        let heir = tokio::spawn(async move { drop(lock.lock().await) });
+        until_queued(&server, name, 1).await;
+        let releasing = tokio::spawn(held.unlock());
+        tokio::time::sleep(Duration::from_micros(40 * (round % 25))).await;
+        heir.abort();
+        releasing.await.unwrap().unwrap();
+        // Whatever the heir got is given back: the lock is free to another
+        // client within the time a give-back takes.
+        let taken = within(T, "the lock after a dropped heir", async {
+            other
+                .get_fair_lock(name)
+                .unwrap()
+                .try_lock_wait(Duration::from_secs(10))
+                .await
+                .unwrap()
+        })
+        .await
+        .expect("the lock came free");
+        taken.unlock().await.unwrap();
+    }
+    assert_nothing_left(&server, &[&client, &other]).await;
+}

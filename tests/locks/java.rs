@@ -1856,3 +1856,40 @@ async fn java_and_rust_contend_on_a_map_entrys_locks() {
     java.expect("unlocked", Some("j"), SOON).await;
     assert!(rw.write_lock().try_lock().await.unwrap().is_some());
 }
+
+/// A Java head is never granted the lock by a Rust release: a Rust holder
+/// whose client has a waiter further back releases, the Java waiter first in
+/// line gets its message and takes the lock itself with one hold, and its one
+/// `unlock()` frees it for the Rust waiter behind. (A grant behind its back
+/// would make Java's own acquire a re-entry, two holds, and its one unlock
+/// would leave the lock held for a lease.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_release_never_grants_a_java_head() {
+    let name = "fair-java-head";
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server.client().await;
+    let held = client.get_fair_lock(name).unwrap().lock().await.unwrap();
+    java.lock("j", "fair", name, 0, -1);
+    assert!(eventually(SOON, || async { queue_len(&server, name).await == 1 }).await);
+    // This client's next waiter, behind Java: its head of line, the heir of
+    // the release below.
+    let lock = client.get_fair_lock(name).unwrap();
+    let behind = tokio::spawn(async move {
+        let guard = lock.lock().await.unwrap();
+        guard.unlock().await.unwrap();
+    });
+    assert!(eventually(SOON, || async { queue_len(&server, name).await == 2 }).await);
+    held.unlock().await.unwrap();
+    let acquired = java.expect("acquired", Some("j"), SOON).await;
+    let field = java_field(&java, &acquired);
+    let mut admin = server.admin().await;
+    let fields: HashMap<String, i64> = admin.hgetall(name).await.unwrap();
+    assert_eq!(fields, HashMap::from([(field, 1)]), "Java holds it once");
+    java.unlock("j", "fair", name);
+    java.expect("unlocked", Some("j"), SOON).await;
+    within(SOON, "the Rust waiter behind Java", behind)
+        .await
+        .unwrap();
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}

@@ -11,6 +11,7 @@ use super::step::{Tried, Tries};
 use crate::engine::cleanup::OnDrop;
 use crate::engine::contract::{Acquirer, Drawn, Outcome};
 use crate::engine::ledger::{gated, settle, Gate, Gated, Slot};
+use crate::engine::successor::Successor;
 use crate::engine::Engine;
 use crate::error::Result;
 
@@ -23,6 +24,9 @@ pub(super) struct Attempts<'a> {
     /// The longest pause after a busy reply, whatever its TTL says (the fair
     /// lock's).
     pub(super) max_sleep: Option<Duration>,
+    /// A fair head offered as the heir of this client's releases: a grant
+    /// made to it is taken instead of an attempt.
+    pub(super) heir: Option<Arc<Successor>>,
 }
 
 /// What a lock's successful attempt hands the wait: when it was sent and on
@@ -42,12 +46,40 @@ impl Tries for Attempts<'_> {
         queue: bool,
         start_by: Option<Instant>,
     ) -> Option<Result<Tried<Taken>>> {
+        if let Some(taken) = self.take_grant(start_by).await? {
+            return Some(Ok(Tried::Got(taken)));
+        }
         let (sent, epoch) = (Instant::now(), self.client.pubsub.connection_epoch());
         let outcome = self.send(queue, start_by).await?;
         Some(outcome.map(|outcome| match outcome {
-            Ok(drawn) => Tried::Got(Taken { sent, epoch, drawn }),
+            Ok(drawn) => {
+                if let Some(heir) = &self.heir {
+                    heir.acquired();
+                }
+                Tried::Got(Taken { sent, epoch, drawn })
+            }
             Err(ttl) => Tried::Busy(Pause::after(ttl, self.max_sleep)),
         }))
+    }
+}
+
+impl Attempts<'_> {
+    /// A grant made to this heir by its client's release, taken with the
+    /// owner's gate held and counted there, as a successful attempt is: its
+    /// hold counts from the release's send. `Some(None)`: no grant waits;
+    /// `None`: the gate did not open before `gate_deadline`.
+    async fn take_grant(&self, gate_deadline: Option<Instant>) -> Option<Option<Taken>> {
+        let Some(heir) = self.heir.as_ref().filter(|heir| heir.has_grant()) else {
+            return Some(None);
+        };
+        let mut gate = self.slot.enter(gate_deadline).await?;
+        let Some((sent, epoch)) = heir.take() else {
+            // Put in doubt meanwhile: the attempt tells.
+            return Some(None);
+        };
+        *gate += 1;
+        let drawn = Default::default();
+        Some(Some(Taken { sent, epoch, drawn }))
     }
 }
 
@@ -85,12 +117,23 @@ impl Attempts<'_> {
 /// acquired (the acquire consumed it), run now on any other way out, and left
 /// from the client's thread by a dropped future. A failure to leave leaves the
 /// place to expire at its deadline, when the queue skips it.
-pub(super) fn queue_place(client: &Engine, acquirer: &Arc<dyn Acquirer>, queued: bool) -> OnDrop {
+///
+/// A head offered as `heir` of this client's releases gives back, as it
+/// leaves, a grant made (or perhaps made) to it that it did not take.
+pub(super) fn queue_place(
+    client: &Engine,
+    acquirer: &Arc<dyn Acquirer>,
+    queued: bool,
+    heir: Option<Arc<Successor>>,
+) -> OnDrop {
     if !queued {
         return OnDrop::disarmed();
     }
     let (acquirer, conn) = (acquirer.clone(), client.conn.clone());
     OnDrop::armed(&client.conn, async move {
+        if let Some(heir) = heir.filter(|heir| heir.leave()) {
+            heir.give_back(conn.clone()).await;
+        }
         if let Err(e) = acquirer.clone().abandon(conn).await {
             crate::trace::warn_event!(
                 "fair lock {:?}: leaving the queue failed (the place expires at its deadline): {e}",

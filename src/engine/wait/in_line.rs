@@ -120,10 +120,10 @@ async fn through_line(
     // Not `within`: this state is what a parked waiter weighs, and a timer
     // (boxed, for the timed waits only) would double it.
     let next = match deadline {
-        Some(deadline) => Box::pin(tokio::time::timeout_at(deadline, parked.turn()))
+        Some(deadline) => Box::pin(tokio::time::timeout_at(deadline, parked.turn(None)))
             .await
             .ok(),
-        None => Some(parked.turn().await),
+        None => Some(parked.turn(None).await),
     };
     match next {
         Some(head) => Lined::InRedis(head, Some(listening)),

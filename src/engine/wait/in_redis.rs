@@ -19,6 +19,7 @@
 //! Every way out but success runs `leave` (a fair waiter's queue place), and
 //! a dropped future runs it from the client's thread.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -28,6 +29,7 @@ use super::step::{within, Failure, Step, Tried, Tries};
 use crate::engine::cleanup::OnDrop;
 use crate::engine::contract::{Between, Wait, Waits};
 use crate::engine::line::{HeldHere, Turn};
+use crate::engine::successor::Successor;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::transport::pubsub::{Class, Subscription};
@@ -48,6 +50,9 @@ pub(crate) struct InRedis<'a> {
     wait: Wait,
     deadline: Option<Instant>,
     head: Option<&'a Turn>,
+    /// A fair head offered as the heir of this client's releases: what a
+    /// release tells it wakes it, and a grant is taken without a command.
+    heir: Option<&'a Arc<Successor>>,
     /// The task before in the local line left holding the lock.
     after_holder: Option<HeldHere>,
     /// What a waiter undoes on every way out but success (a fair waiter's
@@ -96,6 +101,7 @@ impl<'a> InRedis<'a> {
             deadline,
             head,
             after_holder: head.and_then(Turn::held_here_until),
+            heir: head.and_then(Turn::heir),
             leave,
             failures: 0,
             spins: 0,
@@ -111,7 +117,7 @@ impl<'a> InRedis<'a> {
         listening: Option<Subscription>,
     ) -> Result<Option<T::Got>> {
         let hold_back = self.hold_back();
-        let early = self.early_subscription(listening);
+        let early = self.early_subscription(listening, hold_back);
         if let Some(early) = &early {
             if within(self.deadline, Box::pin(early.ready()))
                 .await
@@ -186,13 +192,37 @@ impl<'a> InRedis<'a> {
     /// while parked, or, for a fair waiter with others of this client already
     /// in line (it will wait too), a new one, so that nothing can be missed
     /// between its first attempt (which joins the line) and its sleep.
-    fn early_subscription(&self, listening: Option<Subscription>) -> Option<Subscription> {
+    fn early_subscription(
+        &self,
+        listening: Option<Subscription>,
+        hold_back: Option<Instant>,
+    ) -> Option<Subscription> {
+        if self.defers_listening(hold_back) {
+            return listening;
+        }
         listening.or_else(|| {
-            let fair_behind_others = self.keeps_trying()
-                && self.waits.queues()
-                && self.client.lines.waiting(self.name) > 0;
-            fair_behind_others.then(|| self.subscribe())
+            // Behind others of this client (a head counts itself among the
+            // waiting), or a head whose entry is in line already (it joined
+            // while parked).
+            let ahead = self.client.lines.waiting(self.name) > usize::from(self.head.is_some());
+            let in_line_already = self.head.is_some_and(|head| !head.joins_first());
+            let fair_will_wait =
+                self.keeps_trying() && self.waits.queues() && (ahead || in_line_already);
+            fair_will_wait.then(|| self.subscribe())
         })
+    }
+
+    /// A fair head behind a hold of this client's own: that hold's release
+    /// grants it the lock or tells it to try (see `successor.rs`), so it need
+    /// not listen on its channel until the hold-back is over; a hold-back is
+    /// bounded by that hold's lease, as a lost message would be.
+    fn defers_listening(&self, hold_back: Option<Instant>) -> bool {
+        hold_back.is_some() && self.heir.is_some() && self.after_holder.is_some()
+    }
+
+    /// Whether a grant waits for this head (then no command is needed).
+    fn granted(&self) -> bool {
+        self.heir.is_some_and(|heir| heir.has_grant())
     }
 
     fn subscribe(&self) -> Subscription {
@@ -252,7 +282,10 @@ impl<'a> InRedis<'a> {
         let subscribed_early = early.is_some();
         // A spin lock's waiters listen on no channel: its back-off wakes them.
         let spins = matches!(self.waits.between, Between::Spins(_));
-        let subscription = early.or_else(|| (!spins).then(|| self.subscribe()));
+        let mut subscription = match self.defers_listening(hold_back) {
+            true => None,
+            false => early.or_else(|| (!spins).then(|| self.subscribe())),
+        };
         let mut sleep_first = match (hold_back, &subscription) {
             // Held back behind a hand-off: sleep until woken or the window closes.
             (Some(until), _) => Some(Pause::For(until.saturating_duration_since(Instant::now()))),
@@ -263,6 +296,11 @@ impl<'a> InRedis<'a> {
         };
         let mut sleeper = Sleeper::new();
         loop {
+            // A fair head that deferred listening listens once its hold-back
+            // is over, unless a grant waits for it.
+            if subscription.is_none() && !spins && sleep_first.is_none() && !self.granted() {
+                subscription = Some(self.subscribe());
+            }
             // Armed before the attempt: a message published between the
             // attempt's reply and the sleep below still wakes this waiter.
             let mut woken = std::pin::pin!(match &subscription {
@@ -270,6 +308,20 @@ impl<'a> InRedis<'a> {
                 None => NEVER.notified(),
             });
             woken.as_mut().enable();
+            let mut told = std::pin::pin!(self.heir.map(|heir| heir.notified()));
+            if let Some(told) = told.as_mut().as_pin_mut() {
+                told.enable();
+            }
+            let woken = std::pin::pin!(std::future::poll_fn(|cx| {
+                if woken.as_mut().poll(cx).is_ready() {
+                    return std::task::Poll::Ready(());
+                }
+                let told = told.as_mut().as_pin_mut();
+                match told.is_some_and(|told| told.poll(cx).is_ready()) {
+                    true => std::task::Poll::Ready(()),
+                    false => std::task::Poll::Pending,
+                }
+            }));
             self.due(Instant::now() + self.client.config.timeout);
             let pause_first = sleep_first
                 .take()
@@ -341,7 +393,12 @@ impl<'a> InRedis<'a> {
         self.after_holder
             .as_ref()
             .filter(|_| hold_back.is_some())
-            .is_none_or(|held| subscription.is_some_and(|s| s.still(&held.mark)))
+            .is_none_or(|held| match &held.mark {
+                Some(mark) => subscription.is_some_and(|s| s.still(mark)),
+                // A fair head: the holder's release grants it the lock or
+                // tells it to try, whatever became of any subscription.
+                None => self.heir.is_some(),
+            })
     }
 
     /// One step of the loop: the pause to take first, if any, or an attempt
@@ -356,7 +413,9 @@ impl<'a> InRedis<'a> {
             return Ok(Step::Pause(pause));
         }
         if let Some(subscription) = subscription {
-            subscription.ready().await.map_err(Failure::Subscribe)?;
+            if !self.granted() {
+                subscription.ready().await.map_err(Failure::Subscribe)?;
+            }
         }
         match tries.attempt(true, None).await {
             Some(Ok(Tried::Got(got))) => Ok(Step::Got(got)),

@@ -44,10 +44,16 @@ pub(super) async fn wait_in_redis(
         slot: client.ledger.slot(&target.name, field),
         lease_ms: terms.lease_ms,
         max_sleep: waits.max_sleep(),
+        heir: head.and_then(Turn::heir).cloned(),
     };
     // A fair waiter may hold a place in line from its first attempt on.
     let keeps_trying = !matches!(wait, Wait::Once);
-    let place = queue_place(client, acquirer, keeps_trying && waits.queues());
+    let place = queue_place(
+        client,
+        acquirer,
+        keeps_trying && waits.queues(),
+        attempts.heir.clone(),
+    );
     let place_in_redis = Place {
         client,
         name: &target.name,
@@ -91,6 +97,7 @@ pub(super) async fn join_line(
         slot: client.ledger.slot(name, field),
         lease_ms: terms.lease_ms,
         max_sleep: None,
+        heir: None,
     };
     match attempts.attempt(true, deadline).await {
         None => Ok(Joined::OutOfTime),

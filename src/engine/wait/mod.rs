@@ -178,8 +178,7 @@ async fn acquire_on_primary(
         class: waits.class,
     };
     if new_owner && waits.queues() && crate::engine::heuristics::heuristics().fair_line {
-        let (hold, _head) = queued::through_the_queue(client, acquirer, terms, started).await;
-        return hold;
+        return queued::through_the_queue(client, acquirer, terms, started).await;
     }
     let in_line = new_owner && waits.local_line;
     let (hold, turn) = through_the_line(
@@ -203,7 +202,7 @@ async fn acquire_on_primary(
         if let Some(mark) = mark {
             turn.acquired(HeldHere {
                 until: Instant::now() + terms.lease,
-                mark,
+                mark: Some(mark),
             });
         }
     }

@@ -31,50 +31,73 @@ use super::hold::{Hold, Terms};
 use super::lock::{join_line, wait_in_redis, Joined};
 use super::step::within;
 use crate::engine::contract::{Acquirer, Wait};
-use crate::engine::line::{Entry, Parked, Turn};
+use crate::engine::line::{Entry, HeldHere, Parked, Turn};
+use crate::engine::successor::Successor;
 use crate::engine::Engine;
 use crate::error::Result;
 
 /// A fair waiter's way to its hold: through this client's line for the lock
-/// (unless it tries once), then the wait in Redis. Also returns the turn at
-/// the head of the line, which passes on when dropped.
+/// (unless it tries once), then the wait in Redis. The head of the line is
+/// offered as the heir of this client's releases; when it leaves holding the
+/// lock, the next head learns that its release will grant it the lock or tell
+/// it to try (see `successor.rs`).
 pub(super) async fn through_the_queue(
     client: &Arc<Engine>,
     acquirer: &Arc<dyn Acquirer>,
     terms: Terms,
     (wait, deadline): (Wait, Option<Instant>),
-) -> (Result<Option<Hold>>, Option<Turn>) {
-    let on_its_own = async |wait| {
-        let got = Box::pin(wait_in_redis(client, acquirer, terms, wait, None, None)).await;
-        (got, None)
-    };
+) -> Result<Option<Hold>> {
+    let on_its_own =
+        async |wait| Box::pin(wait_in_redis(client, acquirer, terms, wait, None, None)).await;
     if matches!(wait, Wait::Once) {
         return on_its_own((wait, deadline)).await;
     }
-    match client.lines.enter(&acquirer.target().name, true) {
-        Entry::Turn(head) => {
-            let waiting =
-                wait_in_redis(client, acquirer, terms, (wait, deadline), None, Some(&head));
-            (Box::pin(waiting).await, Some(head))
+    let head = match client.lines.enter(&acquirer.target().name, true) {
+        Entry::Turn(mut head) => {
+            if let Some(heir) = heir(acquirer, terms) {
+                head.offer(heir);
+            }
+            head
         }
-        Entry::Bypass => on_its_own((wait, deadline)).await,
+        Entry::Bypass => return on_its_own((wait, deadline)).await,
         Entry::Park(parked) => {
-            let parked = Box::pin(parked_in_line(client, acquirer, terms, deadline, parked)).await;
-            match parked {
-                Unparked::Done(got) => (got, None),
-                Unparked::Head(head) => {
-                    let waiting =
-                        wait_in_redis(client, acquirer, terms, (wait, deadline), None, Some(&head));
-                    (Box::pin(waiting).await, Some(head))
-                }
-                Unparked::OnItsOwn => on_its_own((wait, deadline)).await,
+            match Box::pin(parked_in_line(client, acquirer, terms, deadline, parked)).await {
+                Unparked::Done(got) => return got,
+                Unparked::Head(head) => head,
+                Unparked::OnItsOwn => return on_its_own((wait, deadline)).await,
                 Unparked::LastAttempt => {
-                    let (last, _) = on_its_own((Wait::Once, None)).await;
-                    (super::in_line::last_attempt(last), None)
+                    let last = on_its_own((Wait::Once, None)).await;
+                    return super::in_line::last_attempt(last);
                 }
             }
         }
+    };
+    let got = Box::pin(wait_in_redis(
+        client,
+        acquirer,
+        terms,
+        (wait, deadline),
+        None,
+        Some(&head),
+    ))
+    .await;
+    if matches!(got, Ok(Some(_))) && head.heir().is_some() {
+        // The next head need not listen until this hold's release, which
+        // grants it the lock or tells it to try.
+        head.acquired(HeldHere {
+            until: Instant::now() + terms.lease,
+            mark: None,
+        });
     }
+    got
+}
+
+/// The heir a head of the line is offered as, when releases grant (see
+/// `successor.rs`).
+fn heir(acquirer: &Arc<dyn Acquirer>, terms: Terms) -> Option<Arc<Successor>> {
+    crate::engine::heuristics::heuristics()
+        .release_grant
+        .then(|| Successor::new(acquirer, terms.lease_ms))
 }
 
 /// Where a parked fair waiter goes next.
@@ -121,10 +144,10 @@ async fn parked_in_line(
         Err(e) => return Unparked::Done(Err(e)),
     }
     // From here its place is left on every way out but the turn.
-    let mut place = queue_place(client, acquirer, true);
+    let mut place = queue_place(client, acquirer, true, None);
     // In the local line's queue before the next may join, so that the local
     // order is Redis's.
-    let mut turn = Box::pin(parked.turn());
+    let mut turn = Box::pin(parked.turn(heir(acquirer, terms)));
     let first_look = std::future::poll_fn(|cx| Poll::Ready(turn.as_mut().poll(cx))).await;
     drop(ticket);
     let next = match first_look {

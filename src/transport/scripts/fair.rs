@@ -120,15 +120,19 @@ pub(crate) async fn fair_cancel(
 }
 
 /// Fair release of one hold by `owner`; when it frees the lock, the first in line
-/// is woken and given time to take it (see [`Handoff`]).
+/// is woken and given time to take it (see [`Handoff`]), unless it is `heir`
+/// (this client's next waiter, and its lease): then the lock is granted to it
+/// ([`Released::Granted`]) and nobody is woken.
 pub(crate) async fn fair_release(
     conn: &mut Conn,
     keys: &FairKeys,
     lease_ms: u64,
     owner: &str,
     handoff: Handoff,
+    heir: Option<(&str, u64)>,
 ) -> Result<Released> {
     let mut invocation = keys.invocation(&FAIR_RELEASE, true);
+    let (heir, heir_lease_ms) = heir.unwrap_or(("", 0));
     invocation
         .arg(UNLOCK_MESSAGE)
         .arg(lease_ms)
@@ -136,11 +140,14 @@ pub(crate) async fn fair_release(
         .arg(epoch_millis())
         .arg(conn.publish_command())
         .arg(handoff.grace_ms)
-        .arg(handoff.cap_ms);
-    decode_release(
-        "fair lock release",
-        call(conn, &keys.lock, &invocation).await?,
-    )
+        .arg(handoff.cap_ms)
+        .arg(heir)
+        .arg(heir_lease_ms);
+    match call(conn, &keys.lock, &invocation).await? {
+        Value::Int(2) => Ok(Released::Granted),
+        Value::Int(n) if n > 2 => Err(Error::unexpected("fair lock release", Value::Int(n))),
+        reply => decode_release("fair lock release", reply),
+    }
 }
 
 /// Deletes the fair lock whoever holds it; the first in line is woken and given

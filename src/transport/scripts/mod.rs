@@ -73,6 +73,9 @@ pub(crate) enum Released {
     /// reentrant lock's release says so): a waiter, here or elsewhere, is on
     /// its way (see `line.rs`).
     FreedAndWoke,
+    /// That was the last hold, and the lock went straight to the waiter the
+    /// release named (the fair lock's release-and-grant): nobody was woken.
+    Granted,
 }
 
 /// Sends one script call about lock `name`; a refusal (WRONGTYPE, NOPERM, ...)
@@ -151,6 +154,9 @@ pub(crate) enum Reentry {
     Allowed,
     /// The non-reentrant locks: refused with [`Error::AlreadyHeld`].
     Refused,
+    /// A fair waiter that its own client's release may grant the lock to: a
+    /// hold it finds is that grant, acquired, not one more.
+    Granted,
 }
 
 impl Reentry {
@@ -158,6 +164,7 @@ impl Reentry {
         match self {
             Reentry::Allowed => "1",
             Reentry::Refused => "0",
+            Reentry::Granted => "2",
         }
     }
 }

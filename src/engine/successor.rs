@@ -1,0 +1,271 @@
+//! The fair lock's release-and-grant, on the client's side: the waiter at the
+//! head of a client's local line for a fair lock offers itself as the heir of
+//! that client's releases, and a release that frees the lock while the heir
+//! is first in Redis's line grants it the lock in the same script (one round
+//! trip where a message and the heir's own acquire took two).
+//!
+//! What the release learns reaches the heir through this cell, never through
+//! Redis: a grant (when the release was sent, on which connection: the hold's
+//! validity counts from that send), no grant (the heir tries, as if woken), or
+//! an outcome nobody knows. The cell also settles who gives back a grant its
+//! heir can no longer take: the heir when it leaves after a grant (or a doubt),
+//! the releaser when its reply finds the heir gone.
+//!
+//! ```text
+//! Waiting ──grant──▶ Granted ──take──▶ Taken (the heir holds)
+//!    │ doubt, or a settle of the heir's own attempt
+//!    ▼
+//! InDoubt: the heir's next attempt finds out (a hold it has is the grant)
+//! any state ──the heir leaves──▶ Gone (a grant, or a doubt, is given back)
+//! ```
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::engine::contract::Acquirer;
+use crate::transport::conn::Conn;
+
+/// A fair waiter that its own client's release may grant the lock to.
+pub(crate) struct Successor {
+    /// Its scripts (owner field, lease): the release names it with them, and a
+    /// grant it can no longer take is given back with them.
+    acquirer: Arc<dyn Acquirer>,
+    lease_ms: u64,
+    state: Mutex<State>,
+    /// Told of every outcome of a release that named it.
+    told: Notify,
+}
+
+impl std::fmt::Debug for Successor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Successor")
+            .field("owner", &self.acquirer.owner())
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Nothing granted yet.
+    Waiting,
+    /// A release granted it the lock: sent at `sent` on connection `epoch`.
+    Granted { sent: Instant, epoch: u64 },
+    /// A grant may have been made (a release whose outcome is unknown, or a
+    /// settle of the heir's own attempt that may have given a grant back):
+    /// only the heir's own attempt can tell, and its leaving gives back
+    /// whatever it may hold.
+    InDoubt,
+    /// The heir holds the lock (taken from a grant, or by its own attempt).
+    Taken,
+    /// The heir left without the lock.
+    Gone,
+}
+
+impl Successor {
+    /// The heir `acquirer` (a fair waiter made for one acquisition), asking
+    /// for a lease of `lease_ms`. From now on a hold it finds when it tries is
+    /// the grant, not one more (see [`Acquirer::accept_grants`]).
+    pub(crate) fn new(acquirer: &Arc<dyn Acquirer>, lease_ms: u64) -> Arc<Successor> {
+        acquirer.accept_grants();
+        Arc::new(Successor {
+            acquirer: acquirer.clone(),
+            lease_ms,
+            state: Mutex::new(State::Waiting),
+            told: Notify::new(),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What a release names it by: its owner field and lease.
+    pub(crate) fn named(&self) -> (Arc<str>, u64) {
+        (Arc::from(self.acquirer.owner()), self.lease_ms)
+    }
+
+    /// Its owner field.
+    pub(crate) fn owner(&self) -> &str {
+        self.acquirer.owner()
+    }
+
+    /// A release sent at `sent` on connection `epoch` granted it the lock.
+    /// `false`: it left, and the grant is the caller's to give back.
+    pub(crate) fn granted(&self, sent: Instant, epoch: u64) -> bool {
+        let mut state = self.state();
+        match *state {
+            State::Gone => return false,
+            State::Waiting => *state = State::Granted { sent, epoch },
+            // Once in doubt, only the heir's attempt can tell (a settle may
+            // have given this very grant back).
+            State::Granted { .. } | State::InDoubt | State::Taken => {}
+        }
+        drop(state);
+        self.told.notify_one();
+        true
+    }
+
+    /// A release that named it ended with an unknown outcome, or a settle of
+    /// its own attempt is under way: a grant may exist, and may be given back.
+    /// `false`: it left, and whatever it may hold is the caller's to give back.
+    pub(crate) fn in_doubt(&self) -> bool {
+        let mut state = self.state();
+        match *state {
+            State::Gone => return false,
+            State::Waiting | State::Granted { .. } => *state = State::InDoubt,
+            State::InDoubt | State::Taken => {}
+        }
+        drop(state);
+        self.told.notify_one();
+        true
+    }
+
+    /// A release that named it did not grant it the lock (it was not first in
+    /// line, or the lock is still held): it tries, as if woken.
+    pub(crate) fn passed_over(&self) {
+        self.told.notify_one();
+    }
+
+    /// Whether a grant waits to be taken.
+    pub(crate) fn has_grant(&self) -> bool {
+        matches!(*self.state(), State::Granted { .. })
+    }
+
+    /// Takes the grant, if one waits: when the release was sent, and on which
+    /// connection. Call with the heir's gate held (so no settle of its own
+    /// attempt runs meanwhile).
+    pub(crate) fn take(&self) -> Option<(Instant, u64)> {
+        let mut state = self.state();
+        let State::Granted { sent, epoch } = *state else {
+            return None;
+        };
+        *state = State::Taken;
+        Some((sent, epoch))
+    }
+
+    /// The heir took the lock with its own attempt.
+    pub(crate) fn acquired(&self) {
+        *self.state() = State::Taken;
+    }
+
+    /// The heir leaves without the lock. `true` when a grant was, or may have
+    /// been, made to it: it gives that back ([`Successor::give_back`]).
+    pub(crate) fn leave(&self) -> bool {
+        let mut state = self.state();
+        let was = std::mem::replace(&mut *state, State::Gone);
+        if was == State::Taken {
+            *state = State::Taken;
+        }
+        matches!(was, State::Granted { .. } | State::InDoubt)
+    }
+
+    /// A future that completes when a release that named it ends (a permit is
+    /// kept if none waits, so a word sent before is not missed).
+    pub(crate) fn notified(&self) -> Notified<'_> {
+        self.told.notified()
+    }
+
+    /// Gives back, on `conn`, a hold that a grant made to the heir after it
+    /// left (a release of its owner; nothing happens if it holds none).
+    pub(crate) async fn give_back(self: Arc<Self>, conn: Conn) {
+        let released = self.acquirer.clone().release(conn, self.lease_ms).await;
+        if let Err(e) = released {
+            crate::trace::warn_event!(
+                "fair lock {:?}: giving back a grant its waiter no longer takes failed \
+                 (it ends with its lease): {e}",
+                self.acquirer.name()
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell() -> Successor {
+        #[derive(Debug)]
+        struct Nobody(crate::engine::contract::Target);
+        impl Acquirer for Nobody {
+            fn target(&self) -> &crate::engine::contract::Target {
+                &self.0
+            }
+            fn attempt(
+                self: Arc<Self>,
+                _: Conn,
+                _: u64,
+                _: bool,
+            ) -> crate::engine::contract::BoxFuture<crate::Result<crate::engine::contract::Outcome>>
+            {
+                unreachable!("not tried here")
+            }
+            fn release(
+                self: Arc<Self>,
+                _: Conn,
+                _: u64,
+            ) -> crate::engine::contract::BoxFuture<
+                crate::Result<crate::transport::scripts::Released>,
+            > {
+                unreachable!("not released here")
+            }
+        }
+        let name: Arc<str> = "l".into();
+        let target = crate::engine::contract::Target {
+            labels: crate::metrics::Labels::new(
+                crate::metrics::kind!("fair"),
+                &name,
+                &crate::Config::default(),
+            ),
+            name,
+            owner: "o".into(),
+            channel: "c".into(),
+        };
+        let acquirer: Arc<dyn Acquirer> = Arc::new(Nobody(target));
+        Arc::into_inner(Successor::new(&acquirer, 1000)).expect("one handle")
+    }
+
+    #[test]
+    fn a_grant_is_taken_once_and_a_gone_heir_gives_it_back() {
+        let now = Instant::now();
+        let heir = cell();
+        assert!(heir.granted(now, 3));
+        assert!(heir.has_grant());
+        assert_eq!(heir.take(), Some((now, 3)));
+        assert_eq!(heir.take(), None, "taken once");
+        assert!(!heir.leave(), "a heir that holds has nothing to give back");
+
+        let heir = cell();
+        assert!(heir.granted(now, 3));
+        assert!(heir.leave(), "left after a grant: it gives the grant back");
+        assert!(!heir.granted(now, 4), "gone: the releaser gives it back");
+
+        let heir = cell();
+        assert!(!heir.leave(), "nothing granted, nothing to give back");
+        assert!(
+            !heir.granted(now, 3),
+            "granted after it left: the releaser gives it back"
+        );
+        assert!(!heir.in_doubt());
+    }
+
+    #[test]
+    fn a_doubt_is_never_taken_from_the_cell() {
+        let now = Instant::now();
+        let heir = cell();
+        assert!(heir.granted(now, 1));
+        // A settle of the heir's own attempt may give this grant back.
+        assert!(heir.in_doubt());
+        assert_eq!(heir.take(), None);
+        assert!(heir.granted(now, 2));
+        assert_eq!(heir.take(), None, "still in doubt: its attempt tells");
+        assert!(heir.leave(), "leaving in doubt gives back what it may hold");
+        let heir = cell();
+        heir.acquired();
+        assert!(heir.in_doubt(), "it holds: nothing to give back");
+        assert!(!heir.leave());
+    }
+}
