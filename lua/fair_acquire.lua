@@ -60,6 +60,11 @@ if redis.call('hexists', lock, owner) == 1 then
         return -4
     end
     if granted_here then
+        -- The grant's lease ran from the release; the hold this waiter
+        -- believes in runs from this attempt: restart it (never shorten).
+        if redis.call('pttl', lock) < tonumber(lease) then
+            redis.call('pexpire', lock, lease)
+        end
         return nil
     end
     redis.call('hincrby', lock, owner, 1)

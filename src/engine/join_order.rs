@@ -78,20 +78,24 @@ pub(crate) struct JoinTicket {
 }
 
 impl JoinTicket {
-    /// Waits until every earlier ticket is done.
+    /// Waits until every earlier ticket is done; `false` when the order did
+    /// not move for `patience` (an earlier waiter whose future is not polled
+    /// never has its join answered).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the wait (and then the ticket) lets the later
     /// tickets on.
-    pub(crate) async fn turn(&self) {
+    pub(crate) async fn turn(&self, patience: std::time::Duration) -> bool {
         loop {
             let moved = self.order.moved.notified();
             let mut moved = std::pin::pin!(moved);
             moved.as_mut().enable();
             if self.order.is_turn_of(self.number) {
-                return;
+                return true;
             }
-            moved.await;
+            if tokio::time::timeout(patience, moved).await.is_err() {
+                return false;
+            }
         }
     }
 
@@ -116,13 +120,13 @@ mod tests {
     use std::future::Future;
 
     fn ready(ticket: &JoinTicket) -> bool {
-        let mut turn = Box::pin(ticket.turn());
+        let mut turn = Box::pin(ticket.turn(std::time::Duration::from_secs(1)));
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         turn.as_mut().poll(&mut cx).is_ready()
     }
 
-    #[test]
-    fn joins_go_in_ticket_order_and_a_leaver_lets_the_rest_on() {
+    #[tokio::test]
+    async fn joins_go_in_ticket_order_and_a_leaver_lets_the_rest_on() {
         let order = Arc::new(JoinOrder::default());
         let (first, second, third) = (order.ticket(), order.ticket(), order.ticket());
         assert!(ready(&first));
@@ -142,13 +146,21 @@ mod tests {
         );
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_ticket_stuck_behind_a_join_that_never_ends_gives_up() {
+        let order = Arc::new(JoinOrder::default());
+        let _stuck = order.ticket();
+        let behind = order.ticket();
+        assert!(!behind.turn(std::time::Duration::from_secs(4)).await);
+    }
+
     #[tokio::test]
     async fn a_waiting_ticket_is_woken_when_its_turn_comes() {
         let order = Arc::new(JoinOrder::default());
         let first = order.ticket();
         let second = order.ticket();
         let waiting = tokio::spawn(async move {
-            second.turn().await;
+            assert!(second.turn(std::time::Duration::from_secs(30)).await);
         });
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());

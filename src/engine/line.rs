@@ -2,8 +2,10 @@
 //! wait, whose turn it is to wait in Redis, and whether a release it just made
 //! handed the lock on.
 //!
-//! For the non-fair exclusive kinds (reentrant, non-reentrant, fenced), a
-//! client's waiters for one lock form a local line ([`Lines::enter`]): the one
+//! For the exclusive kinds (reentrant, non-reentrant, fenced, write, the
+//! one-permit semaphores; the fair lock in a form of its own, see
+//! `wait/queued.rs`), a client's waiters for one lock form a local line
+//! ([`Lines::enter`]): the one
 //! at its head waits in Redis as every waiter used to (attempts, sleeps on the
 //! unlock channel); the others are parked, sending nothing, holding no wait
 //! engine, and move up in arrival order. When the head leaves holding the lock,
@@ -162,6 +164,20 @@ impl Drop for Locked<'_> {
     }
 }
 
+impl LineState {
+    /// Closes the line: the turn's queue answers every parked waiter at once
+    /// (they wait in Redis on their own), nobody parks until the head leaves
+    /// (the head keeps its permit; a fresh one opens when it leaves), and a
+    /// fair head is no longer offered as heir.
+    fn close(&mut self) {
+        self.stalled = true;
+        self.heir = None;
+        if let Some(turn) = &self.turn {
+            turn.close();
+        }
+    }
+}
+
 impl Lines {
     /// The part of the map that holds `lock`'s entry, locked.
     fn lines(&self, lock: &str) -> Locked<'_> {
@@ -205,8 +221,11 @@ impl Lines {
     /// still compete as Redisson's do.
     ///
     /// `queued` (a fair lock, whose waiters each keep an entry in Redis's
-    /// queue): the task also gets its ticket in the order its line's waiters
-    /// join that queue, taken here so that it is the line's order.
+    /// queue): the task always parks first, with its ticket in the order its
+    /// line's waiters join that queue, taken here so that it is the line's
+    /// order; it joins when its ticket's turn comes and takes its place in
+    /// the line's queue before the next may join, so that even the head
+    /// comes in Redis's order (see `wait/queued.rs`).
     pub(crate) fn enter(self: &Arc<Self>, lock: &Arc<str>, queued: bool) -> Entry {
         let mut lines = self.lines(lock);
         let line = lines.entry(lock.clone()).or_default();
@@ -219,7 +238,10 @@ impl Lines {
             .turn
             .get_or_insert_with(|| Arc::new(Semaphore::new(1)))
             .clone();
-        let taken = turn.clone().try_acquire_owned();
+        let taken = match join {
+            Some(_) => Err(()),
+            None => turn.clone().try_acquire_owned().map_err(|_| ()),
+        };
         if taken.is_ok() {
             // Nobody was in line: what the last head left is stale.
             line.held_here = None;
@@ -234,7 +256,6 @@ impl Lines {
                 waiting,
                 held_here: None,
                 hand_off_until,
-                join,
                 heir: None,
             }),
             Err(_) => Entry::Park(Parked {
@@ -276,19 +297,22 @@ impl Lines {
                 if line.stalled || line.head_due.is_none_or(|due| due > now) {
                     continue;
                 }
-                line.stalled = true;
                 crate::trace::warn_event!(
                     "lock {lock:?}: the first of this client's waiters in line has not moved for {:?} \
                      past due (its future is not being polled); the others wait in Redis on their own",
                     now.saturating_duration_since(line.head_due.unwrap_or(now))
                 );
-                // Closed, the turn's queue answers every parked waiter at once;
-                // the head keeps its permit. A fresh one opens when it leaves.
-                if let Some(turn) = &line.turn {
-                    turn.close();
-                }
+                line.close();
             }
         }
+    }
+
+    /// How long a waiter of this client waits, at most, for a step of its
+    /// line that never comes (a head's attempt answered, an earlier waiter's
+    /// join answered) before it waits in Redis on its own: a reply timeout
+    /// plus [`HEAD_GRACE`], as for a head that is not polled.
+    pub(crate) fn patience(&self) -> Duration {
+        self.first_due
     }
 
     /// How many of this client's tasks wait for `lock`.
@@ -409,9 +433,6 @@ pub(crate) struct Turn {
     /// The lock's hand-off window when this task got the turn (read then, under
     /// the same lock; see [`Lines::hold_back_until`]).
     hand_off_until: Option<Instant>,
-    /// A fair waiter that came to an empty line: its place in the join order,
-    /// done when its first attempt (its join) is answered.
-    join: Option<JoinTicket>,
     /// A fair head offered as the heir of this client's releases.
     heir: Option<Arc<Successor>>,
 }
@@ -453,33 +474,27 @@ impl Turn {
             .filter(|held| held.until > Instant::now())
     }
 
-    /// Offers this head (a fair waiter) as the heir of this client's
-    /// releases of the lock, until it leaves the head of the line.
-    pub(crate) fn offer(&mut self, heir: Arc<Successor>) {
+    /// A fair head lost its entry in Redis's queue (an attempt of unknown
+    /// outcome was settled, which leaves the place): it joins again at the
+    /// tail, behind the parked waiters' entries, so the line no longer
+    /// stands in Redis's order; closed, it lets them wait on their own.
+    pub(crate) fn lost_place(&self) {
         let mut lines = self.waiting.lines.lines(&self.waiting.lock);
         if let Some(line) = lines.get_mut(&self.waiting.lock) {
-            line.heir = Some(heir.clone());
+            if !line.stalled {
+                crate::trace::debug_event!(
+                    "fair lock {:?}: the first of this client's waiters lost its place in line \
+                     (an attempt of unknown outcome); the others wait in Redis on their own",
+                    self.waiting.lock
+                );
+                line.close();
+            }
         }
-        self.heir = Some(heir);
-    }
-
-    /// This head came to an empty line of a fair lock: its first attempt is
-    /// its join (the others joined while parked).
-    pub(crate) fn joins_first(&self) -> bool {
-        self.join.is_some()
     }
 
     /// The heir this head was offered as, if any.
     pub(crate) fn heir(&self) -> Option<&Arc<Successor>> {
         self.heir.as_ref()
-    }
-
-    /// A fair waiter's first attempt (its join, when it came to an empty
-    /// line) was answered: the next may join behind it.
-    pub(crate) fn joined(&self) {
-        if let Some(join) = &self.join {
-            join.done();
-        }
     }
 
     /// This task took the lock: the next in line learns it. Passes the turn
@@ -560,7 +575,6 @@ impl Parked {
             waiting,
             held_here,
             hand_off_until,
-            join: None,
             heir,
         })
     }

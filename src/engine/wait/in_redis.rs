@@ -53,6 +53,10 @@ pub(crate) struct InRedis<'a> {
     /// A fair head offered as the heir of this client's releases: what a
     /// release tells it wakes it, and a grant is taken without a command.
     heir: Option<&'a Arc<Successor>>,
+    /// A fair head behind a hold of its own client's does not listen yet
+    /// (see [`InRedis::defers_listening`]), until its client's release tells
+    /// it something or that hold's lease is over.
+    deferring: bool,
     /// The task before in the local line left holding the lock.
     after_holder: Option<HeldHere>,
     /// What a waiter undoes on every way out but success (a fair waiter's
@@ -102,6 +106,7 @@ impl<'a> InRedis<'a> {
             head,
             after_holder: head.and_then(Turn::held_here_until),
             heir: head.and_then(Turn::heir),
+            deferring: false,
             leave,
             failures: 0,
             spins: 0,
@@ -117,7 +122,8 @@ impl<'a> InRedis<'a> {
         listening: Option<Subscription>,
     ) -> Result<Option<T::Got>> {
         let hold_back = self.hold_back();
-        let early = self.early_subscription(listening, hold_back);
+        self.deferring = self.defers_listening(hold_back);
+        let early = self.early_subscription(listening);
         if let Some(early) = &early {
             if within(self.deadline, Box::pin(early.ready()))
                 .await
@@ -131,13 +137,7 @@ impl<'a> InRedis<'a> {
         // The connection as the first attempt goes out: a subscription made early
         // missed nothing if no reconnect came between.
         let epoch = self.client.pubsub.connection_epoch();
-        let first = self.first_attempt(tries, hold_back).await;
-        // A fair waiter that came to an empty local line joined the queue
-        // with that attempt: the next of this client may join behind it.
-        if let Some(head) = self.head {
-            head.joined();
-        }
-        let first_pause = match first {
+        let first_pause = match self.first_attempt(tries, hold_back).await {
             Ok(pause) => pause,
             Err(done) => return done,
         };
@@ -192,32 +192,42 @@ impl<'a> InRedis<'a> {
     /// while parked, or, for a fair waiter with others of this client already
     /// in line (it will wait too), a new one, so that nothing can be missed
     /// between its first attempt (which joins the line) and its sleep.
-    fn early_subscription(
-        &self,
-        listening: Option<Subscription>,
-        hold_back: Option<Instant>,
-    ) -> Option<Subscription> {
-        if self.defers_listening(hold_back) {
+    fn early_subscription(&self, listening: Option<Subscription>) -> Option<Subscription> {
+        if self.deferring {
             return listening;
         }
         listening.or_else(|| {
-            // Behind others of this client (a head counts itself among the
-            // waiting), or a head whose entry is in line already (it joined
-            // while parked).
-            let ahead = self.client.lines.waiting(self.name) > usize::from(self.head.is_some());
-            let in_line_already = self.head.is_some_and(|head| !head.joins_first());
-            let fair_will_wait =
-                self.keeps_trying() && self.waits.queues() && (ahead || in_line_already);
+            // Behind others of this client, or a head of its fair line (whose
+            // entry is in line already: it joined while parked).
+            let in_line_already = self.head.is_some();
+            let ahead = in_line_already || self.client.lines.waiting(self.name) > 0;
+            let fair_will_wait = self.keeps_trying() && self.waits.queues() && ahead;
             fair_will_wait.then(|| self.subscribe())
         })
     }
 
     /// A fair head behind a hold of this client's own: that hold's release
     /// grants it the lock or tells it to try (see `successor.rs`), so it need
-    /// not listen on its channel until the hold-back is over; a hold-back is
-    /// bounded by that hold's lease, as a lost message would be.
+    /// not listen on its channel while that hold lasts. It still sleeps at
+    /// most its longest sleep, and tries then (keeping its place in line and
+    /// the line's TTL fresh); it listens once the release told it something
+    /// or the hold's lease is over, so a lost word costs at most that lease,
+    /// as a lost message would.
     fn defers_listening(&self, hold_back: Option<Instant>) -> bool {
         hold_back.is_some() && self.heir.is_some() && self.after_holder.is_some()
+    }
+
+    /// A deferring head listens from now on when its client's release told
+    /// it something (`told`: it was passed over, or the outcome is unknown),
+    /// or the lease of the hold it waited behind is over.
+    fn stop_deferring(&mut self, told: bool) {
+        let held_on = self
+            .after_holder
+            .as_ref()
+            .is_some_and(|held| held.until > Instant::now());
+        if told || !held_on {
+            self.deferring = false;
+        }
     }
 
     /// Whether a grant waits for this head (then no command is needed).
@@ -257,6 +267,7 @@ impl<'a> InRedis<'a> {
             Some(Ok(Tried::Busy(_))) => Err(Ok(None)),
             Some(Err(e)) if self.keeps_trying() && e.is_transient() => {
                 // Surely not run, or being settled: try again after a pause.
+                self.attempt_failed(&e);
                 self.failures += 1;
                 Ok(None)
             }
@@ -282,13 +293,20 @@ impl<'a> InRedis<'a> {
         let subscribed_early = early.is_some();
         // A spin lock's waiters listen on no channel: its back-off wakes them.
         let spins = matches!(self.waits.between, Between::Spins(_));
-        let mut subscription = match self.defers_listening(hold_back) {
+        let mut subscription = match self.deferring {
             true => None,
             false => early.or_else(|| (!spins).then(|| self.subscribe())),
         };
         let mut sleep_first = match (hold_back, &subscription) {
-            // Held back behind a hand-off: sleep until woken or the window closes.
-            (Some(until), _) => Some(Pause::For(until.saturating_duration_since(Instant::now()))),
+            // Held back behind a hand-off: sleep until woken or the window
+            // closes (a fair head: at most its longest sleep, so that it keeps
+            // its place in line fresh).
+            (Some(until), _) => {
+                let left = until.saturating_duration_since(Instant::now());
+                Some(Pause::For(
+                    self.waits.max_sleep().map_or(left, |most| left.min(most)),
+                ))
+            }
             (None, Some(subscription)) => {
                 self.sleep_first(subscription, subscribed_early, epoch, first_pause)
             }
@@ -296,9 +314,9 @@ impl<'a> InRedis<'a> {
         };
         let mut sleeper = Sleeper::new();
         loop {
-            // A fair head that deferred listening listens once its hold-back
-            // is over, unless a grant waits for it.
-            if subscription.is_none() && !spins && sleep_first.is_none() && !self.granted() {
+            // A fair head that deferred listening listens once it no longer
+            // defers, unless a grant waits for it.
+            if subscription.is_none() && !spins && !self.deferring && !self.granted() {
                 subscription = Some(self.subscribe());
             }
             // Armed before the attempt: a message published between the
@@ -312,16 +330,8 @@ impl<'a> InRedis<'a> {
             if let Some(told) = told.as_mut().as_pin_mut() {
                 told.enable();
             }
-            let woken = std::pin::pin!(std::future::poll_fn(|cx| {
-                if woken.as_mut().poll(cx).is_ready() {
-                    return std::task::Poll::Ready(());
-                }
-                let told = told.as_mut().as_pin_mut();
-                match told.is_some_and(|told| told.poll(cx).is_ready()) {
-                    true => std::task::Poll::Ready(()),
-                    false => std::task::Poll::Pending,
-                }
-            }));
+            let word = std::sync::atomic::AtomicBool::new(false);
+            let woken = std::pin::pin!(woken_or_told(woken, told, &word));
             self.due(Instant::now() + self.client.config.timeout);
             let pause_first = sleep_first
                 .take()
@@ -343,6 +353,7 @@ impl<'a> InRedis<'a> {
                     self.due(by)
                 })
                 .await;
+            self.stop_deferring(word.load(std::sync::atomic::Ordering::Relaxed));
             if slept.woken && self.wants_wake_jitter(slept.at) {
                 crate::engine::line::wake_jitter().await;
             }
@@ -441,6 +452,9 @@ impl<'a> InRedis<'a> {
             Ok(Step::Pause(pause)) => Ok(pause),
             Ok(Step::Got(_)) => Err(Error::unexpected("wait", "succeeded twice")),
             Err(failure) if self.may_retry() => {
+                if let Failure::Attempt(e) = &failure {
+                    self.attempt_failed(e);
+                }
                 if let Some(e) = failure.fatal() {
                     return Err(e);
                 }
@@ -477,6 +491,17 @@ impl<'a> InRedis<'a> {
             && !self.client.lines.released_since(self.name, slept_at)
     }
 
+    /// An attempt failed with `e`: if its outcome is unknown, it is being
+    /// settled, which leaves a fair waiter's place in line; a head of a fair
+    /// line then no longer stands ahead of its parked waiters in Redis, so the
+    /// line lets them wait on their own (see [`Turn::lost_place`]).
+    fn attempt_failed(&self, e: &Error) {
+        let settled = !e.is_surely_not_executed() && !e.is_definite_refusal();
+        if let Some(head) = self.head.filter(|_| settled && self.waits.queues()) {
+            head.lost_place();
+        }
+    }
+
     fn may_retry(&self) -> bool {
         self.failures < self.client.config.retry_attempts
     }
@@ -498,4 +523,25 @@ impl<'a> InRedis<'a> {
         self.leave.run_now().await;
         Err(e)
     }
+}
+
+/// Completes when a sleeping waiter is woken: by a message (`woken`), or by
+/// word from its client's release (`told`, a fair head offered as heir),
+/// which it records in `word`.
+fn woken_or_told<'p, A: Future, B: Future>(
+    mut woken: std::pin::Pin<&'p mut A>,
+    mut told: std::pin::Pin<&'p mut Option<B>>,
+    word: &'p std::sync::atomic::AtomicBool,
+) -> impl Future<Output = ()> + 'p {
+    std::future::poll_fn(move |cx| {
+        if woken.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready(());
+        }
+        let told = told.as_mut().as_pin_mut();
+        if told.is_some_and(|told| told.poll(cx).is_ready()) {
+            word.store(true, std::sync::atomic::Ordering::Relaxed);
+            return std::task::Poll::Ready(());
+        }
+        std::task::Poll::Pending
+    })
 }

@@ -7,17 +7,20 @@
 //! entries stand there in the order of its local line (its waiters join in
 //! ticket order, see `join_order.rs`), so only the client's earliest waiter,
 //! the line's head, can be granted next: it alone needs to listen and try.
-//! When it leaves (holding the lock, or giving up), the next parked one is
-//! head and waits in Redis as every fair waiter did before, its entry already
-//! in place. Fairness across clients is Redis's queue, as before: every task
+//! Every waiter parks first, even in an empty line: the head too must come in
+//! ticket order, or a newcomer could overtake waiters still joining. When the
+//! head leaves (holding the lock, or giving up), the next parked one is head
+//! and waits in Redis as every fair waiter did before, its entry already in
+//! place. Fairness across clients is Redis's queue, as before: every task
 //! still has its own entry, joined when it arrived.
 //!
 //! ```text
-//! enter the line ─▶ empty: head, waits in Redis (its first attempt joins)
-//!        │ others there
-//!  wait for the join ticket ─▶ join (one attempt that queues) ─▶ took it? ─▶ hold
+//! enter the line (a ticket) ─▶ the ticket's turn ─▶ join (one attempt that
+//!   queues) ─▶ the lock was free and nobody in line? ─▶ hold
 //!        │ in line
-//!  park (the place left if dropped or out of time) ─▶ head ─▶ waits in Redis
+//!  take a place in the line's queue, then let the next ticket join
+//!        │
+//!  parked (its entry left if dropped or out of time) ─▶ head ─▶ waits in Redis
 //! ```
 
 use std::future::Future;
@@ -53,13 +56,6 @@ pub(super) async fn through_the_queue(
         return on_its_own((wait, deadline)).await;
     }
     let head = match client.lines.enter(&acquirer.target().name, true) {
-        Entry::Turn(mut head) => {
-            if let Some(heir) = heir(acquirer, terms) {
-                head.offer(heir);
-            }
-            head
-        }
-        Entry::Bypass => return on_its_own((wait, deadline)).await,
         Entry::Park(parked) => {
             match Box::pin(parked_in_line(client, acquirer, terms, deadline, parked)).await {
                 Unparked::Done(got) => return got,
@@ -71,6 +67,8 @@ pub(super) async fn through_the_queue(
                 }
             }
         }
+        // A fair waiter always parks first; a stalled line is passed by.
+        Entry::Turn(_) | Entry::Bypass => return on_its_own((wait, deadline)).await,
     };
     let got = Box::pin(wait_in_redis(
         client,
@@ -81,7 +79,8 @@ pub(super) async fn through_the_queue(
         Some(&head),
     ))
     .await;
-    if matches!(got, Ok(Some(_))) && head.heir().is_some() {
+    let hints = crate::engine::heuristics::heuristics().held_here;
+    if matches!(got, Ok(Some(_))) && head.heir().is_some() && hints {
         // The next head need not listen until this hold's release, which
         // grants it the lock or tells it to try.
         head.acquired(HeldHere {
@@ -132,8 +131,12 @@ async fn parked_in_line(
 ) -> Unparked {
     let ticket = parked.join_ticket();
     if let Some(ticket) = &ticket {
-        if within(deadline, ticket.turn()).await.is_none() {
-            return Unparked::LastAttempt;
+        let patience = client.lines.patience();
+        match within(deadline, ticket.turn(patience)).await {
+            Some(true) => {}
+            // The line does not move (an earlier waiter is not polled).
+            Some(false) => return Unparked::OnItsOwn,
+            None => return Unparked::LastAttempt,
         }
     }
     match join_line(client, acquirer, terms, deadline).await {
