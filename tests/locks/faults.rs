@@ -86,6 +86,20 @@ async fn child_process_entry() {
             let lock = client.get_fair_lock(var("LOCK")).unwrap();
             let _ = lock.lock().await;
         }
+        "fair-waiters" => {
+            // WAITERS tasks join the fair lock's line one by one (the first
+            // waits in Redis, the others are parked), then wait until killed.
+            let count: usize = var("WAITERS").parse().unwrap();
+            let mut waiters = Vec::new();
+            for _ in 0..count {
+                let lock = client.get_fair_lock(var("LOCK")).unwrap();
+                waiters.push(tokio::spawn(async move {
+                    let _ = lock.lock().await;
+                }));
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            std::future::pending::<()>().await;
+        }
         "hold" => {
             let lock = client.get_lock(var("LOCK")).unwrap();
             let lease: u64 = var("LEASE_MS").parse().unwrap();
@@ -991,6 +1005,58 @@ async fn a_fair_waiter_whose_process_dies_at_the_head_is_skipped_in_order() {
         "took {:?}",
         released.elapsed()
     );
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
+    assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
+}
+
+/// A process whose fair waiters are parked in its client's line (one waits in
+/// Redis, the others only have their entries) is killed while they stand
+/// first in line: each dead entry is skipped within about a wait of becoming
+/// first, the live waiters behind are served in their order, and nothing is
+/// left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_process_with_parked_fair_waiters_does_not_stick_the_line() {
+    const DEAD: usize = 4;
+    let name = "dying-line";
+    let server = RedisServer::start();
+    let wait = Duration::from_secs(1);
+    let client = server
+        .client_with(|c| c.fair_lock_wait_timeout = wait)
+        .await;
+    let held = client.get_fair_lock(name).unwrap().lock().await.unwrap();
+    let mut child = ChildHolder::spawn(&[
+        ("CHILD", "fair-waiters".into()),
+        ("URL", server.url()),
+        ("LOCK", name.into()),
+        ("WAITERS", DEAD.to_string()),
+        ("FAIR_WAIT_MS", wait.as_millis().to_string()),
+    ]);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            queue_len(&server, name).await == DEAD
+        })
+        .await,
+        "the child's waiters did not join the line"
+    );
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..3 {
+        waiters.push(join_in_turn(&server, &client, name, i, &order).await);
+    }
+    child.kill();
+    held.unlock().await.unwrap();
+    let released = tokio::time::Instant::now();
+    within(Duration::from_secs(30), "waiters behind the dead line", async {
+        for w in waiters {
+            w.await.unwrap();
+        }
+    })
+    .await;
+    // Each dead entry costs about a wait and a half once first (the live
+    // head checks at least twice per wait); a line stuck behind one runs
+    // into the 30 s bound above.
+    let bound = wait * 2 * DEAD as u32 + LATE;
+    assert!(released.elapsed() < bound, "took {:?}", released.elapsed());
     assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
     assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
 }
