@@ -89,6 +89,10 @@ struct LineState {
     /// For a fair lock: the head of the line, offered as the heir of this
     /// client's releases (see `successor.rs`).
     heir: Option<Arc<Successor>>,
+    /// For a fair lock: this client's last release that named an heir and
+    /// freed the lock passed it over (the lock went to a waiter of another
+    /// client): a head then listens at once rather than waiting for a grant.
+    passed_over: bool,
     /// When this client last freed the lock and woke a waiter.
     released_at: Option<Instant>,
 }
@@ -383,6 +387,23 @@ impl Lines {
         let line = lines.get_mut(lock)?;
         line.held_here = None;
         line.heir.clone()
+    }
+
+    /// A release of the fair lock `lock` that named an heir and freed the
+    /// lock granted it (`granted`) or handed the lock to another client's
+    /// waiter.
+    pub(crate) fn heir_granted(&self, lock: &str, granted: bool) {
+        if let Some(line) = self.lines(lock).get_mut(lock) {
+            line.passed_over = !granted;
+        }
+    }
+
+    /// Whether this client's releases of the fair lock `lock` lately granted
+    /// it to their heirs (none passed one over since the last grant).
+    pub(crate) fn grants(&self, lock: &str) -> bool {
+        self.lines(lock)
+            .get(lock)
+            .is_none_or(|line| !line.passed_over)
     }
 
     /// The heir offered for the fair lock `lock`, if any.

@@ -106,6 +106,12 @@ impl Releaser {
     /// left meanwhile cannot take a grant made (or perhaps made) to it: it is
     /// given back here.
     fn tell(&self, heir: Arc<Successor>, released: &Result<Released>, sent: Instant, epoch: u64) {
+        let name = heir.name();
+        match released {
+            Ok(Released::Granted) => self.lines.heir_granted(name, true),
+            Ok(Released::Freed | Released::FreedAndWoke) => self.lines.heir_granted(name, false),
+            _ => {}
+        }
         let taken = match released {
             Ok(Released::Granted) => heir.granted(sent, epoch),
             Err(e) if !e.is_surely_not_executed() => heir.in_doubt(),

@@ -19,6 +19,7 @@
 //! any state ──the heir leaves──▶ Gone (a grant, or a doubt, is given back)
 //! ```
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::futures::Notified;
@@ -35,8 +36,12 @@ pub(crate) struct Successor {
     acquirer: Arc<dyn Acquirer>,
     lease_ms: u64,
     state: Mutex<State>,
-    /// Told of every outcome of a release that named it.
+    /// Told of every outcome of a release that named it (but a pass-over
+    /// once it listens on its channel: a message wakes it when its turn
+    /// comes).
     told: Notify,
+    /// It listens on its channel.
+    listening: AtomicBool,
 }
 
 impl std::fmt::Debug for Successor {
@@ -76,6 +81,7 @@ impl Successor {
             lease_ms,
             state: Mutex::new(State::Waiting),
             told: Notify::new(),
+            listening: AtomicBool::new(false),
         })
     }
 
@@ -86,6 +92,11 @@ impl Successor {
     /// What a release names it by: its owner field and lease.
     pub(crate) fn named(&self) -> (Arc<str>, u64) {
         (Arc::from(self.acquirer.owner()), self.lease_ms)
+    }
+
+    /// The lock's name.
+    pub(crate) fn name(&self) -> &str {
+        self.acquirer.name()
     }
 
     /// Its owner field.
@@ -125,9 +136,17 @@ impl Successor {
     }
 
     /// A release that named it did not grant it the lock (it was not first in
-    /// line, or the lock is still held): it tries, as if woken.
+    /// line, or the lock is still held): if it does not listen yet, it tries,
+    /// as if woken (and listens from then on).
     pub(crate) fn passed_over(&self) {
-        self.told.notify_one();
+        if !self.listening.load(Ordering::Acquire) {
+            self.told.notify_one();
+        }
+    }
+
+    /// It listens on its channel from now on.
+    pub(crate) fn listens(&self) {
+        self.listening.store(true, Ordering::Release);
     }
 
     /// Whether a grant waits to be taken.

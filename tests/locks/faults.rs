@@ -1046,11 +1046,15 @@ async fn a_killed_process_with_parked_fair_waiters_does_not_stick_the_line() {
     child.kill();
     held.unlock().await.unwrap();
     let released = tokio::time::Instant::now();
-    within(Duration::from_secs(30), "waiters behind the dead line", async {
-        for w in waiters {
-            w.await.unwrap();
-        }
-    })
+    within(
+        Duration::from_secs(30),
+        "waiters behind the dead line",
+        async {
+            for w in waiters {
+                w.await.unwrap();
+            }
+        },
+    )
     .await;
     // Each dead entry costs about a wait and a half once first (the live
     // head checks at least twice per wait); a line stuck behind one runs

@@ -193,7 +193,7 @@ impl<'a> InRedis<'a> {
     /// in line (it will wait too), a new one, so that nothing can be missed
     /// between its first attempt (which joins the line) and its sleep.
     fn early_subscription(&self, listening: Option<Subscription>) -> Option<Subscription> {
-        if self.deferring {
+        if self.deferring || self.granted() {
             return listening;
         }
         listening.or_else(|| {
@@ -236,6 +236,9 @@ impl<'a> InRedis<'a> {
     }
 
     fn subscribe(&self) -> Subscription {
+        if let Some(heir) = self.heir {
+            heir.listens();
+        }
         self.client
             .pubsub
             .subscribe(self.channel, self.name, self.waits.class)

@@ -178,7 +178,8 @@ async fn acquire_on_primary(
         class: waits.class,
     };
     if new_owner && waits.queues() && crate::engine::heuristics::heuristics().fair_line {
-        return queued::through_the_queue(client, acquirer, terms, started).await;
+        // Boxed: the other kinds' futures need not carry the fair line's.
+        return Box::pin(queued::through_the_queue(client, acquirer, terms, started)).await;
     }
     let in_line = new_owner && waits.local_line;
     let (hold, turn) = through_the_line(

@@ -79,7 +79,10 @@ pub(super) async fn through_the_queue(
         Some(&head),
     ))
     .await;
-    let hints = crate::engine::heuristics::heuristics().held_here;
+    // Only while this client's releases do grant (not when its waiters
+    // alternate with other clients').
+    let hints = crate::engine::heuristics::heuristics().held_here
+        && client.lines.grants(&acquirer.target().name);
     if matches!(got, Ok(Some(_))) && head.heir().is_some() && hints {
         // The next head need not listen until this hold's release, which
         // grants it the lock or tells it to try.
