@@ -171,16 +171,18 @@ async fn acquire_on_primary(
     // already or be waiting for it elsewhere (a task's sibling futures, one
     // explicit id on two tasks), and must not wait behind waiters that wait
     // for it.
+    // Before the other kinds' locals, which would otherwise be kept across
+    // this await too (48 bytes in every kind's `lock()` future); boxed, so
+    // that the other kinds' futures need not carry the fair line's.
+    if new_owner && acquirer.waits().queues() && crate::engine::heuristics::heuristics().fair_line {
+        return Box::pin(queued::through_the_queue(client, acquirer, terms, started)).await;
+    }
     let waits = acquirer.waits();
     let object = Object {
         name: &acquirer.target().name,
         channel: acquirer.channel(),
         class: waits.class,
     };
-    if new_owner && waits.queues() && crate::engine::heuristics::heuristics().fair_line {
-        // Boxed: the other kinds' futures need not carry the fair line's.
-        return Box::pin(queued::through_the_queue(client, acquirer, terms, started)).await;
-    }
     let in_line = new_owner && waits.local_line;
     let (hold, turn) = through_the_line(
         client,
