@@ -830,7 +830,7 @@ fn the_fair_model_is_in_step_with_the_fair_scripts() {
 /// Runs the campaign's tasks, clients configured by `config`, for 6 s with
 /// `fault` struck after 2 s; returns the merged history and the fault's
 /// instant (ns, the history's clock).
-async fn run_across<F: std::future::Future<Output = ()>>(
+async fn run_across<F: std::future::Future<Output = u64>>(
     mut config: redisson_locks::Config,
     tag: &str,
     fault: F,
@@ -850,8 +850,11 @@ async fn run_across<F: std::future::Future<Output = ()>>(
     set_campaign_counts(&clients[0]).await;
     let tasks = CampaignTasks::start(&clients, 3, &recorder, |c, t| format!("c{c}t{t}"));
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let struck_ns = crate::support::checker::monotonic_ns();
-    fault.await;
+    // The instant the old server was surely gone (the fault says): a hold
+    // answered after it was granted by the server after the fault. (Taken
+    // before the kill, a grant answered in between was counted after it,
+    // though the restart lost it.)
+    let struck_ns = fault.await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     tasks
         .stop(Duration::from_secs(90), "the tasks across a fault")
@@ -982,7 +985,13 @@ fn spanning(history: &[Operation], lock: &str, restarted_ns: u64) -> usize {
 async fn a_restart_loses_grants_only_without_persistence() {
     let mut durable = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let config = durable.config();
-    let (history, restarted) = run_across(config, "durable", async { durable.restart() }).await;
+    let (history, restarted) = run_across(config, "durable", async {
+        durable.kill();
+        let gone = crate::support::checker::monotonic_ns();
+        durable.restart();
+        gone
+    })
+    .await;
     eprintln!(
         "durable restart: {} operations, {} holds across it",
         history.len(),
@@ -993,7 +1002,13 @@ async fn a_restart_loses_grants_only_without_persistence() {
 
     let mut forgetful = RedisServer::start();
     let config = forgetful.config();
-    let (history, restarted) = run_across(config, "forgetful", async { forgetful.restart() }).await;
+    let (history, restarted) = run_across(config, "forgetful", async {
+        forgetful.kill();
+        let gone = crate::support::checker::monotonic_ns();
+        forgetful.restart();
+        gone
+    })
+    .await;
     hazard_named(&history, restarted, "a restart without persistence");
     // The token counter went with the restart: the first token after it is
     // not above every earlier one (named, not hidden).
@@ -1024,11 +1039,13 @@ async fn a_sentinel_failover_names_the_grants_it_may_lose() {
     let replica_port = setup.replica.port();
     let failover = async {
         setup.primary.kill();
+        let gone = crate::support::checker::monotonic_ns();
         let promoted = crate::support::eventually(Duration::from_secs(30), || async {
             setup.reported_primary() == Some(replica_port)
         })
         .await;
         assert!(promoted, "the sentinels did not fail over");
+        gone
     };
     let (history, failed_over) = run_across(config, "failover", failover).await;
     let named = hazard_named(&history, failed_over, "a failover");
