@@ -9,27 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::exclusion::Exclusion;
-use crate::support::fair::{queue, queue_len, timeouts_len};
+use crate::support::fair::{join_in_turn, queue, queue_len, timeouts_len};
 use crate::support::{assert_nothing_left, eventually, within, RedisServer};
 
 const T: Duration = Duration::from_secs(30);
-
-/// A task of `client` that takes the fair lock `name`, records `number` in
-/// `order`, and lets go.
-fn fair_waiter(
-    client: &redisson_locks::Client,
-    name: &str,
-    number: usize,
-    order: &Arc<Mutex<Vec<usize>>>,
-) -> tokio::task::JoinHandle<()> {
-    let lock = client.get_fair_lock(name).unwrap();
-    let order = order.clone();
-    tokio::spawn(async move {
-        let guard = lock.lock().await.unwrap();
-        order.lock().unwrap().push(number);
-        guard.unlock().await.unwrap();
-    })
-}
 
 /// Waits until `name`'s queue in Redis has `count` entries.
 async fn until_queued(server: &RedisServer, name: &str, count: usize) {
@@ -52,8 +35,7 @@ async fn parked_fair_waiters_keep_their_entries_and_send_nothing_else() {
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..WAITERS {
-        tasks.push(fair_waiter(&client, name, i, &order));
-        until_queued(&server, name, i + 1).await;
+        tasks.push(join_in_turn(&server, &client, name, i, &order).await);
     }
     // Every task has its own entry and deadline, as Redisson's layout wants;
     // each sent its join, and only the first waits in Redis (its first attempt
@@ -96,8 +78,7 @@ async fn parked_waiters_of_several_clients_are_served_in_redis_order() {
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..WAITERS {
-        tasks.push(fair_waiter(&clients[i % 3], name, i, &order));
-        until_queued(&server, name, i + 1).await;
+        tasks.push(join_in_turn(&server, &clients[i % 3], name, i, &order).await);
     }
     held.unlock().await.unwrap();
     within(T, "the fair waiters", async {
@@ -166,8 +147,7 @@ async fn parked_waiters_that_leave_take_their_entries_with_them() {
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..WAITERS {
-        tasks.push(fair_waiter(&client, name, i, &order));
-        until_queued(&server, name, i + 1).await;
+        tasks.push(join_in_turn(&server, &client, name, i, &order).await);
     }
     // Every other one is dropped while parked.
     let mut staying = Vec::new();
@@ -218,7 +198,7 @@ async fn parked_waiters_that_leave_take_their_entries_with_them() {
     assert_nothing_left(&server, &[&holder, &client]).await;
 }
 
-/// Sixty-four tasks of one client, each taking a fair lock again and again,
+/// Sixteen tasks of one client, each taking a fair lock again and again,
 /// while the client's connections are cut (CLIENT KILL) and the server paused
 /// (CLIENT PAUSE) under the releases that grant the lock to the next task:
 /// never two inside at once (a grant of unknown outcome is settled before
