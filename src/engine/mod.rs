@@ -152,9 +152,12 @@ impl Engine {
         };
         let lines = Arc::new(crate::engine::line::Lines::new(config.timeout));
         lines.supervise(background.spawner());
-        let releaser =
-            crate::engine::release::Releaser::new(conn.clone(), lines.clone(), renewal_sync)
-                .with_epoch(pubsub.epoch_reader());
+        let releaser = crate::engine::release::Releaser::new(
+            conn.clone(),
+            lines.clone(),
+            renewal_sync,
+            pubsub.epoch_reader(),
+        );
         Ok(Engine {
             id,
             identity,

@@ -31,24 +31,17 @@ pub(crate) struct Releaser {
     lines: Arc<Lines>,
     sync: QuietSync,
     /// The connection epoch, recorded with a grant (see `successor.rs`).
-    epoch: Option<EpochReader>,
+    epoch: EpochReader,
 }
 
 impl Releaser {
-    pub(crate) fn new(conn: Conn, lines: Arc<Lines>, sync: QuietSync) -> Self {
+    pub(crate) fn new(conn: Conn, lines: Arc<Lines>, sync: QuietSync, epoch: EpochReader) -> Self {
         Releaser {
             conn,
             lines,
             sync,
-            epoch: None,
+            epoch,
         }
-    }
-
-    /// Reads the connection epoch with `epoch`; without it, a fair release
-    /// grants nothing (it names no heir).
-    pub(crate) fn with_epoch(mut self, epoch: EpochReader) -> Self {
-        self.epoch = Some(epoch);
-        self
     }
 
     /// The client's connection.
@@ -64,10 +57,7 @@ impl Releaser {
     /// line, and the heir is told what came of it.
     pub(crate) async fn send(&self, ops: &Arc<dyn Acquirer>, lease_ms: u64) -> Result<Released> {
         let heir = self.heir_of(ops);
-        let (sent, epoch) = (
-            Instant::now(),
-            self.epoch.as_ref().map_or(0, EpochReader::now),
-        );
+        let (sent, epoch) = (Instant::now(), self.epoch.now());
         let named = heir.as_ref().map(|heir| heir.named());
         let released = ops
             .clone()
@@ -93,7 +83,7 @@ impl Releaser {
     /// fair release by this client (heir or not) also voids the word that
     /// one of its tasks holds the lock.
     fn heir_of(&self, ops: &Arc<dyn Acquirer>) -> Option<Arc<Successor>> {
-        if !ops.waits().queues() || self.epoch.is_none() {
+        if !ops.waits().queues() {
             return None;
         }
         self.lines
