@@ -27,7 +27,7 @@
 //! The count of waiting tasks also tells a fair waiter that it will likely
 //! wait, so it subscribes before its first attempt (see `wait/in_redis.rs`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -89,6 +89,13 @@ struct LineState {
     /// For a fair lock: the head of the line, offered as the heir of this
     /// client's releases (see `successor.rs`).
     heir: Option<Arc<Successor>>,
+    /// For a fair lock: the parked waiters' heirs, in the order they joined
+    /// Redis's queue (the order of the turn's queue). While no head is
+    /// offered (the last one just left holding the lock, and the next has not
+    /// run yet), a release names the first of them: the grant waits for it
+    /// in its cell, where a release that found no heir would publish to a
+    /// waiter that does not listen.
+    parked_heirs: VecDeque<Arc<Successor>>,
     /// For a fair lock: this client's last release that named an heir and
     /// freed the lock passed it over (the lock went to a waiter of another
     /// client): a head then listens at once rather than waiting for a grant.
@@ -176,6 +183,7 @@ impl LineState {
     fn close(&mut self) {
         self.stalled = true;
         self.heir = None;
+        self.parked_heirs.clear();
         if let Some(turn) = &self.turn {
             turn.close();
         }
@@ -386,7 +394,18 @@ impl Lines {
         let mut lines = self.lines(lock);
         let line = lines.get_mut(lock)?;
         line.held_here = None;
-        line.heir.clone()
+        if line.heir.is_some() {
+            return line.heir.clone();
+        }
+        // Those that left (or were granted) are no heirs any more.
+        while line
+            .parked_heirs
+            .front()
+            .is_some_and(|heir| !heir.is_waiting())
+        {
+            line.parked_heirs.pop_front();
+        }
+        line.parked_heirs.front().cloned()
     }
 
     /// A release of the fair lock `lock` that named an heir and freed the
@@ -578,19 +597,46 @@ impl Parked {
         } = self;
         // A fair waiter's ticket was done with its join.
         drop(join);
+        // Offered as a parked heir in the order of the turn's queue: both
+        // before the first await.
+        if let Some(heir) = &heir {
+            if let Some(line) = waiting.lines.lines(&waiting.lock).get_mut(&waiting.lock) {
+                line.parked_heirs.push_back(heir.clone());
+            }
+        }
         // Closed: the head stalled.
-        let permit = turn.acquire_owned().await.ok()?;
+        let permit = turn.acquire_owned().await.ok();
         let (held_here, hand_off_until) = waiting
             .lines
             .lines(&waiting.lock)
             .get_mut(&waiting.lock)
             .map_or((None, None), |line| {
+                if let Some(heir) = &heir {
+                    line.parked_heirs
+                        .retain(|parked| !Arc::ptr_eq(parked, heir));
+                }
+                if permit.is_none() {
+                    return (None, None);
+                }
                 line.head_due = Some(Instant::now() + waiting.lines.first_due);
                 if heir.is_some() {
                     line.heir = heir.clone();
                 }
-                (line.held_here.take(), line.hand_off_until)
+                // A release naming it is on its way: it waits for that word
+                // as for the release of a hold of this client's, at most a
+                // reply timeout (and the grace) if the release is dropped.
+                let word_due = || HeldHere {
+                    until: Instant::now() + waiting.lines.first_due,
+                    mark: None,
+                };
+                let awaits_word = heir.as_ref().is_some_and(|heir| heir.awaits_word());
+                let held_here = line.held_here.take();
+                (
+                    held_here.or_else(|| awaits_word.then(word_due)),
+                    line.hand_off_until,
+                )
             });
+        let permit = permit?;
         Some(Turn {
             _permit: permit,
             waiting,

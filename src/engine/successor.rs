@@ -42,6 +42,8 @@ pub(crate) struct Successor {
     told: Notify,
     /// It listens on its channel.
     listening: AtomicBool,
+    /// A release that named it is on its way: its word will come.
+    named: AtomicBool,
 }
 
 impl std::fmt::Debug for Successor {
@@ -82,6 +84,7 @@ impl Successor {
             state: Mutex::new(State::Waiting),
             told: Notify::new(),
             listening: AtomicBool::new(false),
+            named: AtomicBool::new(false),
         })
     }
 
@@ -89,9 +92,23 @@ impl Successor {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// What a release names it by: its owner field and lease.
+    /// What a release names it by: its owner field and lease. From now on
+    /// until it is told, a word is on its way.
     pub(crate) fn named(&self) -> (Arc<str>, u64) {
+        self.named.store(true, Ordering::Release);
         (Arc::from(self.acquirer.owner()), self.lease_ms)
+    }
+
+    /// A release that named it is on its way and has not told it yet: a
+    /// head that comes to its turn meanwhile waits for that word rather than
+    /// listen and try (the release cleared the word that a task of this
+    /// client holds the lock, see `Lines::releasing`).
+    pub(crate) fn awaits_word(&self) -> bool {
+        self.named.load(Ordering::Acquire)
+    }
+
+    fn word_came(&self) {
+        self.named.store(false, Ordering::Release);
     }
 
     /// The lock's name.
@@ -116,6 +133,7 @@ impl Successor {
             State::Granted { .. } | State::InDoubt | State::Taken => {}
         }
         drop(state);
+        self.word_came();
         self.told.notify_one();
         true
     }
@@ -131,6 +149,7 @@ impl Successor {
             State::InDoubt | State::Taken => {}
         }
         drop(state);
+        self.word_came();
         self.told.notify_one();
         true
     }
@@ -139,6 +158,7 @@ impl Successor {
     /// line, or the lock is still held): if it does not listen yet, it tries,
     /// as if woken (and listens from then on).
     pub(crate) fn passed_over(&self) {
+        self.word_came();
         if !self.listening.load(Ordering::Acquire) {
             self.told.notify_one();
         }
@@ -147,6 +167,27 @@ impl Successor {
     /// It listens on its channel from now on.
     pub(crate) fn listens(&self) {
         self.listening.store(true, Ordering::Release);
+    }
+
+    /// Whether nothing was granted yet, nor taken, nor left: a waiter a
+    /// release may still name.
+    pub(crate) fn is_waiting(&self) -> bool {
+        *self.state() == State::Waiting
+    }
+
+    /// The heir leaves, unless a grant was (or may have been) made to it:
+    /// `false` then, and it is still an heir, to leave with the grant given
+    /// back ([`Successor::leave`], [`Successor::give_back`]).
+    pub(crate) fn leave_unless_granted(&self) -> bool {
+        let mut state = self.state();
+        match *state {
+            State::Granted { .. } | State::InDoubt => false,
+            State::Taken => true,
+            State::Waiting | State::Gone => {
+                *state = State::Gone;
+                true
+            }
+        }
     }
 
     /// Whether a grant waits to be taken.
@@ -286,5 +327,33 @@ mod tests {
         heir.acquired();
         assert!(heir.in_doubt(), "it holds: nothing to give back");
         assert!(!heir.leave());
+    }
+
+    #[test]
+    fn a_named_heir_awaits_the_word_and_a_granted_one_does_not_leave_quietly() {
+        let now = Instant::now();
+        let heir = cell();
+        assert!(!heir.awaits_word());
+        let _ = heir.named();
+        assert!(heir.awaits_word(), "a release naming it is on its way");
+        heir.passed_over();
+        assert!(!heir.awaits_word(), "told");
+        let _ = heir.named();
+        assert!(heir.granted(now, 1));
+        assert!(!heir.awaits_word());
+        assert!(
+            !heir.leave_unless_granted(),
+            "granted: it must leave with the grant given back"
+        );
+        assert!(heir.leave(), "and that leave gives it back");
+
+        let heir = cell();
+        assert!(heir.is_waiting());
+        assert!(
+            heir.leave_unless_granted(),
+            "nothing granted: it just leaves"
+        );
+        assert!(!heir.is_waiting(), "no release names it any more");
+        assert!(!heir.granted(now, 2), "a later grant is the releaser's");
     }
 }

@@ -51,6 +51,7 @@ async fn parked_fair_waiters_keep_their_entries_and_send_nothing_else() {
         "{} channels subscribed for {WAITERS} waiters: only the first listens",
         client.subscribed_channels()
     );
+    let serving = ServingCost::before(&server).await;
     held.unlock().await.unwrap();
     within(T, "the fair waiters", async {
         for task in tasks {
@@ -59,7 +60,38 @@ async fn parked_fair_waiters_keep_their_entries_and_send_nothing_else() {
     })
     .await;
     assert_eq!(*order.lock().unwrap(), (0..WAITERS).collect::<Vec<_>>());
+    // The holder's release woke the first; from then on each release granted
+    // the next (even one whose task had not yet come to its turn): no
+    // message, no new subscription, one script per hand-off.
+    let (scripts, published, subscribed) = serving.since(&server).await;
+    assert_eq!(published, 1, "only the other client's release published");
+    assert_eq!(subscribed, 0, "no waiter subscribed while being served");
+    assert!(
+        scripts <= WAITERS as u64 + 3,
+        "{scripts} scripts to serve {WAITERS} waiters"
+    );
     assert_nothing_left(&server, &[&holder, &client]).await;
+}
+
+/// The commands a server ran from one point on.
+struct ServingCost([u64; 3]);
+
+impl ServingCost {
+    const COMMANDS: [&str; 3] = ["evalsha", "publish", "subscribe"];
+
+    async fn before(server: &RedisServer) -> ServingCost {
+        let mut calls = [0; 3];
+        for (calls, command) in calls.iter_mut().zip(Self::COMMANDS) {
+            *calls = server.command_calls(command).await;
+        }
+        ServingCost(calls)
+    }
+
+    /// Scripts, publishes and subscribes since `before`.
+    async fn since(&self, server: &RedisServer) -> (u64, u64, u64) {
+        let now = ServingCost::before(server).await.0;
+        (now[0] - self.0[0], now[1] - self.0[1], now[2] - self.0[2])
+    }
 }
 
 /// Three clients' waiters come in turn, a, b, c, a, b, c, ...: each client

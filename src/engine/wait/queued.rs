@@ -149,11 +149,14 @@ async fn parked_in_line(
         Err(e) if e.is_transient() => return Unparked::OnItsOwn,
         Err(e) => return Unparked::Done(Err(e)),
     }
-    // From here its place is left on every way out but the turn.
-    let mut place = queue_place(client, acquirer, true, None);
+    // Offered as heir from now on, so a release made before its turn comes
+    // can grant it the lock; from here its place is left (and a grant given
+    // back) on every way out but the turn.
+    let heir = heir(acquirer, terms);
+    let mut place = queue_place(client, acquirer, true, heir.clone());
     // In the local line's queue before the next may join, so that the local
     // order is Redis's.
-    let mut turn = Box::pin(parked.turn(heir(acquirer, terms)));
+    let mut turn = Box::pin(parked.turn(heir.clone()));
     let first_look = std::future::poll_fn(|cx| Poll::Ready(turn.as_mut().poll(cx))).await;
     drop(ticket);
     let next = match first_look {
@@ -164,6 +167,16 @@ async fn parked_in_line(
         None => {
             place.run_now().await;
             Unparked::Done(Ok(None))
+        }
+        Some(None)
+            if heir
+                .as_ref()
+                .is_some_and(|heir| !heir.leave_unless_granted()) =>
+        {
+            // Granted while parked, and the line closed: given back, it
+            // joins again at the tail.
+            place.run_now().await;
+            Unparked::OnItsOwn
         }
         Some(Some(head)) => {
             place.disarm();
