@@ -118,8 +118,12 @@ impl Client {
     /// [`Error::Config`] for a bad configuration; [`Error::Redis`] when the server
     /// cannot be reached within `connect_timeout` or refuses the credentials.
     pub async fn connect(config: Config) -> Result<Client> {
+        let engine = Engine::start(config).await?;
+        engine
+            .deadlocks
+            .set_walker(Box::new(crate::inspect::GraphWalker));
         Ok(Client {
-            inner: Arc::new(Engine::start(config).await?),
+            inner: Arc::new(engine),
         })
     }
 
@@ -569,6 +573,58 @@ impl Client {
     /// ```
     pub fn self_waits_for(&self, name: &str) -> usize {
         self.inner.holdings.self_waits_for(name)
+    }
+
+    /// The deadlocks across processes this client's waits are on right now:
+    /// cycles of waits, each waiter waiting for a lock the next one's task
+    /// holds, found by waits that lasted past
+    /// [`Config::deadlock_threshold`](crate::Config::deadlock_threshold) (each
+    /// looks again every threshold while it waits, so a cycle that resolved
+    /// itself leaves this list). Each cycle once. See `DESIGN.md`, "Deadlocks
+    /// named across processes".
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) {
+    /// for cycle in client.deadlocks() {
+    ///     eprintln!("{cycle}");
+    ///     let victim = cycle.victim().map(|step| step.waiter.clone());
+    ///     eprintln!("OnDeadlock::Refuse would break it at {victim:?}");
+    /// }
+    /// # }
+    /// ```
+    pub fn deadlocks(&self) -> Vec<crate::Deadlock> {
+        self.inner.deadlocks.found()
+    }
+
+    /// Every deadlock across processes the server shows, whoever waits on it:
+    /// a walk of the wait-for graph from every recorded wait whose cycle has a
+    /// lock matching `pattern` (a glob, as [`scan`](Client::scan) takes). What
+    /// the tool's `deadlocks` command prints.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let found = client.find_deadlocks("*").await?;
+    /// for cycle in &found.cycles {
+    ///     println!("{cycle}");
+    /// }
+    /// println!("{} waits recorded, {} holders whose wait is unknown", found.waits, found.dead_ends);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Java waiters are seen only as entries in a fair lock's queue, and only
+    /// from a recorded wait whose task holds that fair lock; a holder whose
+    /// wait is unknown is a dead end ([`DeadlockScan::dead_ends`](crate::inspect::DeadlockScan::dead_ends)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty pattern; [`Error::Redis`] when a
+    /// read fails.
+    pub async fn find_deadlocks(&self, pattern: &str) -> Result<crate::inspect::DeadlockScan> {
+        if pattern.is_empty() {
+            return Err(crate::Error::InvalidArgument(
+                "the pattern must not be empty (\"*\" matches every lock)".into(),
+            ));
+        }
+        crate::inspect::find_deadlocks(&self.inner, pattern).await
     }
 
     /// How many holds the watchdog is renewing right now.

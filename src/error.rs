@@ -48,6 +48,18 @@ pub enum Error {
         /// What the wait would be behind, and how to fix the code.
         reason: String,
     },
+    /// The wait was on a deadlock across processes and was the one to give up
+    /// ([`Config::deadlock`](crate::Config::deadlock) `= OnDeadlock::Refuse`):
+    /// its lock is held by a task that waits, through a cycle of waits, for a
+    /// lock this wait's task holds. `cycle` names each wait on it. Nothing is
+    /// held or queued by the refused wait; the others on the cycle go on once
+    /// this task releases what it holds.
+    Deadlock {
+        /// The lock the refused wait waited for.
+        name: String,
+        /// The cycle, each waiter with its process, task, lock and since when.
+        cycle: String,
+    },
     /// The owner asked for a non-reentrant lock it already holds
     /// ([`Client::get_non_reentrant_lock`](crate::Client::get_non_reentrant_lock)).
     /// Refused at once, as Redisson refuses it (with `IllegalMonitorStateException`):
@@ -191,6 +203,24 @@ impl Error {
     /// ```
     pub fn is_would_deadlock(&self) -> bool {
         matches!(self, Error::WouldDeadlock { .. })
+    }
+
+    /// Was this wait refused as the one to break a deadlock across processes
+    /// ([`Error::Deadlock`])?
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let lock = client.get_lock("stock:7")?;
+    /// match lock.lock().await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     // Release what this task holds, then start its work again.
+    ///     Err(e) if e.is_deadlock() => eprintln!("{e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_deadlock(&self) -> bool {
+        matches!(self, Error::Deadlock { .. })
     }
 
     /// Did the owner ask again for a non-reentrant lock it holds?
@@ -630,6 +660,12 @@ impl fmt::Display for Error {
             ),
             Error::WouldDeadlock { name, reason } => {
                 write!(f, "waiting for lock '{name}' would deadlock: {reason}")
+            }
+            Error::Deadlock { name, cycle } => {
+                write!(
+                    f,
+                    "deadlock detected: the wait for lock '{name}' gave up to break it; {cycle}"
+                )
             }
             Error::AlreadyHeld { name, owner } => write!(
                 f,

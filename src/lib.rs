@@ -182,8 +182,10 @@ mod transport;
 
 pub use client::Client;
 pub use config::{
-    redact_address, Config, OwnerMode, SelfWait, TlsConfig, MAX_DURATION, MAX_RETRY_ATTEMPTS,
+    redact_address, Config, OnDeadlock, OwnerMode, SelfWait, TlsConfig, MAX_DURATION,
+    MAX_RETRY_ATTEMPTS,
 };
+pub use engine::deadlock::{Deadlock, WaitStep};
 pub use entry::{CollectionLocks, CollectionType, EntryKey};
 pub use error::{Error, RedisErrorKind, RedisFailure, Result};
 

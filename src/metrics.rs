@@ -19,6 +19,7 @@
 //! | `redisson_locks_settles_total` | counter | kind | attempts and releases of unknown outcome (a lost reply, a future dropped mid-flight) that were settled |
 //! | `redisson_locks_waiting_tasks` | gauge | kind | acquires in progress (the span of the wait histogram) |
 //! | `redisson_locks_live_holds` | gauge | kind | holds granted and not yet released or lost |
+//! | `redisson_locks_deadlocks_total` | counter | | cycles of waits across processes found by this client's waits (each wait counts a cycle once; see `Config::deadlock`) |
 //! | `redisson_locks_script_fallbacks_total` | counter | | script calls the server's cache had lost (NOSCRIPT), sent again with the script's text; each also loads every script again |
 //!
 //! Every acquire call ends as exactly one of acquired, timeout, busy, error or
@@ -97,9 +98,9 @@ impl Kind {
 }
 
 #[cfg(feature = "metrics")]
-pub(crate) use recording::{metered, script_fallback, HoldMeter, Labels};
+pub(crate) use recording::{deadlock_found, metered, script_fallback, HoldMeter, Labels};
 #[cfg(not(feature = "metrics"))]
-pub(crate) use silent::{metered, script_fallback, HoldMeter, Labels};
+pub(crate) use silent::{deadlock_found, metered, script_fallback, HoldMeter, Labels};
 
 /// The metric names.
 #[cfg(feature = "metrics")]
@@ -117,6 +118,7 @@ mod names {
     pub(super) const WAITING: &str = "redisson_locks_waiting_tasks";
     pub(super) const HOLDS: &str = "redisson_locks_live_holds";
     pub(super) const SCRIPT_FALLBACKS: &str = "redisson_locks_script_fallbacks_total";
+    pub(super) const DEADLOCKS: &str = "redisson_locks_deadlocks_total";
 }
 
 #[cfg(feature = "metrics")]
@@ -180,7 +182,17 @@ mod recording {
                 SCRIPT_FALLBACKS,
                 "Script calls whose script the server had lost (NOSCRIPT), sent again with its text."
             );
+            describe_counter!(
+                DEADLOCKS,
+                "Cycles of waits across processes found by this client's waits."
+            );
         });
+    }
+
+    /// A wait of this client found itself on a cycle of waits.
+    pub(crate) fn deadlock_found() {
+        describe();
+        ::metrics::counter!(DEADLOCKS).increment(1);
     }
 
     /// A script call found its script missing from the server's cache.
@@ -410,6 +422,9 @@ mod silent {
 
     #[inline(always)]
     pub(crate) fn script_fallback() {}
+
+    #[inline(always)]
+    pub(crate) fn deadlock_found() {}
 
     #[derive(Debug, Clone)]
     pub(crate) struct Labels;

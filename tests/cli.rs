@@ -7,6 +7,7 @@
 mod support;
 
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands as _;
@@ -1399,4 +1400,51 @@ async fn bad_command_lines_for_run_say_why_with_their_codes_and_leave_nothing() 
         "{ran:#?}"
     );
     assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlocks_prints_a_cycle_of_two_clients_and_exits_5() {
+    let server = RedisServer::start();
+    let quick = |c: &mut redisson_locks::Config| c.deadlock_threshold = Duration::from_millis(200);
+    let (a, b) = (
+        server.client_with(quick).await,
+        server.client_with(quick).await,
+    );
+    let none = tool(&server, &["deadlocks"]).await;
+    none.exited(0);
+    assert!(none.stdout.contains("No deadlock"), "{none:#?}");
+    let both = Arc::new(tokio::sync::Barrier::new(2));
+    let mut sides = Vec::new();
+    for (client, first, second) in [(&a, "left", "right"), (&b, "right", "left")] {
+        let (first, second) = (
+            client.get_lock(first).unwrap(),
+            client.get_lock(second).unwrap(),
+        );
+        let both = both.clone();
+        sides.push(tokio::spawn(async move {
+            let _held = first.lock().await.unwrap();
+            both.wait().await;
+            let _ = second.lock().await;
+        }));
+    }
+    let found = eventually(SOON, || async { !a.deadlocks().is_empty() }).await;
+    assert!(found, "the client names it first");
+    let text = tool(&server, &["deadlocks"]).await;
+    text.exited(5);
+    assert!(text.stdout.contains("Deadlock 1 (2 waits)"), "{text:#?}");
+    assert!(
+        text.stdout.contains("\"left\"") && text.stdout.contains("\"right\""),
+        "{text:#?}"
+    );
+    let json = tool(&server, &["deadlocks", "left", "--json"]).await;
+    json.exited(5);
+    let value = json.json();
+    assert_eq!(value["cycles"].as_array().map(Vec::len), Some(1), "{value}");
+    assert_eq!(value["waits"], 2);
+    let elsewhere = tool(&server, &["deadlocks", "other:*", "--json"]).await;
+    elsewhere.exited(0);
+    for side in sides {
+        side.abort();
+        let _ = side.await;
+    }
 }

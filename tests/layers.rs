@@ -52,10 +52,10 @@ fn layer_of_file(path: &str) -> Option<usize> {
 fn layer_of_path(first: &str) -> Option<usize> {
     let layer = match first {
         "error" | "numeral" | "trace" | "metrics" | "config" | "Config" | "Error" | "Result"
-        | "OwnerMode" | "SelfWait" | "TlsConfig" | "MAX_DURATION" | "MAX_RETRY_ATTEMPTS"
-        | "RedisErrorKind" | "RedisFailure" | "redact_address" => 0,
+        | "OwnerMode" | "OnDeadlock" | "SelfWait" | "TlsConfig" | "MAX_DURATION"
+        | "MAX_RETRY_ATTEMPTS" | "RedisErrorKind" | "RedisFailure" | "redact_address" => 0,
         "transport" | "MAX_NAME_LEN" => 1,
-        "engine" | "current_id" | "BackOff" => 2,
+        "engine" | "current_id" | "BackOff" | "Deadlock" | "WaitStep" => 2,
         "lock"
         | "sync"
         | "FencedStore"

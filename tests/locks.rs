@@ -9,6 +9,7 @@ mod locks {
     mod cancellation;
     mod cluster;
     mod config_database;
+    mod deadlocks;
     mod errors;
     mod fair;
     mod fair_line;

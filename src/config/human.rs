@@ -109,7 +109,7 @@ mod with_serde {
 
     use super::without_values;
     use crate::config::address::{address_database, database_conflict, redact_address};
-    use crate::{Config, OwnerMode, SelfWait, TlsConfig};
+    use crate::{Config, OnDeadlock, OwnerMode, SelfWait, TlsConfig};
 
     /// Reads a duration: an integer of milliseconds, or a string of a whole or
     /// decimal number and a unit, `ms`, `s`, `m` or `h` (`"1500ms"`, `"1.5s"`,
@@ -197,6 +197,9 @@ mod with_serde {
         self_wait: SelfWait,
         #[serde(deserialize_with = "duration")]
         self_wait_warning: Duration,
+        deadlock: OnDeadlock,
+        #[serde(deserialize_with = "duration")]
+        deadlock_threshold: Duration,
         client_name: Option<String>,
         announce: bool,
         metrics_lock_names: bool,
@@ -230,6 +233,8 @@ mod with_serde {
                 owner_mode,
                 self_wait,
                 self_wait_warning,
+                deadlock,
+                deadlock_threshold,
                 client_name,
                 announce,
                 metrics_lock_names,
@@ -257,6 +262,8 @@ mod with_serde {
                 owner_mode,
                 self_wait,
                 self_wait_warning,
+                deadlock,
+                deadlock_threshold,
                 client_name,
                 announce,
                 metrics_lock_names,
@@ -291,6 +298,8 @@ mod with_serde {
                 owner_mode,
                 self_wait,
                 self_wait_warning,
+                deadlock,
+                deadlock_threshold,
                 client_name,
                 announce,
                 metrics_lock_names,
@@ -331,6 +340,8 @@ mod with_serde {
                 owner_mode,
                 self_wait,
                 self_wait_warning,
+                deadlock,
+                deadlock_threshold,
                 client_name,
                 announce,
                 metrics_lock_names,

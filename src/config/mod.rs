@@ -255,6 +255,19 @@ pub struct Config {
     /// [`self_wait`](Config::self_wait)). Default 1 s: sibling futures that take
     /// turns rarely hold that long, a forgotten nested hold always does.
     pub self_wait_warning: Duration,
+    /// What a wait on a deadlock across processes does (a cycle of waits:
+    /// each waiter waits for a lock the next one's task holds; see
+    /// `DESIGN.md`, "Deadlocks named across processes").
+    /// [`OnDeadlock::Warn`] (the default): one warning naming the cycle, and
+    /// [`Client::deadlocks`](crate::Client::deadlocks) lists it.
+    /// [`OnDeadlock::Refuse`]: the cycle's youngest wait gives up with
+    /// [`Error::Deadlock`](crate::Error::Deadlock) (every client on the cycle
+    /// agrees which one). [`OnDeadlock::Ignore`]: no record, no walk.
+    pub deadlock: OnDeadlock,
+    /// How long a wait lasts before it writes what it waits for and looks for
+    /// a cycle (again every this long while it waits). Default 1 s, as
+    /// PostgreSQL's `deadlock_timeout`: shorter waits send nothing more.
+    pub deadlock_threshold: Duration,
     /// A name for this client that the inspector shows beside its id (for
     /// example the service's name), as Redisson's `clientName` names a
     /// connection. Default `None`: the host and process id alone.
@@ -309,6 +322,25 @@ pub enum SelfWait {
     Refuse,
 }
 
+/// What a wait on a deadlock across processes does: see [`Config::deadlock`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
+#[non_exhaustive]
+pub enum OnDeadlock {
+    /// Wait as asked, with one warning naming the cycle.
+    #[default]
+    Warn,
+    /// The cycle's youngest wait gives up with
+    /// [`Error::Deadlock`](crate::Error::Deadlock).
+    Refuse,
+    /// Write no record and look for no cycle.
+    Ignore,
+}
+
 /// Certificates for TLS connections (`rediss://`), as PEM files: the Rust
 /// counterpart of Redisson's `sslTruststore` (whom to trust) and `sslKeystore`
 /// (who we are).
@@ -356,6 +388,8 @@ impl Default for Config {
             owner_mode: OwnerMode::Scoped,
             self_wait: SelfWait::Warn,
             self_wait_warning: Duration::from_millis(1_000),
+            deadlock: OnDeadlock::Warn,
+            deadlock_threshold: Duration::from_millis(1_000),
             client_name: None,
             announce: true,
             metrics_lock_names: false,
@@ -480,6 +514,7 @@ impl Config {
             ("fair_lock_wait_timeout", self.fair_lock_wait_timeout),
             ("replica_sync_timeout", self.replica_sync_timeout),
             ("self_wait_warning", self.self_wait_warning),
+            ("deadlock_threshold", self.deadlock_threshold),
         ]
         .into_iter()
         .chain(self.max_hold.map(|limit| ("max_hold", limit)))
@@ -621,6 +656,8 @@ impl std::fmt::Debug for Config {
             owner_mode,
             self_wait,
             self_wait_warning,
+            deadlock,
+            deadlock_threshold,
             client_name,
             announce,
             metrics_lock_names,
@@ -654,6 +691,8 @@ impl std::fmt::Debug for Config {
             .field("owner_mode", owner_mode)
             .field("self_wait", self_wait)
             .field("self_wait_warning", self_wait_warning)
+            .field("deadlock", deadlock)
+            .field("deadlock_threshold", deadlock_threshold)
             .field("client_name", client_name)
             .field("announce", announce)
             .field("metrics_lock_names", metrics_lock_names)

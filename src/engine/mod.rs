@@ -11,12 +11,14 @@
 pub(crate) mod backoff;
 pub(crate) mod cleanup;
 pub(crate) mod contract;
+pub(crate) mod deadlock;
 pub(crate) mod detached;
 pub(crate) mod heuristics;
 pub(crate) mod identity;
 pub(crate) mod join_order;
 pub(crate) mod ledger;
 pub(crate) mod line;
+pub(crate) mod long_wait;
 pub(crate) mod owner;
 pub(crate) mod release;
 pub(crate) mod retry;
@@ -54,6 +56,9 @@ pub(crate) struct Engine {
     /// Which of this client's tasks holds what, to name a wait for one's own
     /// hold (see `self_wait.rs`).
     pub(crate) holdings: Arc<crate::engine::self_wait::Holdings>,
+    /// The cycles of waits this client's long waits found, and the walk that
+    /// finds them (see `deadlock.rs`).
+    pub(crate) deadlocks: crate::engine::deadlock::Deadlocks,
     /// How many replicas must acknowledge each acquire (0: no replica sync).
     pub(crate) replica_sync: u32,
     /// How every hold of this client is given back (see `release.rs`).
@@ -169,6 +174,7 @@ impl Engine {
             ledger: Ledger::new(settling),
             detached: Default::default(),
             holdings: Arc::new(crate::engine::self_wait::Holdings::new()),
+            deadlocks: Default::default(),
             lines,
             replica_sync,
             releaser,

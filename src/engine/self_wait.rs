@@ -251,6 +251,25 @@ impl Holdings {
         })
     }
 
+    /// The holds of `context` (a task, or a thread), each with its lock name
+    /// and owner id; lost holds left out. Visits every part of the record:
+    /// only a wait that has lasted (see `deadlock.rs`) asks.
+    pub(crate) fn held_in_context(&self, context: u64) -> Vec<(Arc<str>, u64)> {
+        let mut holds = Vec::new();
+        for shard in &self.shards {
+            let shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            for (name, held) in &shard.held {
+                holds.extend(
+                    held.iter()
+                        .filter(|h| h.request.context == context)
+                        .filter(|h| !h.validity.as_ref().is_some_and(|v| v.is_lost()))
+                        .map(|h| (name.clone(), h.request.owner)),
+                );
+            }
+        }
+        holds
+    }
+
     /// How many waits for `name` are self-waits right now: begun behind a hold
     /// of their own context that is still held.
     pub(crate) fn self_waits_for(&self, name: &str) -> usize {

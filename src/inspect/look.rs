@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::{read_snapshot, scan_names, Identity, Kind, Listeners, Skipped, Snapshot, MAX_ENTRIES};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::transport::conn::Conn;
 use crate::transport::keys;
 
 use super::rereads::Rereads;
@@ -44,6 +45,17 @@ pub(crate) async fn inspect_holders(client: &Engine, name: &str) -> Result<Snaps
 enum Channels {
     Counted,
     Skipped,
+}
+
+/// The holders and queue of `name` as read on `conn` by client `my_id`,
+/// without listeners or identities: what a deadlock walk reads of each lock.
+pub(crate) async fn holders_on(conn: &Conn, my_id: &str, name: &str) -> Result<Snapshot> {
+    keys::validate_name(name)?;
+    if conn.is_cluster() {
+        keys::validate_cluster_name(name)?;
+    }
+    let reply = crate::transport::scripts::inspect(&mut conn.clone(), name, MAX_ENTRIES).await?;
+    read_snapshot(name, reply, my_id)
 }
 
 /// [`inspect`], counting the listeners or not.

@@ -14,6 +14,7 @@
 //! - `rereads.rs`: when a watch or an election observer reads again.
 //! - `force.rs`: freeing whatever holds a name, through each kind's force script.
 
+mod deadlocks;
 mod force;
 mod glob;
 mod look;
@@ -26,6 +27,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 pub use crate::engine::identity::Identity;
+pub use deadlocks::DeadlockScan;
+pub(crate) use deadlocks::{find_all as find_deadlocks, GraphWalker};
 pub(crate) use force::force_unlock;
 pub(crate) use look::{inspect, inspect_holders, scan};
 pub use look::{Scanned, Watch, MAX_SCAN};

@@ -163,7 +163,7 @@ fn name_of(
 }
 
 /// One SCAN reply: the next cursor and the keys of this step, as bytes.
-fn decode_step(reply: Value) -> Result<(u64, Vec<Vec<u8>>)> {
+pub(super) fn decode_step(reply: Value) -> Result<(u64, Vec<Vec<u8>>)> {
     let unexpected = |reply: &Value| Error::unexpected("scan", reply);
     let Value::Array(parts) = &reply else {
         return Err(unexpected(&reply));

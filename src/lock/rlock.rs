@@ -11,6 +11,7 @@ use super::kind::LockKind;
 use super::RemainingTtl;
 use crate::config::{duration_to_millis, OwnerMode};
 use crate::engine::contract::{Acquirer, Lease, Wait};
+use crate::engine::long_wait::{watched, LongWait};
 use crate::engine::owner::{owner_field, OwnerId};
 use crate::engine::self_wait::{guard_wait, Request};
 use crate::engine::wait::{self};
@@ -691,7 +692,15 @@ impl RLock {
                 _ => {
                     let policy = self.client.self_wait_policy();
                     let holdings = &self.client.holdings;
-                    guard_wait(holdings, policy, &self.name, request.clone(), acquiring).await
+                    let long = LongWait {
+                        lock: self.name.clone(),
+                        kind: self.kind.kind().name(),
+                        owner: owner_id,
+                        context: request.context,
+                    };
+                    let guarded =
+                        guard_wait(holdings, policy, &self.name, request.clone(), acquiring);
+                    watched(&self.client, long, guarded).await
                 }
             }
         })

@@ -46,6 +46,8 @@ const FAIR_QUEUE: &str = "redisson_lock_queue";
 /// Redisson's retried-release latches (`redisson_unlock_latch:{N}:<id>`).
 const UNLOCK_LATCH: &str = "redisson_unlock_latch";
 const IDENTITY: &str = "redisson_locks_client";
+/// A client's long waits (see `engine/deadlock.rs`).
+const WAITS: &str = "redisson_locks_waits";
 const LEADER_RECORD: &str = "redisson_locks_leader";
 const LEADER_CHANNEL: &str = "redisson_locks_leader__channel";
 const READ_HOLD: &str = ":rwlock_timeout:";
@@ -87,6 +89,17 @@ pub(crate) fn identity_key(client_id: &str) -> String {
     prefixed(IDENTITY, client_id)
 }
 
+/// The hash in which client `client_id` records its long waits, beside its
+/// identity key (the same hash tag, so the same slot in a cluster).
+pub(crate) fn waits_key(client_id: &str) -> String {
+    prefixed(WAITS, client_id)
+}
+
+/// The SCAN pattern of every client's wait records.
+pub(crate) fn waits_pattern() -> String {
+    format!("{WAITS}:*")
+}
+
 /// A leader election's record of its last win (see `leader/record.rs`).
 pub(crate) fn leader_record(name: &str) -> String {
     prefixed(LEADER_RECORD, name)
@@ -99,9 +112,10 @@ pub(crate) fn leader_channel(name: &str) -> String {
 
 /// Whether `key` is part of another object's layout rather than an object of
 /// its own: a fenced lock's token, a read hold's lease, a semaphore acquire's
-/// mark, a release's latch, a client's identity, an election's record.
+/// mark, a release's latch, a client's identity or wait records, an
+/// election's record.
 pub(crate) fn is_auxiliary(key: &str) -> bool {
-    [FENCED_TOKEN, UNLOCK_LATCH, IDENTITY, LEADER_RECORD]
+    [FENCED_TOKEN, UNLOCK_LATCH, IDENTITY, WAITS, LEADER_RECORD]
         .iter()
         .any(|prefix| {
             key.strip_prefix(prefix)

@@ -132,6 +132,9 @@ async fn child_process_entry() {
             std::future::pending::<()>().await;
             drop(permit);
         }
+        "deadlock-side" => {
+            super::deadlocks::deadlock_side(var("URL"), var("FIRST"), var("SECOND")).await
+        }
         other => panic!("unknown child mode {other}"),
     }
 }

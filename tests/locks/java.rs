@@ -1893,3 +1893,67 @@ async fn a_rust_release_never_grants_a_java_head() {
         .unwrap();
     assert_nothing_left_but_latches(&server, &[&client]).await;
 }
+
+/// A cycle through a Java `RFairLock` waiter: Java holds `java-holds` and
+/// waits in the queue of the fair lock `rust-holds`, which a Rust task holds
+/// while it waits for `java-holds`. Java writes no record; the Rust wait's
+/// walk finds Java's wait from the fair queue and names the cycle, and under
+/// `OnDeadlock::Refuse` the Rust wait (the only one with a record) gives up,
+/// its task releases, and Java takes the fair lock once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cycle_through_a_java_fair_lock_waiter_is_found_from_its_queue() {
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let client = server
+        .client_with(|c| {
+            c.deadlock = redisson_locks::OnDeadlock::Refuse;
+            c.deadlock_threshold = Duration::from_millis(200);
+        })
+        .await;
+    java.lock("j", "reentrant", "java-holds", 0, -1);
+    let acquired = java.expect("acquired", Some("j"), SOON).await;
+    let java_owner = java_field(&java, &acquired);
+    let (fair, theirs) = (
+        client.get_fair_lock("rust-holds").unwrap(),
+        client.get_lock("java-holds").unwrap(),
+    );
+    let (holding, held) = tokio::sync::oneshot::channel();
+    let rust = tokio::spawn(async move {
+        let guard = fair.lock().await.unwrap();
+        let _ = holding.send(());
+        let waited = theirs.lock().await;
+        guard.unlock().await.unwrap();
+        waited.map(drop)
+    });
+    held.await.unwrap();
+    java.lock("j", "fair", "rust-holds", 0, -1);
+    assert!(
+        eventually(SOON, || async {
+            queue_len(&server, "rust-holds").await == 1
+        })
+        .await
+    );
+    let refused = within(Duration::from_secs(30), "the Rust side", rust)
+        .await
+        .unwrap()
+        .expect_err("the Rust wait is the victim");
+    assert!(refused.is_deadlock(), "{refused}");
+    let text = refused.to_string();
+    assert!(text.contains("seen in its fair queue"), "{text}");
+    assert!(text.contains(&java_owner), "{text}");
+    let acquired = java.expect("acquired", Some("j"), SOON).await;
+    assert_eq!(java_field(&java, &acquired), java_owner);
+    let mut admin = server.admin().await;
+    let fields: HashMap<String, i64> = admin.hgetall("rust-holds").await.unwrap();
+    assert_eq!(
+        fields,
+        HashMap::from([(java_owner, 1)]),
+        "Java holds it once"
+    );
+    java.unlock("j", "fair", "rust-holds");
+    java.expect("unlocked", Some("j"), SOON).await;
+    java.unlock("j", "reentrant", "java-holds");
+    java.expect("unlocked", Some("j"), SOON).await;
+    assert!(client.deadlocks().is_empty());
+    assert_nothing_left_but_latches(&server, &[&client]).await;
+}

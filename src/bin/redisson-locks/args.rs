@@ -112,6 +112,33 @@ Examples:
         #[arg(default_value = "*")]
         pattern: String,
     },
+    /// Print every deadlock across processes the server shows
+    ///
+    /// Cycles of waits: each waiter waits for a lock the next one's task
+    /// holds. Found from the wait records that waits of redisson-locks clients
+    /// write once they last longer than their client's deadlock threshold
+    /// (1 s by default).
+    #[command(after_help = "\
+Each cycle is printed once, with each wait's owner, its process (host, pid,
+name) when its client announced itself, the lock it waits for, since when,
+and the owner that holds that lock. PATTERN keeps the cycles with a lock whose
+name matches it. Exits with 4 when a cycle is found, 0 when none is.
+
+What cannot be seen: a Java Redisson client writes no records, so a Java
+thread is seen waiting only as an entry in the queue of a fair lock that a
+recorded wait's task holds; any other holder whose wait is unknown (Java, a
+wait shorter than the threshold, a client with OnDeadlock::Ignore) is a dead
+end, counted in the summary. A walk stops after 64 waits or 512 reads.
+With --json: {\"cycles\": [{\"steps\": [...]}, ...], \"waits\", \"dead_ends\", \"cut\", \"unreadable\"}.
+
+Examples:
+  redisson-locks deadlocks
+  redisson-locks deadlocks 'orders:*' --json")]
+    Deadlocks {
+        /// A Redis glob over lock names: `*` any run of characters.
+        #[arg(default_value = "*")]
+        pattern: String,
+    },
     /// Show everything about one name
     ///
     /// Kind, TTL, each holder (owner, client id, thread, who the client is,

@@ -18,6 +18,8 @@ pub(crate) enum Code {
     /// `force-unlock` was not confirmed: declined at the prompt, or no
     /// terminal to ask on and no `--yes`.
     NotConfirmed = 4,
+    /// `deadlocks` found at least one cycle of waits.
+    DeadlockFound = 5,
     /// A name no lock can have (empty, too long): a wrong command line, as
     /// clap's own 2.
     Usage = 2,

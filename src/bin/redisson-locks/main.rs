@@ -18,6 +18,7 @@
 mod args;
 mod child;
 mod connect;
+mod deadlocks;
 mod elect;
 mod escape;
 mod exit;
@@ -75,6 +76,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     let json = cli.json;
     let result = match &cli.command {
         Command::List { pattern } => list::run(&client, pattern, json).await,
+        Command::Deadlocks { pattern } => deadlocks::run(&client, pattern, json).await,
         Command::Show { name } => show::run(&client, name, json).await,
         Command::Watch {
             name,

@@ -1,0 +1,317 @@
+//! A wait that lasts: once past [`Config::deadlock_threshold`], if its task
+//! holds something (a task that holds nothing can be on no cycle), it writes
+//! what it waits for (see `deadlock.rs`), looks for a cycle of waits through
+//! it, and looks again while it waits (every threshold while on a cycle,
+//! else less and less often); a cycle found is named once, counted, listed by
+//! [`Client::deadlocks`], and under [`OnDeadlock::Refuse`] its youngest wait
+//! gives up.
+//!
+//! Everything it writes goes when the wait ends, however it ends (held, out of
+//! time, failed, refused, or its future dropped): the fields are deleted from
+//! the client's thread, and the hash's TTL (one watchdog lease, refreshed
+//! every third of it while the wait lasts) ends them if the process dies.
+//!
+//! [`Config::deadlock_threshold`]: crate::Config::deadlock_threshold
+//! [`Client::deadlocks`]: crate::Client::deadlocks
+//! [`OnDeadlock::Refuse`]: crate::OnDeadlock::Refuse
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use crate::config::OnDeadlock;
+use crate::engine::cleanup::OnDrop;
+use crate::engine::deadlock::{HeldBy, WaitRecord, Walked};
+use crate::engine::owner::owner_field;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::transport::conn::Conn;
+use crate::transport::keys;
+
+/// Who waits, for what: known when the wait starts.
+#[derive(Debug, Clone)]
+pub(crate) struct LongWait {
+    pub(crate) lock: Arc<str>,
+    /// The kind's name, as metrics name it.
+    pub(crate) kind: &'static str,
+    /// The owner id the acquisition acts for.
+    pub(crate) owner: u64,
+    /// The task (or thread) that waits.
+    pub(crate) context: u64,
+}
+
+/// Awaits `acquiring`, the wait `wait`; if it lasts past the client's
+/// threshold, it is watched for deadlocks from then on (boxed: only long
+/// waits pay for it). A short wait costs a timer and nothing on the wire.
+///
+/// # Cancel safety
+/// Cancel safe as `acquiring` is; a record written is deleted when this
+/// future is dropped.
+pub(crate) async fn watched<F, T>(client: &Arc<Engine>, wait: LongWait, acquiring: F) -> Result<T>
+where
+    F: Future<Output = Result<T>>,
+{
+    if matches!(client.config.deadlock, OnDeadlock::Ignore) || client.deadlocks.walker().is_none() {
+        return acquiring.await;
+    }
+    let started = Instant::now();
+    let mut acquiring = std::pin::pin!(acquiring);
+    tokio::select! {
+        biased;
+        done = &mut acquiring => return done,
+        () = tokio::time::sleep(client.config.deadlock_threshold) => {}
+    }
+    Box::pin(watch(client, wait, started, acquiring)).await
+}
+
+/// Each watched wait's number, for the client's list of cycles.
+static SERIALS: AtomicU64 = AtomicU64::new(0);
+
+async fn watch<F, T>(
+    client: &Arc<Engine>,
+    wait: LongWait,
+    started: Instant,
+    mut acquiring: Pin<&mut F>,
+) -> Result<T>
+where
+    F: Future<Output = Result<T>>,
+{
+    let record = record_of(client, &wait, started);
+    if record.holds.is_empty() {
+        // A task that holds nothing keeps nobody waiting: no cycle can pass
+        // through it, and no walk can arrive at it. Nothing to write or walk.
+        return acquiring.await;
+    }
+    let serial = SERIALS.fetch_add(1, Ordering::Relaxed);
+    let _written = Written::new(client, &record, serial);
+    let threshold = client.config.deadlock_threshold;
+    let refresh_every = client.config.lock_watchdog_timeout / 3;
+    let mut refreshed: Option<Instant> = None;
+    let mut quiet_walks = 0u32;
+    loop {
+        if refreshed.is_none_or(|at| at.elapsed() >= refresh_every) {
+            let writing = write(client.conn.clone(), client, &record);
+            tokio::select! {
+                biased;
+                done = &mut acquiring => return done,
+                written = writing => match written {
+                    Ok(()) => refreshed = Some(Instant::now()),
+                    Err(e) => crate::trace::debug_event!(
+                        "lock {:?}: writing a long wait's record failed (tried again): {e}",
+                        wait.lock
+                    ),
+                },
+            }
+        }
+        let walking = walk(client, &record);
+        let walked = tokio::select! {
+            biased;
+            done = &mut acquiring => return done,
+            walked = walking => walked,
+        };
+        let on_a_cycle = match on_walked(client, &wait, &record, serial, walked) {
+            Walk::Refused(refused) => return Err(refused),
+            Walk::OnACycle => true,
+            Walk::NoCycle => false,
+        };
+        quiet_walks = if on_a_cycle { 0 } else { quiet_walks + 1 };
+        tokio::select! {
+            biased;
+            done = &mut acquiring => return done,
+            () = tokio::time::sleep(next_walk(threshold, quiet_walks)) => {}
+        }
+    }
+}
+
+/// The most thresholds between two walks of a wait on no cycle.
+const SLOWEST_WALK: u32 = 32;
+
+/// How long until the next walk: a threshold while the wait is on a cycle
+/// (to see it resolve), else doubling after each walk that found none, up to
+/// [`SLOWEST_WALK`] thresholds. A cycle that forms later is found by the
+/// wait that closes it (its own first walk), as PostgreSQL finds it; the
+/// others see it at their next walk, and many long waits of tasks that hold
+/// something cost little.
+fn next_walk(threshold: std::time::Duration, quiet_walks: u32) -> std::time::Duration {
+    let doublings = quiet_walks.saturating_sub(1).min(5);
+    threshold * (1u32 << doublings).min(SLOWEST_WALK)
+}
+
+/// What a walk came to for its wait.
+enum Walk {
+    NoCycle,
+    OnACycle,
+    Refused(Error),
+}
+
+/// What the wait writes: its owner, lock, start, and its task's holds.
+fn record_of(client: &Engine, wait: &LongWait, started: Instant) -> WaitRecord {
+    let lasted = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let holds = client
+        .holdings
+        .held_in_context(wait.context)
+        .into_iter()
+        .map(|(lock, owner)| HeldBy {
+            lock: lock.to_string(),
+            owner: owner_field(&client.id, owner),
+        })
+        .collect();
+    WaitRecord {
+        waiter: owner_field(&client.id, wait.owner),
+        lock: wait.lock.to_string(),
+        kind: wait.kind.to_owned(),
+        since_ms: crate::transport::scripts::epoch_millis().saturating_sub(lasted),
+        holds,
+    }
+}
+
+/// The record's fields: one per owner of the task (see `deadlock.rs`).
+fn fields(record: &WaitRecord) -> Vec<String> {
+    let mut owners: Vec<String> = record.owners().map(str::to_owned).collect();
+    owners.sort();
+    owners.dedup();
+    owners
+}
+
+/// Sets the record's fields and the hash's TTL (one watchdog lease).
+async fn write(mut conn: Conn, client: &Engine, record: &WaitRecord) -> Result<()> {
+    // A record always serialises (strings and numbers only).
+    let value = serde_json::to_string(record).unwrap_or_default();
+    let key = keys::waits_key(&client.id);
+    let mut hset = redis::cmd("HSET");
+    hset.arg(&key);
+    for field in fields(record) {
+        hset.arg(field).arg(&value);
+    }
+    let ttl_ms = u64::try_from(client.config.lock_watchdog_timeout.as_millis()).unwrap_or(u64::MAX);
+    redis::pipe()
+        .add_command(hset)
+        .ignore()
+        .cmd("PEXPIRE")
+        .arg(&key)
+        .arg(ttl_ms.max(1))
+        .ignore()
+        .query_async::<()>(&mut conn)
+        .await
+        .map_err(Error::redis)
+}
+
+async fn walk(client: &Engine, record: &WaitRecord) -> Result<Walked> {
+    match client.deadlocks.walker() {
+        Some(walker) => walker.walk(&client.conn, &client.id, record).await,
+        None => Ok(Walked::default()),
+    }
+}
+
+/// Names a cycle found (once per cycle and wait), forgets one gone, and
+/// under `Refuse` says to give up if this wait is the cycle's victim.
+fn on_walked(
+    client: &Engine,
+    wait: &LongWait,
+    record: &WaitRecord,
+    serial: u64,
+    walked: Result<Walked>,
+) -> Walk {
+    let walked = match walked {
+        Ok(walked) => walked,
+        Err(e) => {
+            crate::trace::debug_event!(
+                "lock {:?}: looking for a deadlock failed (tried again): {e}",
+                wait.lock
+            );
+            return Walk::NoCycle;
+        }
+    };
+    if walked.cut {
+        crate::trace::debug_event!(
+            "lock {:?}: the deadlock walk stopped at its bound ({} steps, {} reads)",
+            wait.lock,
+            crate::engine::deadlock::MAX_STEPS,
+            crate::engine::deadlock::MAX_READS
+        );
+    }
+    let Some(cycle) = walked.cycle else {
+        client.deadlocks.note(serial, None);
+        return Walk::NoCycle;
+    };
+    let victim = cycle.victim().map(|step| step.waiter.clone());
+    let refuse = matches!(client.config.deadlock, OnDeadlock::Refuse)
+        && victim.as_deref() == Some(record.waiter.as_str());
+    if client.deadlocks.note(serial, Some(cycle.clone())) {
+        crate::metrics::deadlock_found();
+        let fate = match (refuse, client.config.deadlock) {
+            (true, _) => "this wait is the youngest on it and gives up".to_owned(),
+            (false, OnDeadlock::Refuse) => format!(
+                "the youngest wait on it ({}) gives up",
+                victim.as_deref().unwrap_or("none with a record")
+            ),
+            _ => {
+                "`Config::deadlock = OnDeadlock::Refuse` makes its youngest wait give up".to_owned()
+            }
+        };
+        crate::trace::warn_event!("lock {:?}: {cycle}; {fate}", wait.lock);
+    }
+    if refuse {
+        return Walk::Refused(Error::Deadlock {
+            name: wait.lock.to_string(),
+            cycle: cycle.to_string(),
+        });
+    }
+    Walk::OnACycle
+}
+
+/// The record's fields and the client's note of the wait, gone with the wait.
+struct Written<'a> {
+    client: &'a Engine,
+    serial: u64,
+    _fields: OnDrop,
+}
+
+impl<'a> Written<'a> {
+    fn new(client: &'a Engine, record: &WaitRecord, serial: u64) -> Self {
+        let (key, fields, mut conn) = (
+            keys::waits_key(&client.id),
+            fields(record),
+            client.conn.clone(),
+        );
+        let removal = OnDrop::armed(&client.conn, async move {
+            let deleted = redis::cmd("HDEL")
+                .arg(&key)
+                .arg(&fields)
+                .query_async::<()>(&mut conn)
+                .await;
+            if let Err(e) = deleted {
+                crate::trace::debug_event!(
+                    "deleting a long wait's record failed (it ends with its TTL): {e}"
+                );
+            }
+        });
+        Written {
+            client,
+            serial,
+            _fields: removal,
+        }
+    }
+}
+
+impl Drop for Written<'_> {
+    fn drop(&mut self) {
+        self.client.deadlocks.note(self.serial, None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn walks_come_every_threshold_on_a_cycle_and_slow_down_off_one() {
+        let t = Duration::from_secs(1);
+        let gaps: Vec<u64> = (0..9).map(|quiet| next_walk(t, quiet).as_secs()).collect();
+        assert_eq!(gaps, [1, 1, 2, 4, 8, 16, 32, 32, 32]);
+    }
+}
