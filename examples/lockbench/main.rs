@@ -11,6 +11,7 @@
 //!     [--locks 1] [--kind reentrant|fair]
 //! cargo run --release --example lockbench -- --scale handoff-floor [--ops 2000]
 //!     [--hold-us 1000]
+//! cargo run --release --example lockbench -- --scale deadlocks
 //! ```
 //!
 //! T tasks spread over C clients (separate client instances, as separate processes
@@ -25,13 +26,15 @@
 //!
 //! The modules: `options` (the flags), `workload` (the contended run), `contend`
 //! (what a task acquires), `observe` (the server's and the process's numbers),
-//! `floors` (the same work without the library) and `scale` (the scale runs).
+//! `floors` (the same work without the library), `scale` (the scale runs) and
+//! `deadlocks` (how long a deadlock takes to be named).
 
 use serde_json::json;
 
 #[path = "../support/args.rs"]
 mod args;
 mod contend;
+mod deadlocks;
 mod floors;
 mod observe;
 mod options;
@@ -135,6 +138,9 @@ async fn run_with(o: &Options) -> Result<serde_json::Value, String> {
     }
     if o.handoff_floor {
         return floors::handoff_floor(o, &url).await;
+    }
+    if o.scale_deadlocks {
+        return deadlocks::rings(&url).await;
     }
     let mut report = workload::workload(o, &url).await?;
     if o.tasks == 1 && !matches!(o.kind, Kind::Multi | Kind::RedLock | Kind::Semaphore) {

@@ -83,6 +83,8 @@ pub(crate) struct Options {
     pub(crate) scale_spread: bool,
     /// `--scale handoff-floor`: the fastest a handoff can be with this driver.
     pub(crate) handoff_floor: bool,
+    /// `--scale deadlocks`: how long rings of clients take to be named.
+    pub(crate) scale_deadlocks: bool,
     pub(crate) waiters: usize,
     pub(crate) watchdog_locks: usize,
     pub(crate) watchdog_ms: u64,
@@ -105,6 +107,7 @@ pub(crate) fn parse() -> Result<Options, String> {
         scale_watchdog: false,
         scale_waiters: false,
         scale_spread: false,
+        scale_deadlocks: false,
         handoff_floor: false,
         waiters: 10_000,
         watchdog_locks: 10_000,
@@ -152,9 +155,10 @@ fn scale(o: &mut Options, run: &str) -> Result<(), String> {
         "waiters" => o.scale_waiters = true,
         "spread" => o.scale_spread = true,
         "handoff-floor" => o.handoff_floor = true,
+        "deadlocks" => o.scale_deadlocks = true,
         other => {
             return Err(format!(
-                "unknown scale run {other} (watchdog, waiters, spread, handoff-floor)"
+                "unknown scale run {other} (watchdog, waiters, spread, handoff-floor, deadlocks)"
             ))
         }
     }

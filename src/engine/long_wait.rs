@@ -43,22 +43,33 @@ pub(crate) struct LongWait {
     pub(crate) context: u64,
 }
 
-/// Awaits `acquiring`, the wait `wait`; if it lasts past the client's
-/// threshold, it is watched for deadlocks from then on (boxed: only long
-/// waits pay for it). A short wait costs a timer and nothing on the wire.
+/// Awaits the future `acquiring` makes, the wait `wait`; if it lasts past
+/// the client's threshold, it is watched for deadlocks from then on (boxed:
+/// only long waits pay for it). A short wait costs a timer and nothing on the
+/// wire.
+///
+/// Given a maker, not the future: the future is made here, in its one place
+/// in this future. An argument future would sit in two (the argument, then
+/// the local it is pinned in: rustc does not overlap them), doubling every
+/// waiting `lock()` future (2,840 -> 6,544 bytes, measured).
 ///
 /// # Cancel safety
-/// Cancel safe as `acquiring` is; a record written is deleted when this
-/// future is dropped.
-pub(crate) async fn watched<F, T>(client: &Arc<Engine>, wait: LongWait, acquiring: F) -> Result<T>
+/// Cancel safe as the wait is; a record written is deleted when this future
+/// is dropped.
+pub(crate) async fn watched<F, T>(
+    client: &Arc<Engine>,
+    wait: LongWait,
+    acquiring: impl FnOnce() -> F,
+) -> Result<T>
 where
     F: Future<Output = Result<T>>,
 {
+    let acquiring = acquiring();
+    tokio::pin!(acquiring);
     if matches!(client.config.deadlock, OnDeadlock::Ignore) || client.deadlocks.walker().is_none() {
         return acquiring.await;
     }
     let started = Instant::now();
-    let mut acquiring = std::pin::pin!(acquiring);
     tokio::select! {
         biased;
         done = &mut acquiring => return done,

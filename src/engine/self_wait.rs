@@ -320,18 +320,21 @@ pub(crate) struct Policy {
 /// policy says if it is a self-wait: refused at once, or
 /// waited with one warning once it has lasted the policy's time and is still
 /// behind its own task's hold. Anything else is just awaited.
+///
+/// Given a maker, not the future, so that the future has one place in this
+/// one (see `long_wait::watched`).
 pub(crate) async fn guard_wait<F, T>(
     holdings: &Arc<Holdings>,
     policy: Policy,
     name: &Arc<str>,
     request: Request,
-    acquiring: F,
+    acquiring: impl FnOnce() -> F,
 ) -> Result<T>
 where
     F: Future<Output = Result<T>>,
 {
     let Some(behind) = holdings.behind(name, &request) else {
-        return acquiring.await;
+        return acquiring().await;
     };
     if matches!(policy.on_self_wait, SelfWait::Refuse) {
         return Err(Error::WouldDeadlock {
@@ -341,7 +344,11 @@ where
     }
     // Boxed: only self-waits pay for the timer.
     Box::pin(warn_if_still_behind(
-        holdings, policy, name, request, acquiring,
+        holdings,
+        policy,
+        name,
+        request,
+        acquiring(),
     ))
     .await
 }
@@ -494,7 +501,7 @@ mod tests {
             refuse,
             &name,
             request(10, 2, Claim::Read),
-            async { Ok(()) },
+            || async { Ok(()) },
         )
         .await
         .unwrap_err();
@@ -510,9 +517,13 @@ mod tests {
             on_self_wait: SelfWait::Warn,
             ..refuse
         };
-        let counted = guard_wait(&holdings, warn, &name, request(10, 2, Claim::Read), async {
-            Ok(holdings.self_waits_for("inventory"))
-        })
+        let counted = guard_wait(
+            &holdings,
+            warn,
+            &name,
+            request(10, 2, Claim::Read),
+            || async { Ok(holdings.self_waits_for("inventory")) },
+        )
         .await
         .unwrap();
         assert_eq!(counted, 1, "a self-wait is counted while it lasts");
@@ -523,7 +534,7 @@ mod tests {
             refuse,
             &name,
             request(11, 2, Claim::Read),
-            async { Ok(()) },
+            || async { Ok(()) },
         )
         .await
         .unwrap();

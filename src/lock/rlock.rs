@@ -684,11 +684,14 @@ impl RLock {
             claim: self.kind.claim(),
         };
         let started = tokio::time::Instant::now();
-        let acquiring = wait::acquire(&self.client, &ops, (lease, self.max_hold), wait, new_owner);
+        // Made where it is awaited, not before: a future moved in sits in two
+        // places of the `lock()` future (see `long_wait::watched`).
+        let acquiring =
+            || wait::acquire(&self.client, &ops, (lease, self.max_hold), wait, new_owner);
         let hold = crate::trace::in_acquire_span(&self.name, self.kind.kind().name(), async {
             match wait {
                 // One try never waits, so it never waits for itself.
-                Wait::Once => acquiring.await,
+                Wait::Once => acquiring().await,
                 _ => {
                     let policy = self.client.self_wait_policy();
                     let holdings = &self.client.holdings;
@@ -699,7 +702,7 @@ impl RLock {
                         context: request.context,
                     };
                     let guarded =
-                        guard_wait(holdings, policy, &self.name, request.clone(), acquiring);
+                        || guard_wait(holdings, policy, &self.name, request.clone(), acquiring);
                     watched(&self.client, long, guarded).await
                 }
             }

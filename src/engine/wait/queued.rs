@@ -135,14 +135,17 @@ async fn parked_in_line(
     let ticket = parked.join_ticket();
     if let Some(ticket) = &ticket {
         let patience = client.lines.patience();
-        match within(deadline, ticket.turn(patience)).await {
+        // Boxed, as the join below: a parked waiter carries neither.
+        match Box::pin(within(deadline, ticket.turn(patience))).await {
             Some(true) => {}
             // The line does not move (an earlier waiter is not polled).
             Some(false) => return Unparked::OnItsOwn,
             None => return Unparked::LastAttempt,
         }
     }
-    match join_line(client, acquirer, terms, deadline).await {
+    // Boxed: an attempt in flight is large but brief, and a parked waiter
+    // should not carry its room for as long as it is parked.
+    match Box::pin(join_line(client, acquirer, terms, deadline)).await {
         Ok(Joined::InLine) => {}
         Ok(Joined::Held(hold)) => return Unparked::Done(Ok(Some(hold))),
         Ok(Joined::OutOfTime) => return Unparked::Done(Ok(None)),
