@@ -51,9 +51,10 @@ pub enum Error {
     /// The wait was on a deadlock across processes and was the one to give up
     /// ([`Config::deadlock`](crate::Config::deadlock) `= OnDeadlock::Refuse`):
     /// its lock is held by a task that waits, through a cycle of waits, for a
-    /// lock this wait's task holds. `cycle` names each wait on it. Nothing is
-    /// held or queued by the refused wait; the others on the cycle go on once
-    /// this task releases what it holds.
+    /// lock this wait's task holds. `cycle` names each wait on it. The refused
+    /// wait ends as a dropped one does (a fair queue entry, or a grant that
+    /// arrived meanwhile, is given back by the client); the others on the
+    /// cycle go on once this task releases what it holds.
     Deadlock {
         /// The lock the refused wait waited for.
         name: String,

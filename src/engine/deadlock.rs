@@ -91,16 +91,30 @@ impl WaitStep {
 }
 
 impl Deadlock {
-    /// The wait that gives up under [`OnDeadlock::Refuse`](crate::OnDeadlock::Refuse):
-    /// the youngest wait with a record (the latest `since_ms`; of equals, the
-    /// greatest owner field). Every client on the cycle reads the same records,
-    /// so all agree on it, and only the client that owns it refuses. `None`
-    /// when no wait on the cycle has a record.
+    /// The wait that gives up under [`OnDeadlock::Refuse`](crate::OnDeadlock::Refuse).
+    ///
+    /// With every wait recorded: the youngest (the latest `since_ms`; of
+    /// equals, the greatest owner field). Every client on the cycle reads the
+    /// same records, so all agree on it, and only the client that owns it
+    /// refuses. With one wait seen only in a fair queue (a Java waiter): the
+    /// wait after it, whose task holds the fair lock it is queued on, since
+    /// only a walk from that wait can see the queued one (a walk finds a
+    /// queued wait in the queues of locks it knows holds of, its own first).
+    /// `None` when no wait on the cycle can be given up by this crate (two
+    /// queued waits, or the wait after the queued one has no record).
     pub fn victim(&self) -> Option<&WaitStep> {
-        self.steps
-            .iter()
-            .filter(|step| step.since_ms.is_some())
-            .max_by(|a, b| (a.since_ms, &a.waiter).cmp(&(b.since_ms, &b.waiter)))
+        let queued: Vec<usize> = (0..self.steps.len())
+            .filter(|&i| self.steps[i].since_ms.is_none())
+            .collect();
+        match queued.as_slice() {
+            [] => self
+                .steps
+                .iter()
+                .max_by(|a, b| (a.since_ms, &a.waiter).cmp(&(b.since_ms, &b.waiter))),
+            [only] => Some(&self.steps[(only + 1) % self.steps.len()])
+                .filter(|after| after.since_ms.is_some()),
+            _ => None,
+        }
     }
 
     /// The same cycle read from any step: its waiters, sorted.
@@ -170,6 +184,14 @@ pub(crate) struct WaitRecord {
     pub(crate) since_ms: u64,
     /// The holds of the waiter's task, as its client knows them.
     pub(crate) holds: Vec<HeldBy>,
+    /// When it was last written, epoch milliseconds, and for how long it
+    /// holds from then: a reader takes a record older than that for gone (a
+    /// field that outlived its wait, its hash kept alive by the client's
+    /// other waits).
+    #[serde(default)]
+    pub(crate) written_ms: u64,
+    #[serde(default)]
+    pub(crate) ttl_ms: u64,
 }
 
 /// One hold of a waiter's task.
@@ -180,6 +202,12 @@ pub(crate) struct HeldBy {
 }
 
 impl WaitRecord {
+    /// Whether the record is still current at `now_ms` (written within its
+    /// TTL; a record of an older writer, without the two, is taken as is).
+    pub(crate) fn is_current(&self, now_ms: u64) -> bool {
+        self.ttl_ms == 0 || self.written_ms.saturating_add(self.ttl_ms) >= now_ms
+    }
+
     /// Every owner field of the task: the waiter's and its holds'.
     pub(crate) fn owners(&self) -> impl Iterator<Item = &str> {
         std::iter::once(self.waiter.as_str()).chain(self.holds.iter().map(|h| h.owner.as_str()))
@@ -287,11 +315,19 @@ mod tests {
     #[test]
     fn the_victim_is_the_youngest_wait_with_a_record_and_all_agree() {
         let cycle = Deadlock {
-            steps: vec![step("a", Some(10)), step("b", Some(30)), step("j", None)],
+            steps: vec![
+                step("a", Some(10)),
+                step("b", Some(30)),
+                step("c", Some(20)),
+            ],
         };
         assert_eq!(cycle.victim().map(|s| s.waiter.as_str()), Some("b"));
         let rotated = Deadlock {
-            steps: vec![step("j", None), step("a", Some(10)), step("b", Some(30))],
+            steps: vec![
+                step("c", Some(20)),
+                step("a", Some(10)),
+                step("b", Some(30)),
+            ],
         };
         assert_eq!(rotated.victim(), cycle.victim(), "whoever found it");
         assert_eq!(rotated.key(), cycle.key());
@@ -303,6 +339,16 @@ mod tests {
             steps: vec![step("j", None)],
         };
         assert!(java_only.victim().is_none());
+        // A queued (Java) wait: only the wait after it sees the cycle, so
+        // it is the victim, young or not.
+        let through_java = Deadlock {
+            steps: vec![step("r1", Some(50)), step("j", None), step("r2", Some(10))],
+        };
+        assert_eq!(through_java.victim().map(|s| s.waiter.as_str()), Some("r2"));
+        let two_queued = Deadlock {
+            steps: vec![step("r", Some(5)), step("j1", None), step("j2", None)],
+        };
+        assert!(two_queued.victim().is_none());
     }
 
     #[test]

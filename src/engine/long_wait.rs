@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use crate::config::OnDeadlock;
 use crate::engine::cleanup::OnDrop;
-use crate::engine::deadlock::{HeldBy, WaitRecord, Walked};
+use crate::engine::deadlock::{Deadlock, HeldBy, WaitRecord, Walked};
 use crate::engine::owner::owner_field;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -90,7 +90,7 @@ async fn watch<F, T>(
 where
     F: Future<Output = Result<T>>,
 {
-    let record = record_of(client, &wait, started);
+    let mut record = record_of(client, &wait, started);
     if record.holds.is_empty() {
         // A task that holds nothing keeps nobody waiting: no cycle can pass
         // through it, and no walk can arrive at it. Nothing to write or walk.
@@ -99,42 +99,75 @@ where
     let serial = SERIALS.fetch_add(1, Ordering::Relaxed);
     let _written = Written::new(client, &record, serial);
     let threshold = client.config.deadlock_threshold;
+    // Written again every third of its TTL, whatever the walks do.
     let refresh_every = client.config.lock_watchdog_timeout / 3;
-    let mut refreshed: Option<Instant> = None;
+    let (mut refresh_at, mut walk_at) = (Instant::now(), Instant::now());
     let mut quiet_walks = 0u32;
+    // The cycle the last walk found: a refusal needs the same cycle found by
+    // two walks in a row (the reads of one walk are not of one instant).
+    let mut last_cycle: Option<Vec<String>> = None;
     loop {
-        if refreshed.is_none_or(|at| at.elapsed() >= refresh_every) {
-            let writing = write(client.conn.clone(), client, &record);
-            tokio::select! {
+        if Instant::now() >= refresh_at {
+            let writing = write(client.conn.clone(), client, &mut record);
+            let written = tokio::select! {
                 biased;
                 done = &mut acquiring => return done,
-                written = writing => match written {
-                    Ok(()) => refreshed = Some(Instant::now()),
-                    Err(e) => crate::trace::debug_event!(
-                        "lock {:?}: writing a long wait's record failed (tried again): {e}",
-                        wait.lock
-                    ),
-                },
-            }
+                written = writing => written,
+            };
+            refresh_at = Instant::now()
+                + match written {
+                    Ok(()) => refresh_every,
+                    Err(e) => {
+                        crate::trace::debug_event!(
+                            "lock {:?}: writing a long wait's record failed (tried again): {e}",
+                            wait.lock
+                        );
+                        threshold.min(refresh_every)
+                    }
+                };
         }
-        let walking = walk(client, &record);
-        let walked = tokio::select! {
-            biased;
-            done = &mut acquiring => return done,
-            walked = walking => walked,
-        };
-        let on_a_cycle = match on_walked(client, &wait, &record, serial, walked) {
-            Walk::Refused(refused) => return Err(refused),
-            Walk::OnACycle => true,
-            Walk::NoCycle => false,
-        };
-        quiet_walks = if on_a_cycle { 0 } else { quiet_walks + 1 };
+        if Instant::now() >= walk_at {
+            let walking = walk(client, &record);
+            let walked = tokio::select! {
+                biased;
+                done = &mut acquiring => return done,
+                walked = walking => walked,
+            };
+            match on_walked(client, &wait, serial, walked) {
+                Some(cycle) => {
+                    let key = cycle.key();
+                    let confirmed = last_cycle.as_ref() == Some(&key);
+                    if confirmed && refuses(client, &record, &cycle) {
+                        return Err(Error::Deadlock {
+                            name: wait.lock.to_string(),
+                            cycle: cycle.to_string(),
+                        });
+                    }
+                    last_cycle = Some(key);
+                    quiet_walks = 0;
+                }
+                None => {
+                    last_cycle = None;
+                    quiet_walks += 1;
+                }
+            }
+            walk_at = Instant::now() + next_walk(threshold, quiet_walks);
+        }
         tokio::select! {
             biased;
             done = &mut acquiring => return done,
-            () = tokio::time::sleep(next_walk(threshold, quiet_walks)) => {}
+            () = tokio::time::sleep_until(refresh_at.min(walk_at)) => {}
         }
     }
+}
+
+/// Whether this wait (`record`) gives up to break `cycle`: under `Refuse`,
+/// when it is the cycle's victim.
+fn refuses(client: &Engine, record: &WaitRecord, cycle: &Deadlock) -> bool {
+    matches!(client.config.deadlock, OnDeadlock::Refuse)
+        && cycle
+            .victim()
+            .is_some_and(|victim| victim.waiter == record.waiter)
 }
 
 /// The most thresholds between two walks of a wait on no cycle.
@@ -149,13 +182,6 @@ const SLOWEST_WALK: u32 = 32;
 fn next_walk(threshold: std::time::Duration, quiet_walks: u32) -> std::time::Duration {
     let doublings = quiet_walks.saturating_sub(1).min(5);
     threshold * (1u32 << doublings).min(SLOWEST_WALK)
-}
-
-/// What a walk came to for its wait.
-enum Walk {
-    NoCycle,
-    OnACycle,
-    Refused(Error),
 }
 
 /// What the wait writes: its owner, lock, start, and its task's holds.
@@ -176,6 +202,8 @@ fn record_of(client: &Engine, wait: &LongWait, started: Instant) -> WaitRecord {
         kind: wait.kind.to_owned(),
         since_ms: crate::transport::scripts::epoch_millis().saturating_sub(lasted),
         holds,
+        written_ms: 0,
+        ttl_ms: u64::try_from(client.config.lock_watchdog_timeout.as_millis()).unwrap_or(u64::MAX),
     }
 }
 
@@ -188,7 +216,8 @@ fn fields(record: &WaitRecord) -> Vec<String> {
 }
 
 /// Sets the record's fields and the hash's TTL (one watchdog lease).
-async fn write(mut conn: Conn, client: &Engine, record: &WaitRecord) -> Result<()> {
+async fn write(mut conn: Conn, client: &Engine, record: &mut WaitRecord) -> Result<()> {
+    record.written_ms = crate::transport::scripts::epoch_millis();
     // A record always serialises (strings and numbers only).
     let value = serde_json::to_string(record).unwrap_or_default();
     let key = keys::waits_key(&client.id);
@@ -198,7 +227,9 @@ async fn write(mut conn: Conn, client: &Engine, record: &WaitRecord) -> Result<(
         hset.arg(field).arg(&value);
     }
     let ttl_ms = u64::try_from(client.config.lock_watchdog_timeout.as_millis()).unwrap_or(u64::MAX);
+    // One transaction: never fields without the TTL.
     redis::pipe()
+        .atomic()
         .add_command(hset)
         .ignore()
         .cmd("PEXPIRE")
@@ -217,15 +248,14 @@ async fn walk(client: &Engine, record: &WaitRecord) -> Result<Walked> {
     }
 }
 
-/// Names a cycle found (once per cycle and wait), forgets one gone, and
-/// under `Refuse` says to give up if this wait is the cycle's victim.
+/// Names a cycle found (once per cycle and wait, counted) and lists it, or
+/// forgets one gone; the cycle this wait is on, if any.
 fn on_walked(
     client: &Engine,
     wait: &LongWait,
-    record: &WaitRecord,
     serial: u64,
     walked: Result<Walked>,
-) -> Walk {
+) -> Option<Deadlock> {
     let walked = match walked {
         Ok(walked) => walked,
         Err(e) => {
@@ -233,7 +263,7 @@ fn on_walked(
                 "lock {:?}: looking for a deadlock failed (tried again): {e}",
                 wait.lock
             );
-            return Walk::NoCycle;
+            return None;
         }
     };
     if walked.cut {
@@ -246,32 +276,25 @@ fn on_walked(
     }
     let Some(cycle) = walked.cycle else {
         client.deadlocks.note(serial, None);
-        return Walk::NoCycle;
+        return None;
     };
-    let victim = cycle.victim().map(|step| step.waiter.clone());
-    let refuse = matches!(client.config.deadlock, OnDeadlock::Refuse)
-        && victim.as_deref() == Some(record.waiter.as_str());
     if client.deadlocks.note(serial, Some(cycle.clone())) {
         crate::metrics::deadlock_found();
-        let fate = match (refuse, client.config.deadlock) {
-            (true, _) => "this wait is the youngest on it and gives up".to_owned(),
-            (false, OnDeadlock::Refuse) => format!(
-                "the youngest wait on it ({}) gives up",
-                victim.as_deref().unwrap_or("none with a record")
-            ),
+        let victim = cycle.victim().map(|step| step.waiter.as_str());
+        let fate = match (client.config.deadlock, victim) {
+            (OnDeadlock::Refuse, Some(victim)) => {
+                format!("the wait of {victim} gives up to break it")
+            }
+            (OnDeadlock::Refuse, None) => {
+                "no wait on it can be given up by this crate (two Java waits)".to_owned()
+            }
             _ => {
-                "`Config::deadlock = OnDeadlock::Refuse` makes its youngest wait give up".to_owned()
+                "`Config::deadlock = OnDeadlock::Refuse` makes one of its waits give up".to_owned()
             }
         };
         crate::trace::warn_event!("lock {:?}: {cycle}; {fate}", wait.lock);
     }
-    if refuse {
-        return Walk::Refused(Error::Deadlock {
-            name: wait.lock.to_string(),
-            cycle: cycle.to_string(),
-        });
-    }
-    Walk::OnACycle
+    Some(cycle)
 }
 
 /// The record's fields and the client's note of the wait, gone with the wait.

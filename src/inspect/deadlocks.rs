@@ -154,8 +154,11 @@ impl<'a> Reads<'a> {
             let Some(snapshot) = self.snapshot(&lock).await? else {
                 continue;
             };
+            // An overdue entry is a waiter that stopped asking: no wait.
             let queued = snapshot.kind == Kind::FairLock
-                && snapshot.queue.iter().any(|q| q.owner.field == holder);
+                && snapshot.queue.iter().any(|q| {
+                    q.owner.field == holder && q.deadline_in_ms.is_none_or(|left| left >= 0)
+                });
             if queued {
                 return Ok(Some(Node {
                     record: WaitRecord {
@@ -164,6 +167,8 @@ impl<'a> Reads<'a> {
                         kind: "fair".to_owned(),
                         since_ms: 0,
                         holds: Vec::new(),
+                        written_ms: 0,
+                        ttl_ms: 0,
                     },
                     queued: true,
                     holder: String::new(),
@@ -177,9 +182,10 @@ impl<'a> Reads<'a> {
 /// A record as stored under `owner`'s field, if it is one (a value someone
 /// else wrote is none).
 fn parse_record(value: &[u8], owner: &str) -> Option<WaitRecord> {
+    let now = crate::transport::scripts::epoch_millis();
     serde_json::from_slice::<WaitRecord>(value)
         .ok()
-        .filter(|record| record.owners().any(|o| o == owner))
+        .filter(|record| record.owners().any(|o| o == owner) && record.is_current(now))
 }
 
 /// Walks from `start`, depth first, for a cycle back to it.
@@ -267,8 +273,9 @@ async fn named(reads: &mut Reads<'_>, path: &[Node]) -> Deadlock {
 }
 
 /// Every cycle of waits the records on the server show, each once: a walk
-/// from every recorded wait whose locks or waiters match `pattern` (a glob
-/// over lock names) that is not already on a cycle found.
+/// from every recorded wait not already on a cycle found (until all walks
+/// together made [`FIND_READS`] reads), keeping the cycles with a lock whose
+/// name matches `pattern` (a glob).
 pub(crate) async fn find_all(engine: &Engine, pattern: &str) -> Result<DeadlockScan> {
     let mut found = DeadlockScan::default();
     let records = all_records(engine, &mut found).await?;

@@ -1957,3 +1957,69 @@ async fn a_cycle_through_a_java_fair_lock_waiter_is_found_from_its_queue() {
     assert!(client.deadlocks().is_empty());
     assert_nothing_left_but_latches(&server, &[&client]).await;
 }
+
+/// A cycle of three with a Java waiter in the middle: R1 holds `a` and waits
+/// for `x`, which Java holds; Java waits in the queue of the fair lock `f`,
+/// which R2 holds; R2 waits for `a`. Only R2's walk can see Java's wait (in
+/// the queue of a lock R2 holds), so R2 is the victim under `Refuse`, though
+/// R1's wait is younger; R2 gives up, Java takes `f`, and R1 waits on behind
+/// Java as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cycle_with_a_java_wait_in_the_middle_is_broken_by_the_wait_that_sees_it() {
+    let server = RedisServer::start();
+    let mut java = JavaDriver::start(&server.url(), WATCHDOG_30S, None).await;
+    let refusing = |c: &mut redisson_locks::Config| {
+        c.deadlock = redisson_locks::OnDeadlock::Refuse;
+        c.deadlock_threshold = Duration::from_millis(200);
+    };
+    let (r1, r2) = (
+        server.client_with(refusing).await,
+        server.client_with(refusing).await,
+    );
+    java.lock("j", "reentrant", "x", 0, -1);
+    java.expect("acquired", Some("j"), SOON).await;
+    // R1: holds a, then (told to) waits for x, in one task.
+    let (a, x) = (r1.get_lock("a").unwrap(), r1.get_lock("x").unwrap());
+    let (r1_holds, r1_held) = tokio::sync::oneshot::channel();
+    let (go, gone) = tokio::sync::oneshot::channel::<()>();
+    let first = tokio::spawn(async move {
+        let held_a = a.lock().await.unwrap();
+        let _ = r1_holds.send(());
+        let _ = gone.await;
+        let waited = x.lock().await.map(drop);
+        held_a.unlock().await.unwrap();
+        waited
+    });
+    r1_held.await.unwrap();
+    // R2: holds f, waits for a (the older wait).
+    let (f, a2) = (r2.get_fair_lock("f").unwrap(), r2.get_lock("a").unwrap());
+    let (holding, held) = tokio::sync::oneshot::channel();
+    let second = tokio::spawn(async move {
+        let guard = f.lock().await.unwrap();
+        let _ = holding.send(());
+        let waited = a2.lock().await.map(drop);
+        guard.unlock().await.unwrap();
+        waited
+    });
+    held.await.unwrap();
+    java.lock("j", "fair", "f", 0, -1);
+    assert!(eventually(SOON, || async { queue_len(&server, "f").await == 1 }).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // R1's wait for x begins last: the youngest on the cycle.
+    go.send(()).unwrap();
+    let refused = within(Duration::from_secs(30), "R2's wait", second)
+        .await
+        .unwrap()
+        .expect_err("R2 sees the cycle and is its victim");
+    assert!(refused.is_deadlock(), "{refused}");
+    java.expect("acquired", Some("j"), SOON).await;
+    java.unlock("j", "fair", "f");
+    java.expect("unlocked", Some("j"), SOON).await;
+    java.unlock("j", "reentrant", "x");
+    java.expect("unlocked", Some("j"), SOON).await;
+    within(Duration::from_secs(30), "R1's wait", first)
+        .await
+        .unwrap()
+        .expect("R1 takes x once Java lets go");
+    assert_nothing_left_but_latches(&server, &[&r1, &r2]).await;
+}
