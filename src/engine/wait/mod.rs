@@ -184,7 +184,10 @@ async fn acquire_on_primary(
         class: waits.class,
     };
     let in_line = new_owner && waits.local_line;
-    let (hold, turn) = through_the_line(
+    // Boxed: the local line and the wait in Redis are the largest states of
+    // an acquisition, and every kind's `lock()` future would otherwise carry
+    // their room (a parked fair waiter too, which never uses it).
+    let (hold, turn) = Box::pin(through_the_line(
         client,
         object,
         in_line,
@@ -192,7 +195,7 @@ async fn acquire_on_primary(
         async |wait, listening, turn| {
             wait_in_redis(client, acquirer, terms, wait, listening, turn).await
         },
-    )
+    ))
     .await;
     if let (Some(turn), Ok(Some(_))) = (turn, &hold) {
         // Tell the next in line it need not try before this hold's release,
