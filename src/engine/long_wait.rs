@@ -45,8 +45,9 @@ pub(crate) struct LongWait {
 
 /// Awaits the future `acquiring` makes, the wait `wait`; if it lasts past
 /// the client's threshold, it is watched for deadlocks from then on (boxed:
-/// only long waits pay for it). A short wait costs a timer and nothing on the
-/// wire.
+/// only long waits pay for it). A wait of a task that holds nothing costs an
+/// atomic read; a short one of a task that holds something, a timer; neither
+/// sends anything.
 ///
 /// Given a maker, not the future: the future is made here, in its one place
 /// in this future. An argument future would sit in two (the argument, then
@@ -66,7 +67,11 @@ where
 {
     let acquiring = acquiring();
     tokio::pin!(acquiring);
-    if matches!(client.config.deadlock, OnDeadlock::Ignore) || client.deadlocks.walker().is_none() {
+    // A task that holds nothing can be on no cycle: no timer, nothing more.
+    if matches!(client.config.deadlock, OnDeadlock::Ignore)
+        || client.deadlocks.walker().is_none()
+        || !client.holdings.may_hold_in(wait.context)
+    {
         return acquiring.await;
     }
     let started = Instant::now();

@@ -26,7 +26,7 @@ use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::future::Future;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -107,7 +107,14 @@ pub(crate) struct Holdings {
     shards: [Mutex<Shard>; SHARDS],
     hasher: RandomState,
     next_serial: AtomicU64,
+    /// Holds recorded, counted by a hash of their context: a zero says at
+    /// once, without a lock, that a context holds nothing (see
+    /// [`Holdings::may_hold_in`]).
+    by_context: [AtomicUsize; CONTEXT_COUNTS],
 }
+
+/// How many counts [`Holdings::by_context`] spreads contexts over.
+const CONTEXT_COUNTS: usize = 64;
 
 #[derive(Debug, Default)]
 struct Shard {
@@ -169,6 +176,7 @@ impl Holdings {
             shards: std::array::from_fn(|_| Mutex::new(Shard::default())),
             hasher: RandomState::new(),
             next_serial: AtomicU64::new(0),
+            by_context: std::array::from_fn(|_| AtomicUsize::new(0)),
         }
     }
 
@@ -200,6 +208,10 @@ impl Holdings {
         validity: Option<Arc<Validity>>,
     ) -> Recorded {
         let serial = self.next_serial.fetch_add(1, Ordering::Relaxed);
+        if let List::Held = list {
+            self.context_count(request.context)
+                .fetch_add(1, Ordering::Relaxed);
+        }
         self.shard(name)
             .list(list)
             .entry(name.clone())
@@ -222,6 +234,10 @@ impl Holdings {
         let mut shard = self.shard(name);
         let entries = shard.list(list);
         if let Some(held) = entries.get_mut(name) {
+            if let (List::Held, Some(gone)) = (list, held.iter().find(|h| h.serial == serial)) {
+                self.context_count(gone.request.context)
+                    .fetch_sub(1, Ordering::Relaxed);
+            }
             held.retain(|holding| holding.serial != serial);
             if held.is_empty() {
                 entries.remove(name);
@@ -249,6 +265,19 @@ impl Holdings {
                 held_for: holding.since.elapsed(),
             })
         })
+    }
+
+    fn context_count(&self, context: u64) -> &AtomicUsize {
+        let spread = context.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58;
+        &self.by_context[(spread as usize) % CONTEXT_COUNTS]
+    }
+
+    /// Whether `context` may hold something: `false` is sure (no hold of it
+    /// is recorded), `true` may be another context's hold. One atomic read:
+    /// every wait asks, so that a wait of a task that holds nothing arms no
+    /// deadlock timer (see `long_wait.rs`).
+    pub(crate) fn may_hold_in(&self, context: u64) -> bool {
+        self.context_count(context).load(Ordering::Relaxed) > 0
     }
 
     /// The holds of `context` (a task, or a thread), each with its lock name
@@ -538,5 +567,19 @@ mod tests {
         )
         .await
         .unwrap();
+    }
+
+    #[test]
+    fn a_context_that_holds_nothing_is_known_at_once() {
+        let holdings = Arc::new(Holdings::new());
+        let name: Arc<str> = "l".into();
+        assert!(!holdings.may_hold_in(10));
+        let mark = holdings.record(&name, request(10, 1, Claim::Exclusive), valid());
+        assert!(holdings.may_hold_in(10));
+        let self_wait = holdings.self_waiting(&name, request(11, 2, Claim::Exclusive));
+        drop(mark);
+        assert!(!holdings.may_hold_in(10), "its one hold is gone");
+        assert!(!holdings.may_hold_in(11), "a self-wait is no hold");
+        drop(self_wait);
     }
 }

@@ -230,34 +230,54 @@ async fn a_cycle_of_three_through_a_read_write_lock_and_a_fair_lock_is_found() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chain_is_no_cycle_and_a_cycle_that_resolves_itself_stops_being_named() {
+    const LINKS: usize = 12;
     let server = RedisServer::start();
-    let clients = [
-        client(&server, "c0", OnDeadlock::Warn).await,
-        client(&server, "c1", OnDeadlock::Warn).await,
-        client(&server, "c2", OnDeadlock::Warn).await,
-    ];
-    // A chain: c0 holds a, waits b; c1 holds b, waits c; c2 holds c.
-    let held_c = clients[2].get_lock("c").unwrap().lock().await.unwrap();
-    let all_hold = Arc::new(Barrier::new(2));
-    let chain = [
-        side(&clients[0], "a", "b", &all_hold),
-        side(&clients[1], "b", "c", &all_hold),
-    ];
+    let mut clients = Vec::new();
+    for i in 0..=LINKS {
+        clients.push(client(&server, &format!("c{i}"), OnDeadlock::Refuse).await);
+    }
+    // A chain of twelve waits: client i holds chain:i and waits for
+    // chain:i+1; the last client holds chain:12 and waits for nothing.
+    let held_last = clients[LINKS]
+        .get_lock(format!("chain:{LINKS}"))
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let all_hold = Arc::new(Barrier::new(LINKS));
+    let chain: Vec<_> = (0..LINKS)
+        .map(|i| {
+            side(
+                &clients[i],
+                &format!("chain:{i}"),
+                &format!("chain:{}", i + 1),
+                &all_hold,
+            )
+        })
+        .collect();
     tokio::time::sleep(THRESHOLD * 6).await;
     for client in &clients {
         assert!(client.deadlocks().is_empty(), "a chain is not a deadlock");
     }
     let found = clients[0].find_deadlocks("*").await.unwrap();
     assert!(found.cycles.is_empty(), "{found:?}");
-    assert_eq!(found.waits, 2);
-    assert!(found.dead_ends >= 1, "c2 waits for nothing: {found:?}");
-    held_c.unlock().await.unwrap();
+    assert_eq!(found.waits, LINKS);
+    assert!(
+        found.dead_ends >= 1,
+        "the last waits for nothing: {found:?}"
+    );
+    held_last.unlock().await.unwrap();
     for task in chain {
+        // Under Refuse too: no wait of a chain gives up.
         within(T, "the chain drains", task).await.unwrap().unwrap();
     }
 
-    // A cycle whose one side gives up after 1.5 s: named, then no longer.
-    let (p, q) = (&clients[0], &clients[1]);
+    // A cycle whose one side gives up after 1.5 s: named, then no longer
+    // (clients that only warn).
+    let (p, q) = (
+        &client(&server, "p", OnDeadlock::Warn).await,
+        &client(&server, "q", OnDeadlock::Warn).await,
+    );
     let all_hold = Arc::new(Barrier::new(2));
     let patient = side(p, "m", "n", &all_hold);
     let impatient = {
@@ -290,7 +310,8 @@ async fn a_chain_is_no_cycle_and_a_cycle_that_resolves_itself_stops_being_named(
         .await
         .unwrap()
         .unwrap();
-    let all: Vec<&Client> = clients.iter().collect();
+    let mut all: Vec<&Client> = clients.iter().collect();
+    all.extend([p, q]);
     assert_nothing_left(&server, &all).await;
 }
 
