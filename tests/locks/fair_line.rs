@@ -330,3 +330,45 @@ async fn an_heir_dropped_around_its_grant_leaves_nothing() {
     }
     assert_nothing_left(&server, &[&client, &other]).await;
 }
+
+/// A parked waiter is its line's heir too while no head is offered (the head
+/// before it just took the lock): a release then grants it before its task
+/// runs. Dropped around that grant, it leaves nothing: whatever it was
+/// granted is given back, and another client takes the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_heir_dropped_around_its_grant_leaves_nothing() {
+    let name = "fair-parked-heir-dropped";
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let other = server.client().await;
+    for round in 0..120u64 {
+        let held = client.get_fair_lock(name).unwrap().lock().await.unwrap();
+        // The head: takes the lock from the holder's grant and releases it at
+        // once, naming the parked waiter behind it.
+        let head = client.get_fair_lock(name).unwrap();
+        let head = tokio::spawn(async move {
+            let guard = head.lock().await.unwrap();
+            guard.unlock().await.unwrap();
+        });
+        until_queued(&server, name, 1).await;
+        let lock = client.get_fair_lock(name).unwrap();
+        let parked = tokio::spawn(async move { drop(lock.lock().await) });
+        until_queued(&server, name, 2).await;
+        held.unlock().await.unwrap();
+        tokio::time::sleep(Duration::from_micros(40 * (round % 25))).await;
+        parked.abort();
+        within(T, "the head", head).await.unwrap();
+        let taken = within(T, "the lock after a dropped parked heir", async {
+            other
+                .get_fair_lock(name)
+                .unwrap()
+                .try_lock_wait(Duration::from_secs(10))
+                .await
+                .unwrap()
+        })
+        .await
+        .expect("the lock came free");
+        taken.unlock().await.unwrap();
+    }
+    assert_nothing_left(&server, &[&client, &other]).await;
+}
