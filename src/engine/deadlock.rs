@@ -131,43 +131,48 @@ impl Deadlock {
 }
 
 impl std::fmt::Display for Deadlock {
-    /// `deadlock: A waits for "x" (3.1 s) held by B; B waits for "y" ... held by A`,
-    /// each waiter named by its process when its client announced itself.
+    /// `deadlock of 2 waits: A waits for "x" (for 3.1 s), held by B; B waits
+    /// for "y" ..., held by A`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let now = crate::transport::scripts::epoch_millis();
         write!(f, "deadlock of {} waits:", self.steps.len())?;
         for (i, step) in self.steps.iter().enumerate() {
             let sep = if i == 0 { " " } else { "; " };
-            write!(f, "{sep}{} waits for {:?}", describe(step), step.lock)?;
-            match step.since_ms {
-                Some(since) => write!(
-                    f,
-                    " (for {:.1} s)",
-                    now.saturating_sub(since) as f64 / 1000.0
-                )?,
-                None => write!(f, " (seen in its fair queue)")?,
-            }
-            write!(f, ", held by {}", step.holder)?;
+            write!(f, "{sep}{step}")?;
         }
         Ok(())
     }
 }
 
-/// A waiter as a line names it: its process (host, pid, name) and task.
-fn describe(step: &WaitStep) -> String {
-    match &step.identity {
-        Some(who) => format!(
-            "{} (pid {} on {}{}, task {})",
-            step.waiter,
-            who.pid,
-            who.host,
-            who.name
-                .as_deref()
-                .map(|n| format!(", {n}"))
-                .unwrap_or_default(),
-            step.task()
-        ),
-        None => format!("{} (no record of its process)", step.waiter),
+impl std::fmt::Display for WaitStep {
+    /// `A (pid 41 on h, orders-svc, task 7) waits for "x" (for 3.1 s), held
+    /// by B`: the waiter named by its process when its client announced
+    /// itself, how long it has waited (or that it was seen in a fair queue),
+    /// and the holder keeping it out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.identity {
+            Some(who) => write!(
+                f,
+                "{} (pid {} on {}{}, task {})",
+                self.waiter,
+                who.pid,
+                who.host,
+                who.name
+                    .as_deref()
+                    .map(|n| format!(", {n}"))
+                    .unwrap_or_default(),
+                self.task()
+            )?,
+            None => write!(f, "{} (no record of its process)", self.waiter)?,
+        }
+        write!(f, " waits for {:?}", self.lock)?;
+        match self.since_ms {
+            Some(since) => {
+                let waited = crate::transport::scripts::epoch_millis().saturating_sub(since);
+                write!(f, " (for {:.1} s)", waited as f64 / 1000.0)?;
+            }
+            None => write!(f, " (seen in its fair queue)")?,
+        }
+        write!(f, ", held by {}", self.holder)
     }
 }
 

@@ -28,7 +28,6 @@ use crate::engine::deadlock::{Deadlock, HeldBy, WaitRecord, Walked};
 use crate::engine::owner::owner_field;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::transport::conn::Conn;
 use crate::transport::keys;
 
 /// Who waits, for what: known when the wait starts.
@@ -102,7 +101,8 @@ where
         return acquiring.await;
     }
     let serial = SERIALS.fetch_add(1, Ordering::Relaxed);
-    let _written = Written::new(client, &record, serial);
+    let fields = fields(&record);
+    let _written = Written::new(client, fields.clone(), serial);
     let threshold = client.config.deadlock_threshold;
     // Written again every third of its TTL, whatever the walks do.
     let refresh_every = client.config.lock_watchdog_timeout / 3;
@@ -113,7 +113,7 @@ where
     let mut last_cycle: Option<Vec<String>> = None;
     loop {
         if Instant::now() >= refresh_at {
-            let writing = write(client.conn.clone(), client, &mut record);
+            let writing = write(client, &mut record, &fields);
             let written = tokio::select! {
                 biased;
                 done = &mut acquiring => return done,
@@ -220,18 +220,18 @@ fn fields(record: &WaitRecord) -> Vec<String> {
     owners
 }
 
-/// Sets the record's fields and the hash's TTL (one watchdog lease).
-async fn write(mut conn: Conn, client: &Engine, record: &mut WaitRecord) -> Result<()> {
+/// Sets the record's `fields` and the hash's TTL (the record's, one
+/// watchdog lease).
+async fn write(client: &Engine, record: &mut WaitRecord, fields: &[String]) -> Result<()> {
     record.written_ms = crate::transport::scripts::epoch_millis();
     // A record always serialises (strings and numbers only).
     let value = serde_json::to_string(record).unwrap_or_default();
     let key = keys::waits_key(&client.id);
     let mut hset = redis::cmd("HSET");
     hset.arg(&key);
-    for field in fields(record) {
+    for field in fields {
         hset.arg(field).arg(&value);
     }
-    let ttl_ms = u64::try_from(client.config.lock_watchdog_timeout.as_millis()).unwrap_or(u64::MAX);
     // One transaction: never fields without the TTL.
     redis::pipe()
         .atomic()
@@ -239,9 +239,9 @@ async fn write(mut conn: Conn, client: &Engine, record: &mut WaitRecord) -> Resu
         .ignore()
         .cmd("PEXPIRE")
         .arg(&key)
-        .arg(ttl_ms.max(1))
+        .arg(record.ttl_ms.max(1))
         .ignore()
-        .query_async::<()>(&mut conn)
+        .query_async::<()>(&mut client.conn.clone())
         .await
         .map_err(Error::redis)
 }
@@ -310,12 +310,8 @@ struct Written<'a> {
 }
 
 impl<'a> Written<'a> {
-    fn new(client: &'a Engine, record: &WaitRecord, serial: u64) -> Self {
-        let (key, fields, mut conn) = (
-            keys::waits_key(&client.id),
-            fields(record),
-            client.conn.clone(),
-        );
+    fn new(client: &'a Engine, fields: Vec<String>, serial: u64) -> Self {
+        let (key, mut conn) = (keys::waits_key(&client.id), client.conn.clone());
         let removal = OnDrop::armed(&client.conn, async move {
             let deleted = redis::cmd("HDEL")
                 .arg(&key)

@@ -234,11 +234,14 @@ impl Holdings {
         let mut shard = self.shard(name);
         let entries = shard.list(list);
         if let Some(held) = entries.get_mut(name) {
-            if let (List::Held, Some(gone)) = (list, held.iter().find(|h| h.serial == serial)) {
-                self.context_count(gone.request.context)
-                    .fetch_sub(1, Ordering::Relaxed);
+            // Serials are unique: one entry at most.
+            if let Some(at) = held.iter().position(|holding| holding.serial == serial) {
+                let gone = held.remove(at);
+                if let List::Held = list {
+                    self.context_count(gone.request.context)
+                        .fetch_sub(1, Ordering::Relaxed);
+                }
             }
-            held.retain(|holding| holding.serial != serial);
             if held.is_empty() {
                 entries.remove(name);
             }

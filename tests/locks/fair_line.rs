@@ -73,6 +73,22 @@ async fn parked_fair_waiters_keep_their_entries_and_send_nothing_else() {
     assert_nothing_left(&server, &[&holder, &client]).await;
 }
 
+/// Another client takes `name` within 10 s (whatever a dropped heir was
+/// granted was given back), and releases it.
+async fn comes_free_to(other: &redisson_locks::Client, name: &str, what: &str) {
+    let taken = within(T, what, async {
+        other
+            .get_fair_lock(name)
+            .unwrap()
+            .try_lock_wait(Duration::from_secs(10))
+            .await
+            .unwrap()
+    })
+    .await
+    .expect("the lock came free");
+    taken.unlock().await.unwrap();
+}
+
 /// The commands a server ran from one point on.
 struct ServingCost([u64; 3]);
 
@@ -316,17 +332,7 @@ async fn an_heir_dropped_around_its_grant_leaves_nothing() {
         releasing.await.unwrap().unwrap();
         // Whatever the heir got is given back: the lock is free to another
         // client within the time a give-back takes.
-        let taken = within(T, "the lock after a dropped heir", async {
-            other
-                .get_fair_lock(name)
-                .unwrap()
-                .try_lock_wait(Duration::from_secs(10))
-                .await
-                .unwrap()
-        })
-        .await
-        .expect("the lock came free");
-        taken.unlock().await.unwrap();
+        comes_free_to(&other, name, "the lock after a dropped heir").await;
     }
     assert_nothing_left(&server, &[&client, &other]).await;
 }
@@ -358,17 +364,7 @@ async fn a_parked_heir_dropped_around_its_grant_leaves_nothing() {
         tokio::time::sleep(Duration::from_micros(40 * (round % 25))).await;
         parked.abort();
         within(T, "the head", head).await.unwrap();
-        let taken = within(T, "the lock after a dropped parked heir", async {
-            other
-                .get_fair_lock(name)
-                .unwrap()
-                .try_lock_wait(Duration::from_secs(10))
-                .await
-                .unwrap()
-        })
-        .await
-        .expect("the lock came free");
-        taken.unlock().await.unwrap();
+        comes_free_to(&other, name, "the lock after a dropped parked heir").await;
     }
     assert_nothing_left(&server, &[&client, &other]).await;
 }

@@ -2,7 +2,7 @@
 //! each wait on its own line, and what the walks could not see.
 
 use redisson_locks::inspect::DeadlockScan;
-use redisson_locks::{Client, WaitStep};
+use redisson_locks::Client;
 
 use crate::escape::escaped;
 use crate::exit::{Code, Failure};
@@ -38,7 +38,6 @@ pub(crate) fn render(found: &DeadlockScan, pattern: &str) -> String {
             escaped(pattern)
         ));
     }
-    let now = now_ms();
     for (n, cycle) in found.cycles.iter().enumerate() {
         text.push_str(&format!(
             "Deadlock {} ({} waits):\n",
@@ -46,7 +45,7 @@ pub(crate) fn render(found: &DeadlockScan, pattern: &str) -> String {
             cycle.steps.len()
         ));
         for step in &cycle.steps {
-            text.push_str(&format!("  {}\n", escaped(&line(step, now))));
+            text.push_str(&format!("  {}\n", escaped(&step.to_string())));
         }
         if let Some(victim) = cycle.victim() {
             text.push_str(&format!(
@@ -76,35 +75,4 @@ pub(crate) fn render(found: &DeadlockScan, pattern: &str) -> String {
         }
     ));
     text
-}
-
-/// One wait: who (and which process), for what, since when, held by whom.
-fn line(step: &WaitStep, now: u64) -> String {
-    let who = match &step.identity {
-        Some(id) => format!(
-            "{} (pid {} on {}{})",
-            step.waiter,
-            id.pid,
-            id.host,
-            id.name
-                .as_deref()
-                .map(|n| format!(", {n}"))
-                .unwrap_or_default()
-        ),
-        None => format!("{} (process unknown)", step.waiter),
-    };
-    let since = match step.since_ms {
-        Some(since) => format!("for {:.1} s", now.saturating_sub(since) as f64 / 1000.0),
-        None => "seen in the fair queue".to_owned(),
-    };
-    format!(
-        "{who} waits for {:?} ({since}), held by {}",
-        step.lock, step.holder
-    )
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
