@@ -396,7 +396,7 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
         history.len()
     );
     eprintln!("campaign seed {seed}: {}", latch_tally(&history));
-    check_or_keep(&history, &dir, &seed.to_string(), seed);
+    check_or_keep(&history, &dir, &seed.to_string(), &format!("seed {seed}"));
     assert!(history.len() > 100, "the tasks ran: {}", history.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -620,7 +620,7 @@ impl CampaignTasks {
 /// Checks a campaign's merged `history`; when no order explains it, keeps
 /// the recorded files of `dir` under `target/histories/<kept>/` and fails,
 /// naming the seed and the place.
-fn check_or_keep(history: &[Operation], dir: &std::path::Path, kept: &str, seed: u64) {
+fn check_or_keep(history: &[Operation], dir: &std::path::Path, kept: &str, run: &str) {
     let Err(why) = check_campaign(history) else {
         return;
     };
@@ -631,10 +631,7 @@ fn check_or_keep(history: &[Operation], dir: &std::path::Path, kept: &str, seed:
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let _ = std::fs::copy(entry.path(), kept.join(entry.file_name()));
     }
-    panic!(
-        "seed {seed}: {why}; the history is kept in {}",
-        kept.display()
-    );
+    panic!("{run}: {why}; the history is kept in {}", kept.display());
 }
 
 /// One hold of `lock`, recorded: `taking` (a timed acquire, with the token it
@@ -829,13 +826,14 @@ fn the_fair_model_is_in_step_with_the_fair_scripts() {
 
 /// Runs the campaign's tasks, clients configured by `config`, for 6 s with
 /// `fault` struck after 2 s; returns the merged history and the fault's
-/// instant (ns, the history's clock).
+/// instant (ns, the history's clock). The recorded files stay in
+/// [`across_dir`] for the caller to keep or remove.
 async fn run_across<F: std::future::Future<Output = u64>>(
     mut config: redisson_locks::Config,
     tag: &str,
     fault: F,
 ) -> (Vec<Operation>, u64) {
-    let dir = std::env::temp_dir().join(format!("rl-across-{}-{tag}", std::process::id()));
+    let dir = across_dir(tag);
     let _ = std::fs::remove_dir_all(&dir);
     let recorder = Arc::new(Recorder::create(&dir, tag));
     config.timeout = Duration::from_millis(500);
@@ -850,18 +848,20 @@ async fn run_across<F: std::future::Future<Output = u64>>(
     set_campaign_counts(&clients[0]).await;
     let tasks = CampaignTasks::start(&clients, 3, &recorder, |c, t| format!("c{c}t{t}"));
     tokio::time::sleep(Duration::from_secs(2)).await;
-    // The instant the old server was surely gone (the fault says): a hold
-    // answered after it was granted by the server after the fault. (Taken
-    // before the kill, a grant answered in between was counted after it,
-    // though the restart lost it.)
+    // The instant the old server was surely gone (the fault says): a call
+    // begun after it was answered by the server after the fault. (A call
+    // begun before it may have been answered by either: see `spanning`.)
     let struck_ns = fault.await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     tasks
         .stop(Duration::from_secs(90), "the tasks across a fault")
         .await;
-    let history = merge(&dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    (history, struck_ns)
+    (merge(&dir), struck_ns)
+}
+
+/// Where [`run_across`] records the campaign tagged `tag`.
+fn across_dir(tag: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("rl-across-{}-{tag}", std::process::id()))
 }
 
 /// The part of `lock`'s history on one side of the instant `at` (a restart,
@@ -950,21 +950,29 @@ fn tokens_around(history: &[Operation], at: u64) -> (u64, u64) {
     )
 }
 
-/// The grants a restart of a server without persistence may lose: holds of
-/// `lock` granted before `restarted_ns` and not released before it.
+/// The grants a restart of a server without persistence may lose: holds
+/// (read holds included) of `lock` that the old server may have granted (asked for before
+/// `restarted_ns`) and not released before it. A grant answered before
+/// the kill may be read after it: a task of a busy client runs when it
+/// can, and a fair heir's grant is handed on in process.
 fn spanning(history: &[Operation], lock: &str, restarted_ns: u64) -> usize {
     let granted_before: Vec<&Operation> = history
         .iter()
-        .filter(|o| o.lock == lock && o.op == Acquire && o.outcome == Done)
-        .filter(|o| o.completed_ns < restarted_ns)
+        .filter(|o| o.lock == lock && matches!(o.op, Acquire | ReadAcquire))
+        .filter(|o| o.outcome == Done && o.invoked_ns < restarted_ns)
         .collect();
     granted_before
         .iter()
         .filter(|grant| {
+            let given_back = if grant.op == Acquire {
+                Release
+            } else {
+                ReadRelease
+            };
             !history.iter().any(|o| {
                 o.lock == lock
                     && o.owner == grant.owner
-                    && o.op == Release
+                    && o.op == given_back
                     && o.invoked_ns > grant.completed_ns
                     && o.completed_ns < restarted_ns
             })
@@ -998,7 +1006,13 @@ async fn a_restart_loses_grants_only_without_persistence() {
         spanning(&history, "camp-lock", restarted)
     );
     eprintln!("durable restart: {}", latch_tally(&history));
-    check_campaign(&history).unwrap_or_else(|why| panic!("with fsync always: {why}"));
+    check_or_keep(
+        &history,
+        &across_dir("durable"),
+        "across-durable",
+        "with fsync always",
+    );
+    let _ = std::fs::remove_dir_all(across_dir("durable"));
 
     let mut forgetful = RedisServer::start();
     let config = forgetful.config();
@@ -1009,6 +1023,10 @@ async fn a_restart_loses_grants_only_without_persistence() {
         gone
     })
     .await;
+    eprintln!(
+        "forgetful restart: recorded in {} (removed if it passes)",
+        across_dir("forgetful").display()
+    );
     hazard_named(&history, restarted, "a restart without persistence");
     // The token counter went with the restart: the first token after it is
     // not above every earlier one (named, not hidden).
@@ -1020,6 +1038,7 @@ async fn a_restart_loses_grants_only_without_persistence() {
         lowest_after <= highest_before,
         "without persistence the token counter starts over"
     );
+    let _ = std::fs::remove_dir_all(across_dir("forgetful"));
 }
 
 /// A Sentinel failover under the campaign: the primary is killed 2 s in, the
@@ -1048,6 +1067,10 @@ async fn a_sentinel_failover_names_the_grants_it_may_lose() {
         gone
     };
     let (history, failed_over) = run_across(config, "failover", failover).await;
+    eprintln!(
+        "failover: recorded in {} (removed if it passes)",
+        across_dir("failover").display()
+    );
     let named = hazard_named(&history, failed_over, "a failover");
     let (highest_before, lowest_after) = tokens_around(&history, failed_over);
     eprintln!(
@@ -1055,6 +1078,7 @@ async fn a_sentinel_failover_names_the_grants_it_may_lose() {
         history.len()
     );
     assert!(history.len() > 100, "the tasks ran: {}", history.len());
+    let _ = std::fs::remove_dir_all(across_dir("failover"));
 }
 
 /// The child's part of the cross-process campaign (`LOCKS_CHILD=history`, see
@@ -1184,7 +1208,12 @@ async fn a_campaign_of_killed_and_frozen_processes_leaves_linearizable_histories
         history.len()
     );
     eprintln!("process campaign seed {seed}: {}", latch_tally(&history));
-    check_or_keep(&history, &dir, &format!("processes-{seed}"), seed);
+    check_or_keep(
+        &history,
+        &dir,
+        &format!("processes-{seed}"),
+        &format!("seed {seed}"),
+    );
     assert!(history.len() > 100, "the processes ran: {}", history.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
