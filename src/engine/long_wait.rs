@@ -43,10 +43,10 @@ pub(crate) struct LongWait {
 }
 
 /// Awaits the future `acquiring` makes, the wait `wait`; if it lasts past
-/// the client's threshold, it is watched for deadlocks from then on (boxed:
-/// only long waits pay for it). A wait of a task that holds nothing costs an
-/// atomic read; a short one of a task that holds something, a timer; neither
-/// sends anything.
+/// the client's threshold, it is watched for deadlocks from then on. A wait
+/// of a task that holds nothing costs an atomic read; one of a task that
+/// holds something, an allocation and a timer (boxed: only such waits pay
+/// for their room); neither sends anything before the threshold.
 ///
 /// Given a maker, not the future: the future is made here, in its one place
 /// in this future. An argument future would sit in two (the argument, then
@@ -56,30 +56,50 @@ pub(crate) struct LongWait {
 /// # Cancel safety
 /// Cancel safe as the wait is; a record written is deleted when this future
 /// is dropped.
-pub(crate) async fn watched<F, T>(
+// Not an `async fn`, which would keep each argument twice (as the argument
+// and as the body's local): a waiting future carries both for its whole wait.
+#[allow(clippy::manual_async_fn)]
+pub(crate) fn watched<'a, F, T>(
+    client: &'a Arc<Engine>,
+    wait: LongWait,
+    acquiring: impl FnOnce() -> F + 'a,
+) -> impl Future<Output = Result<T>> + 'a
+where
+    F: Future<Output = Result<T>> + 'a,
+    T: 'a,
+{
+    async move {
+        let acquiring = acquiring();
+        tokio::pin!(acquiring);
+        // A task that holds nothing can be on no cycle: no timer, nothing more.
+        if matches!(client.config.deadlock, OnDeadlock::Ignore)
+            || client.deadlocks.walker().is_none()
+            || !client.holdings.may_hold_in(wait.context)
+        {
+            return acquiring.await;
+        }
+        // Boxed, the threshold's timer with it: a waiting future of a task that
+        // holds nothing (every parked waiter, as a rule) has no room for them.
+        Box::pin(past_threshold(client, wait, acquiring)).await
+    }
+}
+
+/// Awaits `acquiring`; once it has lasted the client's threshold, watches it.
+async fn past_threshold<F, T>(
     client: &Arc<Engine>,
     wait: LongWait,
-    acquiring: impl FnOnce() -> F,
+    mut acquiring: Pin<&mut F>,
 ) -> Result<T>
 where
     F: Future<Output = Result<T>>,
 {
-    let acquiring = acquiring();
-    tokio::pin!(acquiring);
-    // A task that holds nothing can be on no cycle: no timer, nothing more.
-    if matches!(client.config.deadlock, OnDeadlock::Ignore)
-        || client.deadlocks.walker().is_none()
-        || !client.holdings.may_hold_in(wait.context)
-    {
-        return acquiring.await;
-    }
     let started = Instant::now();
     tokio::select! {
         biased;
         done = &mut acquiring => return done,
         () = tokio::time::sleep(client.config.deadlock_threshold) => {}
     }
-    Box::pin(watch(client, wait, started, acquiring)).await
+    watch(client, wait, started, acquiring).await
 }
 
 /// Each watched wait's number, for the client's list of cycles.

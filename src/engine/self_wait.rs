@@ -355,34 +355,40 @@ pub(crate) struct Policy {
 ///
 /// Given a maker, not the future, so that the future has one place in this
 /// one (see `long_wait::watched`).
-pub(crate) async fn guard_wait<F, T>(
-    holdings: &Arc<Holdings>,
+// Not an `async fn`, which would keep each argument twice (as the argument
+// and as the body's local): a waiting future carries both for its whole wait.
+#[allow(clippy::manual_async_fn)]
+pub(crate) fn guard_wait<'a, F, T>(
+    holdings: &'a Arc<Holdings>,
     policy: Policy,
-    name: &Arc<str>,
+    name: &'a Arc<str>,
     request: Request,
-    acquiring: impl FnOnce() -> F,
-) -> Result<T>
+    acquiring: impl FnOnce() -> F + 'a,
+) -> impl Future<Output = Result<T>> + 'a
 where
-    F: Future<Output = Result<T>>,
+    F: Future<Output = Result<T>> + 'a,
+    T: 'a,
 {
-    let Some(behind) = holdings.behind(name, &request) else {
-        return acquiring().await;
-    };
-    if matches!(policy.on_self_wait, SelfWait::Refuse) {
-        return Err(Error::WouldDeadlock {
-            name: name.to_string(),
-            reason: reason(&request, &behind),
-        });
+    async move {
+        let Some(behind) = holdings.behind(name, &request) else {
+            return acquiring().await;
+        };
+        if matches!(policy.on_self_wait, SelfWait::Refuse) {
+            return Err(Error::WouldDeadlock {
+                name: name.to_string(),
+                reason: reason(&request, &behind),
+            });
+        }
+        // Boxed: only self-waits pay for the timer.
+        Box::pin(warn_if_still_behind(
+            holdings,
+            policy,
+            name,
+            request,
+            acquiring(),
+        ))
+        .await
     }
-    // Boxed: only self-waits pay for the timer.
-    Box::pin(warn_if_still_behind(
-        holdings,
-        policy,
-        name,
-        request,
-        acquiring(),
-    ))
-    .await
 }
 
 async fn warn_if_still_behind<F, T>(

@@ -44,54 +44,70 @@ use crate::error::Result;
 /// offered as the heir of this client's releases; when it leaves holding the
 /// lock, the next head learns that its release will grant it the lock or tell
 /// it to try (see `successor.rs`).
-pub(super) async fn through_the_queue(
-    client: &Arc<Engine>,
-    acquirer: &Arc<dyn Acquirer>,
+// Not an `async fn`, which would keep each argument twice (as the argument
+// and as the body's local): a waiting future carries both for its whole wait.
+#[allow(clippy::manual_async_fn)]
+pub(super) fn through_the_queue<'a>(
+    client: &'a Arc<Engine>,
+    acquirer: &'a Arc<dyn Acquirer>,
     terms: Terms,
     (wait, deadline): (Wait, Option<Instant>),
-) -> Result<Option<Hold>> {
-    let on_its_own =
-        async |wait| Box::pin(wait_in_redis(client, acquirer, terms, wait, None, None)).await;
-    if matches!(wait, Wait::Once) {
-        return on_its_own((wait, deadline)).await;
-    }
-    let head = match client.lines.enter(&acquirer.target().name, true) {
-        Entry::Park(parked) => {
-            match Box::pin(parked_in_line(client, acquirer, terms, deadline, parked)).await {
-                Unparked::Done(got) => return got,
-                Unparked::Head(head) => head,
-                Unparked::OnItsOwn => return on_its_own((wait, deadline)).await,
-                Unparked::LastAttempt => {
-                    let last = on_its_own((Wait::Once, None)).await;
-                    return super::in_line::last_attempt(last);
-                }
-            }
+) -> impl Future<Output = Result<Option<Hold>>> + Send + 'a {
+    async move {
+        let on_its_own =
+            async |wait| Box::pin(wait_in_redis(client, acquirer, terms, wait, None, None)).await;
+        if matches!(wait, Wait::Once) {
+            return on_its_own((wait, deadline)).await;
         }
-        // A fair waiter always parks first; a stalled line is passed by.
-        Entry::Turn(_) | Entry::Bypass => return on_its_own((wait, deadline)).await,
-    };
-    let got = Box::pin(wait_in_redis(
-        client,
-        acquirer,
-        terms,
-        (wait, deadline),
-        None,
-        Some(&head),
-    ))
-    .await;
-    // Only while this client's releases do grant (not when its waiters
-    // alternate with other clients').
-    let hints = crate::engine::heuristics::heuristics().held_here
-        && client.lines.grants(&acquirer.target().name);
-    if matches!(got, Ok(Some(_))) && head.heir().is_some() && hints {
-        // The next head need not listen until this hold's release, which
-        // grants it the lock or tells it to try.
-        head.acquired(HeldHere {
-            until: Instant::now() + terms.lease,
-            mark: None,
-        });
+        // Nothing of the entry, nor of how the parked wait ended, is kept
+        // across an await but the turn.
+        let parked = match client.lines.enter(&acquirer.target().name, true) {
+            Entry::Park(parked) => parked,
+            // A fair waiter always parks first; a stalled line is passed by.
+            // (A queued entry is never a turn.)
+            passed @ (Entry::Turn(_) | Entry::Bypass) => {
+                drop(passed);
+                return on_its_own((wait, deadline)).await;
+            }
+        };
+        // Not boxed on its own: this future is (see `wait::acquire_on_primary`).
+        let next = match parked_in_line(client, acquirer, terms, deadline, parked).await {
+            Unparked::Done(got) => return got,
+            Unparked::Head(head) => Ok(head),
+            Unparked::OnItsOwn => Err(false),
+            Unparked::LastAttempt => Err(true),
+        };
+        let head = match next {
+            Ok(head) => head,
+            Err(false) => return on_its_own((wait, deadline)).await,
+            Err(true) => {
+                let last = on_its_own((Wait::Once, None)).await;
+                return super::in_line::last_attempt(last);
+            }
+        };
+        let got = Box::pin(wait_in_redis(
+            client,
+            acquirer,
+            terms,
+            (wait, deadline),
+            None,
+            Some(&head),
+        ))
+        .await;
+        // Only while this client's releases do grant (not when its waiters
+        // alternate with other clients').
+        let hints = crate::engine::heuristics::heuristics().held_here
+            && client.lines.grants(&acquirer.target().name);
+        if matches!(got, Ok(Some(_))) && head.heir().is_some() && hints {
+            // The next head need not listen until this hold's release, which
+            // grants it the lock or tells it to try.
+            head.acquired(HeldHere {
+                until: Instant::now() + terms.lease,
+                mark: None,
+            });
+        }
+        got
     }
-    got
 }
 
 /// The heir a head of the line is offered as, when releases grant (see
@@ -125,69 +141,74 @@ enum Unparked {
 /// Cancel safe: a join in flight is finished and settled (the place left, a
 /// hold it took given back) by the owner's gate; once joined, its place is
 /// left when this future is dropped or its time runs out.
-async fn parked_in_line(
-    client: &Arc<Engine>,
-    acquirer: &Arc<dyn Acquirer>,
+// Not an `async fn`, which would keep each argument twice (as the argument
+// and as the body's local): a waiting future carries both for its whole wait.
+#[allow(clippy::manual_async_fn)]
+fn parked_in_line<'a>(
+    client: &'a Arc<Engine>,
+    acquirer: &'a Arc<dyn Acquirer>,
     terms: Terms,
     deadline: Option<Instant>,
     mut parked: Parked,
-) -> Unparked {
-    let ticket = parked.join_ticket();
-    if let Some(ticket) = &ticket {
-        let patience = client.lines.patience();
-        // Boxed, as the join below: a parked waiter carries neither.
-        match Box::pin(within(deadline, ticket.turn(patience))).await {
-            Some(true) => {}
-            // The line does not move (an earlier waiter is not polled).
-            Some(false) => return Unparked::OnItsOwn,
-            None => return Unparked::LastAttempt,
+) -> impl Future<Output = Unparked> + Send + 'a {
+    async move {
+        let ticket = parked.join_ticket();
+        if let Some(ticket) = &ticket {
+            let patience = client.lines.patience();
+            // Boxed, as the join below: a parked waiter carries neither.
+            match Box::pin(within(deadline, ticket.turn(patience))).await {
+                Some(true) => {}
+                // The line does not move (an earlier waiter is not polled).
+                Some(false) => return Unparked::OnItsOwn,
+                None => return Unparked::LastAttempt,
+            }
         }
-    }
-    // Boxed: an attempt in flight is large but brief, and a parked waiter
-    // should not carry its room for as long as it is parked.
-    match Box::pin(join_line(client, acquirer, terms, deadline)).await {
-        Ok(Joined::InLine) => {}
-        Ok(Joined::Held(hold)) => return Unparked::Done(Ok(Some(hold))),
-        Ok(Joined::OutOfTime) => return Unparked::Done(Ok(None)),
-        Err(e) if e.is_transient() => return Unparked::OnItsOwn,
-        Err(e) => return Unparked::Done(Err(e)),
-    }
-    // Offered as heir from now on, so a release made before its turn comes
-    // can grant it the lock; from here its place is left (and a grant given
-    // back) on every way out but the turn.
-    let heir = heir(acquirer, terms);
-    let mut place = queue_place(client, acquirer, true, heir.clone());
-    // In the local line's queue before the next may join, so that the local
-    // order is Redis's.
-    let mut turn = Box::pin(parked.turn(heir.clone()));
-    let first_look = std::future::poll_fn(|cx| Poll::Ready(turn.as_mut().poll(cx))).await;
-    drop(ticket);
-    let next = match first_look {
-        Poll::Ready(next) => Some(next),
-        Poll::Pending => within(deadline, turn).await,
-    };
-    match next {
-        None => {
-            place.run_now().await;
-            Unparked::Done(Ok(None))
+        // Boxed: an attempt in flight is large but brief, and a parked waiter
+        // should not carry its room for as long as it is parked.
+        match Box::pin(join_line(client, acquirer, terms, deadline)).await {
+            Ok(Joined::InLine) => {}
+            Ok(Joined::Held(hold)) => return Unparked::Done(Ok(Some(hold))),
+            Ok(Joined::OutOfTime) => return Unparked::Done(Ok(None)),
+            Err(e) if e.is_transient() => return Unparked::OnItsOwn,
+            Err(e) => return Unparked::Done(Err(e)),
         }
-        Some(None)
-            if heir
-                .as_ref()
-                .is_some_and(|heir| !heir.leave_unless_granted()) =>
-        {
-            // Granted while parked, and the line closed: given back, it
-            // joins again at the tail.
-            place.run_now().await;
-            Unparked::OnItsOwn
-        }
-        Some(Some(head)) => {
-            place.disarm();
-            Unparked::Head(head)
-        }
-        Some(None) => {
-            place.disarm();
-            Unparked::OnItsOwn
+        // Offered as heir from now on, so a release made before its turn comes
+        // can grant it the lock; from here its place is left (and a grant given
+        // back) on every way out but the turn.
+        let heir = heir(acquirer, terms);
+        let mut place = queue_place(client, acquirer, true, heir.clone());
+        // In the local line's queue before the next may join, so that the local
+        // order is Redis's.
+        let mut turn = Box::pin(parked.turn(heir.clone()));
+        let first_look = std::future::poll_fn(|cx| Poll::Ready(turn.as_mut().poll(cx))).await;
+        drop(ticket);
+        let next = match first_look {
+            Poll::Ready(next) => Some(next),
+            Poll::Pending => within(deadline, turn).await,
+        };
+        match next {
+            None => {
+                place.run_now().await;
+                Unparked::Done(Ok(None))
+            }
+            Some(None)
+                if heir
+                    .as_ref()
+                    .is_some_and(|heir| !heir.leave_unless_granted()) =>
+            {
+                // Granted while parked, and the line closed: given back, it
+                // joins again at the tail.
+                place.run_now().await;
+                Unparked::OnItsOwn
+            }
+            Some(Some(head)) => {
+                place.disarm();
+                Unparked::Head(head)
+            }
+            Some(None) => {
+                place.disarm();
+                Unparked::OnItsOwn
+            }
         }
     }
 }
