@@ -25,7 +25,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::task::Poll;
 
 use tokio::time::Instant;
 
@@ -152,7 +151,7 @@ fn parked_in_line<'a>(
     mut parked: Parked,
 ) -> impl Future<Output = Unparked> + Send + 'a {
     async move {
-        let ticket = parked.join_ticket();
+        let mut ticket = parked.join_ticket();
         if let Some(ticket) = &ticket {
             let patience = client.lines.patience();
             // Boxed, as the join below: a parked waiter carries neither.
@@ -177,15 +176,16 @@ fn parked_in_line<'a>(
         // back) on every way out but the turn.
         let heir = heir(acquirer, terms);
         let mut place = queue_place(client, acquirer, true, heir.clone());
-        // In the local line's queue before the next may join, so that the local
-        // order is Redis's.
+        // In the local line's queue (the turn's first poll) before the next
+        // may join, so that the local order is Redis's. The first poll comes
+        // even when out of time: a timeout polls its future before its clock.
         let mut turn = Box::pin(parked.turn(heir.clone()));
-        let first_look = std::future::poll_fn(|cx| Poll::Ready(turn.as_mut().poll(cx))).await;
-        drop(ticket);
-        let next = match first_look {
-            Poll::Ready(next) => Some(next),
-            Poll::Pending => within(deadline, turn).await,
-        };
+        let in_line = std::future::poll_fn(|cx| {
+            let polled = turn.as_mut().poll(cx);
+            ticket.take();
+            polled
+        });
+        let next = within(deadline, in_line).await;
         match next {
             None => {
                 place.run_now().await;
