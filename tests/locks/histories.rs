@@ -619,7 +619,7 @@ impl CampaignTasks {
 
 /// Checks a campaign's merged `history`; when no order explains it, keeps
 /// the recorded files of `dir` under `target/histories/<kept>/` and fails,
-/// naming the seed and the place.
+/// naming the `run` (its seed, or what it struck) and the place.
 fn check_or_keep(history: &[Operation], dir: &std::path::Path, kept: &str, run: &str) {
     let Err(why) = check_campaign(history) else {
         return;
@@ -951,10 +951,10 @@ fn tokens_around(history: &[Operation], at: u64) -> (u64, u64) {
 }
 
 /// The grants a restart of a server without persistence may lose: holds
-/// (read holds included) of `lock` that the old server may have granted (asked for before
-/// `restarted_ns`) and not released before it. A grant answered before
-/// the kill may be read after it: a task of a busy client runs when it
-/// can, and a fair heir's grant is handed on in process.
+/// (read holds included) of `lock` that the old server may have granted
+/// (asked for before `restarted_ns`) and not released before it. A grant
+/// answered before the kill may be read after it: a task of a busy client
+/// runs when it can, and a fair heir's grant is handed on in process.
 fn spanning(history: &[Operation], lock: &str, restarted_ns: u64) -> usize {
     let granted_before: Vec<&Operation> = history
         .iter()

@@ -70,6 +70,8 @@ pub(super) fn through_the_queue<'a>(
             }
         };
         // Not boxed on its own: this future is (see `wait::acquire_on_primary`).
+        // `Err(last)`: it waits in Redis on its own, `last` when out of time
+        // before its turn to join (one last attempt).
         let next = match parked_in_line(client, acquirer, terms, deadline, parked).await {
             Unparked::Done(got) => return got,
             Unparked::Head(head) => Ok(head),
