@@ -269,18 +269,27 @@ mod recording {
     /// than a wait that ran out), measuring it with `labels`: counted among the waiting from the
     /// call on, and when it ends, its wait recorded and its outcome counted.
     /// A dropped future counts as cancelled, and leaves the waiting gauge.
-    pub(crate) async fn metered<T, F>(
-        labels: &Labels,
+    ///
+    /// Given a maker, not the future, so that the future has one place in this
+    /// one (see `long_wait::watched`).
+    // Not an `async fn`, which would keep each argument twice (as the argument
+    // and as the body's local): a waiting future carries both for its whole wait.
+    #[allow(clippy::manual_async_fn)]
+    pub(crate) fn metered<'a, T, F>(
+        labels: &'a Labels,
         one_off: bool,
-        acquiring: F,
-    ) -> Result<Option<T>>
+        acquiring: impl FnOnce() -> F + 'a,
+    ) -> impl Future<Output = Result<Option<T>>> + 'a
     where
-        F: Future<Output = Result<Option<T>>>,
+        F: Future<Output = Result<Option<T>>> + 'a,
+        T: 'a,
     {
-        let mut meter = AcquireMeter::start(labels);
-        let outcome = acquiring.await;
-        meter.end(one_off, &outcome);
-        outcome
+        async move {
+            let mut meter = AcquireMeter::start(labels);
+            let outcome = acquiring().await;
+            meter.end(one_off, &outcome);
+            outcome
+        }
     }
 
     /// One acquire in progress; a drop guard, so that the waiting gauge comes
@@ -444,8 +453,8 @@ mod silent {
 
     /// The acquisition itself.
     #[inline(always)]
-    pub(crate) fn metered<F>(_labels: &Labels, _one_off: bool, acquiring: F) -> F {
-        acquiring
+    pub(crate) fn metered<F>(_labels: &Labels, _one_off: bool, acquiring: impl FnOnce() -> F) -> F {
+        acquiring()
     }
 
     #[derive(Debug)]

@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -14,6 +14,7 @@ use crate::config::MAX_DURATION;
 use crate::error::{Error, Result};
 use crate::metrics::Labels;
 use crate::transport::conn::Conn;
+use crate::transport::keys;
 use crate::transport::pubsub::Class;
 use crate::transport::scripts::{BusyTtl, Released};
 
@@ -29,8 +30,49 @@ pub(crate) struct Target {
     pub(crate) name: Arc<str>,
     /// The owner field, `<client-uuid>:<id>`.
     pub(crate) owner: String,
-    pub(crate) channel: String,
+    channel_of: ChannelOf,
+    /// Named when first asked for: a waiter parked in its client's line never
+    /// listens, and so never pays for the name (a fair waiter's is its own,
+    /// about 150 bytes).
+    channel: OnceLock<String>,
     pub(crate) labels: Labels,
+}
+
+/// Which channel a kind's waiters listen on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ChannelOf {
+    /// The lock's own, `redisson_lock__channel:{name}`.
+    Lock,
+    /// A read-write lock's, `redisson_rwlock:{name}`, shared by both sides.
+    ReadWrite,
+    /// One fair waiter's own: the lock's, then `:<owner>`.
+    FairWaiter,
+}
+
+impl Target {
+    pub(crate) fn new(
+        name: Arc<str>,
+        owner: String,
+        channel_of: ChannelOf,
+        labels: Labels,
+    ) -> Self {
+        Target {
+            name,
+            owner,
+            channel_of,
+            channel: OnceLock::new(),
+            labels,
+        }
+    }
+
+    /// The channel whose messages announce that trying again may succeed.
+    pub(crate) fn channel(&self) -> &str {
+        self.channel.get_or_init(|| match self.channel_of {
+            ChannelOf::Lock => keys::lock_channel(&self.name),
+            ChannelOf::ReadWrite => keys::rwlock_channel(&self.name),
+            ChannelOf::FairWaiter => keys::fair_waiter_channel(&self.name, &self.owner),
+        })
+    }
 }
 
 /// The lock-kind specific half of acquiring: the scripts, the channel to wait on.
@@ -57,7 +99,7 @@ pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
     }
     /// The channel whose messages announce that trying again may succeed.
     fn channel(&self) -> &str {
-        &self.target().channel
+        self.target().channel()
     }
     /// How this kind's waiters wait (see [`Waits`]): stated once, read once.
     fn waits(&self) -> Waits {

@@ -28,6 +28,7 @@
 //! wait, so it subscribes before its first attempt (see `wait/in_redis.rs`).
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -589,67 +590,72 @@ impl Parked {
     /// # Cancel safety
     /// Cancel safe: a dropped wait leaves the line; a turn handed to it meanwhile
     /// passes on to the next.
-    pub(crate) async fn turn(self, heir: Option<Arc<Successor>>) -> Option<Turn> {
-        let Parked {
-            turn,
-            waiting,
-            join,
-        } = self;
-        // A fair waiter's ticket was done with its join.
-        drop(join);
-        // Offered as a parked heir in the order of the turn's queue: both
-        // before the first await.
-        if let Some(heir) = &heir {
-            if let Some(line) = waiting.lines.lines(&waiting.lock).get_mut(&waiting.lock) {
-                line.parked_heirs.push_back(heir.clone());
+    // Not an `async fn`, and the fields used in place, not taken out: each
+    // would otherwise be kept twice in a parked waiter's future.
+    #[allow(clippy::manual_async_fn)]
+    pub(crate) fn turn(
+        mut self,
+        heir: Option<Arc<Successor>>,
+    ) -> impl Future<Output = Option<Turn>> + Send {
+        async move {
+            // A fair waiter's ticket was done with its join.
+            drop(self.join.take());
+            let waiting = &self.waiting;
+            // Offered as a parked heir in the order of the turn's queue: both
+            // before the first await.
+            if let Some(heir) = &heir {
+                if let Some(line) = waiting.lines.lines(&waiting.lock).get_mut(&waiting.lock) {
+                    line.parked_heirs.push_back(heir.clone());
+                }
             }
+            // Closed: the head stalled.
+            let permit = self.turn.clone().acquire_owned().await.ok();
+            let (held_here, hand_off_until) = waiting
+                .lines
+                .lines(&waiting.lock)
+                .get_mut(&waiting.lock)
+                .map_or((None, None), |line| {
+                    if let Some(heir) = &heir {
+                        line.parked_heirs
+                            .retain(|parked| !Arc::ptr_eq(parked, heir));
+                    }
+                    if permit.is_none() {
+                        return (None, None);
+                    }
+                    line.head_due = Some(Instant::now() + waiting.lines.first_due);
+                    if heir.is_some() {
+                        line.heir = heir.clone();
+                    }
+                    // A release naming it is on its way: it waits for that word
+                    // as for the release of a hold of this client's, at most a
+                    // reply timeout (and the grace) if the release is dropped.
+                    let word_due = || HeldHere {
+                        until: Instant::now() + waiting.lines.first_due,
+                        mark: None,
+                    };
+                    let awaits_word = heir.as_ref().is_some_and(|heir| heir.awaits_word());
+                    let held_here = line.held_here.take();
+                    (
+                        held_here.or_else(|| awaits_word.then(word_due)),
+                        line.hand_off_until,
+                    )
+                });
+            let permit = permit?;
+            Some(Turn {
+                _permit: permit,
+                waiting: self.waiting,
+                held_here,
+                hand_off_until,
+                heir,
+            })
         }
-        // Closed: the head stalled.
-        let permit = turn.acquire_owned().await.ok();
-        let (held_here, hand_off_until) = waiting
-            .lines
-            .lines(&waiting.lock)
-            .get_mut(&waiting.lock)
-            .map_or((None, None), |line| {
-                if let Some(heir) = &heir {
-                    line.parked_heirs
-                        .retain(|parked| !Arc::ptr_eq(parked, heir));
-                }
-                if permit.is_none() {
-                    return (None, None);
-                }
-                line.head_due = Some(Instant::now() + waiting.lines.first_due);
-                if heir.is_some() {
-                    line.heir = heir.clone();
-                }
-                // A release naming it is on its way: it waits for that word
-                // as for the release of a hold of this client's, at most a
-                // reply timeout (and the grace) if the release is dropped.
-                let word_due = || HeldHere {
-                    until: Instant::now() + waiting.lines.first_due,
-                    mark: None,
-                };
-                let awaits_word = heir.as_ref().is_some_and(|heir| heir.awaits_word());
-                let held_here = line.held_here.take();
-                (
-                    held_here.or_else(|| awaits_word.then(word_due)),
-                    line.hand_off_until,
-                )
-            });
-        let permit = permit?;
-        Some(Turn {
-            _permit: permit,
-            waiting,
-            held_here,
-            hand_off_until,
-            heir,
-        })
     }
 
     /// A fair waiter's place in the order its line joins Redis's queue in
     /// (see `join_order.rs`): taken out, to be done once its join is answered.
-    pub(crate) fn join_ticket(&mut self) -> Option<JoinTicket> {
-        self.join.take()
+    /// By value: a parked waiter's future would keep a borrowed `Parked` twice.
+    pub(crate) fn join_ticket(mut self) -> (Option<JoinTicket>, Parked) {
+        (self.join.take(), self)
     }
 }
 

@@ -362,7 +362,7 @@ pub(crate) fn guard_wait<'a, F, T>(
     holdings: &'a Arc<Holdings>,
     policy: Policy,
     name: &'a Arc<str>,
-    request: Request,
+    request: &'a Request,
     acquiring: impl FnOnce() -> F + 'a,
 ) -> impl Future<Output = Result<T>> + 'a
 where
@@ -370,13 +370,13 @@ where
     T: 'a,
 {
     async move {
-        let Some(behind) = holdings.behind(name, &request) else {
+        let Some(behind) = holdings.behind(name, request) else {
             return acquiring().await;
         };
         if matches!(policy.on_self_wait, SelfWait::Refuse) {
             return Err(Error::WouldDeadlock {
                 name: name.to_string(),
-                reason: reason(&request, &behind),
+                reason: reason(request, &behind),
             });
         }
         // Boxed: only self-waits pay for the timer.
@@ -384,7 +384,7 @@ where
             holdings,
             policy,
             name,
-            request,
+            request.clone(),
             acquiring(),
         ))
         .await
@@ -538,7 +538,7 @@ mod tests {
             &holdings,
             refuse,
             &name,
-            request(10, 2, Claim::Read),
+            &request(10, 2, Claim::Read),
             || async { Ok(()) },
         )
         .await
@@ -559,7 +559,7 @@ mod tests {
             &holdings,
             warn,
             &name,
-            request(10, 2, Claim::Read),
+            &request(10, 2, Claim::Read),
             || async { Ok(holdings.self_waits_for("inventory")) },
         )
         .await
@@ -571,7 +571,7 @@ mod tests {
             &holdings,
             refuse,
             &name,
-            request(11, 2, Claim::Read),
+            &request(11, 2, Claim::Read),
             || async { Ok(()) },
         )
         .await

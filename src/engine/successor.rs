@@ -274,16 +274,17 @@ mod tests {
             }
         }
         let name: Arc<str> = "l".into();
-        let target = crate::engine::contract::Target {
-            labels: crate::metrics::Labels::new(
-                crate::metrics::kind!("fair"),
-                &name,
-                &crate::Config::default(),
-            ),
+        let labels = crate::metrics::Labels::new(
+            crate::metrics::kind!("fair"),
+            &name,
+            &crate::Config::default(),
+        );
+        let target = crate::engine::contract::Target::new(
             name,
-            owner: "o".into(),
-            channel: "c".into(),
-        };
+            "o".into(),
+            crate::engine::contract::ChannelOf::Lock,
+            labels,
+        );
         let acquirer: Arc<dyn Acquirer> = Arc::new(Nobody(target));
         Arc::into_inner(Successor::new(&acquirer, 1000)).expect("one handle")
     }

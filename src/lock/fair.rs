@@ -15,10 +15,11 @@ use crate::engine::Engine;
 use crate::transport::conn::Conn;
 
 use crate::config::duration_to_millis;
-use crate::engine::contract::{plain, Acquirer, Between, BoxFuture, Outcome, Target, Wait, Waits};
+use crate::engine::contract::{
+    plain, Acquirer, Between, BoxFuture, ChannelOf, Outcome, Target, Wait, Waits,
+};
 use crate::error::Result;
 use crate::metrics::{kind, Kind, Labels};
-use crate::transport::keys::fair_waiter_channel;
 use crate::transport::scripts::{self, FairKeys, Handoff, Reentry, Released};
 
 /// The fair lock's scripts for one acquisition; `reentry` says whether an owner
@@ -106,7 +107,6 @@ pub(crate) fn handoff(config: &crate::Config) -> Handoff {
 pub(crate) struct FairOps {
     /// The lock, the owner, and the owner's own wake-up channel.
     target: Target,
-    keys: FairKeys,
     /// How long this waiter keeps its place in line while silent.
     grace: Duration,
     /// What the next in line gets to take the lock when this owner frees it.
@@ -133,13 +133,7 @@ impl FairOps {
         labels: Labels,
     ) -> Self {
         FairOps {
-            target: Target {
-                channel: fair_waiter_channel(&name, &owner),
-                name: name.clone(),
-                owner,
-                labels,
-            },
-            keys: FairKeys::new(name),
+            target: Target::new(name, owner, ChannelOf::FairWaiter, labels),
             grace,
             handoff,
             // A waiter wakes at least twice per grace period: to see whether the
@@ -150,6 +144,12 @@ impl FairOps {
             reentry,
             grants: AtomicBool::new(false),
         }
+    }
+
+    /// Made for each script call, not kept: a waiter parked in its client's
+    /// line would carry them (about 250 bytes) for its whole wait.
+    fn keys(&self) -> FairKeys {
+        FairKeys::new(self.target.name.clone())
     }
 
     fn grace_ms(&self) -> Result<u64> {
@@ -180,7 +180,7 @@ impl Acquirer for FairOps {
                     false => self.reentry,
                 },
             };
-            scripts::fair_acquire(&mut conn, &self.keys, self.owner(), attempt)
+            scripts::fair_acquire(&mut conn, &self.keys(), self.owner(), attempt)
                 .await
                 .map(plain)
         })
@@ -198,7 +198,7 @@ impl Acquirer for FairOps {
     ) -> BoxFuture<Result<Released>> {
         Box::pin(async move {
             let heir = heir.as_ref().map(|(owner, lease_ms)| (&**owner, *lease_ms));
-            let (keys, owner) = (&self.keys, self.owner());
+            let (keys, owner) = (&self.keys(), self.owner());
             scripts::fair_release(&mut conn, keys, lease_ms, owner, self.handoff, heir).await
         })
     }
@@ -219,8 +219,14 @@ impl Acquirer for FairOps {
     fn abandon(self: Arc<Self>, mut conn: Conn) -> BoxFuture<Result<()>> {
         Box::pin(async move {
             let grace_ms = self.grace_ms()?;
-            scripts::fair_cancel(&mut conn, &self.keys, self.owner(), grace_ms, self.handoff)
-                .await?;
+            scripts::fair_cancel(
+                &mut conn,
+                &self.keys(),
+                self.owner(),
+                grace_ms,
+                self.handoff,
+            )
+            .await?;
             Ok(())
         })
     }

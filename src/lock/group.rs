@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::kind::LockKind;
 use crate::engine::contract::RenewKind;
-use crate::engine::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait};
+use crate::engine::contract::{plain, Acquirer, BoxFuture, ChannelOf, Outcome, Target, Wait};
 use crate::engine::self_wait::Claim;
 use crate::engine::Engine;
 use crate::error::Result;
@@ -51,12 +51,12 @@ impl LockKind for GroupMembers {
         Arc::new(GroupOps {
             hold: scripts::group_hold(&self.ids, &owner),
             count: self.field(owner.clone()),
-            target: Target {
-                channel: lock_channel(name),
-                name: name.clone(),
+            target: Target::new(
+                name.clone(),
                 owner,
-                labels: self.labels(client, name),
-            },
+                ChannelOf::Lock,
+                self.labels(client, name),
+            ),
             ids: self.ids.clone(),
         })
     }

@@ -8,7 +8,9 @@ use crate::transport::conn::Conn;
 use super::kind::LockKind;
 use super::rlock::RLock;
 use crate::engine::contract::RenewKind;
-use crate::engine::contract::{plain, Acquirer, BoxFuture, Outcome, Target, Wait, Waits};
+use crate::engine::contract::{
+    plain, Acquirer, BoxFuture, ChannelOf, Outcome, Target, Wait, Waits,
+};
 use crate::engine::self_wait::Claim;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -214,12 +216,7 @@ pub(crate) struct ReadOps {
 
 /// Both sides wait on the read-write lock's one channel.
 fn rw_target(name: Arc<str>, owner: String, labels: Labels) -> Target {
-    Target {
-        channel: rwlock_channel(&name),
-        name,
-        owner,
-        labels,
-    }
+    Target::new(name, owner, ChannelOf::ReadWrite, labels)
 }
 
 impl ReadOps {

@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use super::kind::LockKind;
 use crate::engine::backoff::BackOff;
-use crate::engine::contract::{plain, Acquirer, Between, BoxFuture, Outcome, Target, Wait, Waits};
+use crate::engine::contract::{
+    plain, Acquirer, Between, BoxFuture, ChannelOf, Outcome, Target, Wait, Waits,
+};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::metrics::{kind, Kind, Labels};
@@ -62,12 +64,7 @@ impl ReentrantOps {
     /// `labels`: its kind's, for the measurements.
     pub(crate) fn new(name: Arc<str>, owner: String, reentry: Reentry, labels: Labels) -> Self {
         ReentrantOps {
-            target: Target {
-                channel: lock_channel(&name),
-                name,
-                owner,
-                labels,
-            },
+            target: Target::new(name, owner, ChannelOf::Lock, labels),
             reentry,
             notify: Notify::Publish,
             backoff: None,

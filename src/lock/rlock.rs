@@ -1,6 +1,7 @@
 //! `RLock`: the handle of the reentrant and the fair lock, which share the hash
 //! layout and every method; only their scripts differ.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -672,58 +673,67 @@ impl RLock {
         duration_to_millis("watchdog timeout", self.client.config.lock_watchdog_timeout)
     }
 
-    async fn acquire(&self, lease: Lease, wait: Wait) -> Result<Option<LockGuard>> {
-        if let Lease::Fixed(lease) = lease {
-            duration_to_millis("lease", lease)?;
-        }
-        let (owner_id, new_owner) = self.owner.for_acquisition(&self.client.id, &self.name);
-        let ops = self.ops(owner_id, wait);
-        let request = Request {
-            context: self.owner.context(),
-            owner: owner_id,
-            claim: self.kind.claim(),
-        };
-        let started = tokio::time::Instant::now();
-        // Made where it is awaited, not before: a future moved in sits in two
-        // places of the `lock()` future (see `long_wait::watched`).
-        let acquiring =
-            || wait::acquire(&self.client, &ops, (lease, self.max_hold), wait, new_owner);
-        let hold = crate::trace::in_acquire_span(&self.name, self.kind.kind().name(), async {
-            match wait {
-                // One try never waits, so it never waits for itself.
-                Wait::Once => acquiring().await,
-                _ => {
-                    let policy = self.client.self_wait_policy();
-                    let holdings = &self.client.holdings;
-                    let long = LongWait {
-                        lock: self.name.clone(),
-                        kind: self.kind.kind().name(),
-                        owner: owner_id,
-                        context: request.context,
-                    };
-                    let guarded =
-                        || guard_wait(holdings, policy, &self.name, request.clone(), acquiring);
-                    watched(&self.client, long, guarded).await
-                }
+    // Not an `async fn`, which would keep each argument twice (as the argument
+    // and as the body's local): a waiting future carries both for its whole wait.
+    #[allow(clippy::manual_async_fn)]
+    fn acquire(
+        &self,
+        lease: Lease,
+        wait: Wait,
+    ) -> impl Future<Output = Result<Option<LockGuard>>> + Send + '_ {
+        async move {
+            if let Lease::Fixed(lease) = lease {
+                duration_to_millis("lease", lease)?;
             }
-        })
-        .await;
-        crate::trace::debug_event!(
-            "lock {:?} ({}): acquire {} after {:?}",
-            self.name,
-            self.kind.kind().name(),
-            match &hold {
-                Ok(Some(_)) => "granted",
-                Ok(None) => "gave up",
-                Err(_) => "failed",
-            },
-            started.elapsed()
-        );
-        Ok(hold?.map(|hold| {
-            let validity = hold.validity.clone();
-            let mark = self.client.holdings.record(&self.name, request, validity);
-            LockGuard::new(self.client.clone(), ops, owner_id, hold, mark, new_owner)
-        }))
+            let (owner_id, new_owner) = self.owner.for_acquisition(&self.client.id, &self.name);
+            let ops = self.ops(owner_id, wait);
+            let request = Request {
+                context: self.owner.context(),
+                owner: owner_id,
+                claim: self.kind.claim(),
+            };
+            let started = tokio::time::Instant::now();
+            // Made where it is awaited, not before: a future moved in sits in two
+            // places of the `lock()` future (see `long_wait::watched`).
+            let acquiring =
+                || wait::acquire(&self.client, &ops, (lease, self.max_hold), wait, new_owner);
+            let hold = crate::trace::in_acquire_span(&self.name, self.kind.kind().name(), async {
+                match wait {
+                    // One try never waits, so it never waits for itself.
+                    Wait::Once => acquiring().await,
+                    _ => {
+                        let policy = self.client.self_wait_policy();
+                        let holdings = &self.client.holdings;
+                        let long = LongWait {
+                            lock: self.name.clone(),
+                            kind: self.kind.kind().name(),
+                            owner: owner_id,
+                            context: request.context,
+                        };
+                        let guarded =
+                            || guard_wait(holdings, policy, &self.name, &request, acquiring);
+                        watched(&self.client, long, guarded).await
+                    }
+                }
+            })
+            .await;
+            crate::trace::debug_event!(
+                "lock {:?} ({}): acquire {} after {:?}",
+                self.name,
+                self.kind.kind().name(),
+                match &hold {
+                    Ok(Some(_)) => "granted",
+                    Ok(None) => "gave up",
+                    Err(_) => "failed",
+                },
+                started.elapsed()
+            );
+            Ok(hold?.map(|hold| {
+                let validity = hold.validity.clone();
+                let mark = self.client.holdings.record(&self.name, request, validity);
+                LockGuard::new(self.client.clone(), ops, owner_id, hold, mark, new_owner)
+            }))
+        }
     }
 
     /// How this handle and `other` share a lock in one multi-lock: `Some(true)`

@@ -76,11 +76,9 @@ where
     Fut: Future<Output = Result<Attempt<T>>> + Send,
 {
     let labels = Labels::new(waiting.kind, waiting.name, &waiting.client.config);
-    crate::metrics::metered(
-        &labels,
-        wait.is_one_off(),
-        wait_unmetered(waiting, wait, attempt),
-    )
+    crate::metrics::metered(&labels, wait.is_one_off(), || {
+        wait_unmetered(waiting, wait, attempt)
+    })
     .await
 }
 

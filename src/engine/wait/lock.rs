@@ -57,7 +57,7 @@ pub(super) async fn wait_in_redis(
     let place_in_redis = Place {
         client,
         name: &target.name,
-        channel: &target.channel,
+        channel: target.channel(),
         waits,
         wait: (wait, deadline),
     };

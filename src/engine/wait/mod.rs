@@ -25,6 +25,7 @@ mod pause;
 mod queued;
 mod step;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,27 +68,33 @@ pub(crate) async fn acquire(
 ) -> Result<Option<Hold>> {
     let labels = &acquirer.target().labels;
     let terms = Terms::new(client, lease, max_hold)?;
-    let acquiring = acquire_confirmed(client, acquirer, terms, wait, new_owner);
+    let acquiring = move || acquire_confirmed(client, acquirer, terms, wait, new_owner);
     crate::metrics::metered(labels, wait.is_one_off(), acquiring).await
 }
 
 /// [`acquire`], unmeasured.
-async fn acquire_confirmed(
-    client: &Arc<Engine>,
-    acquirer: &Arc<dyn Acquirer>,
+// Not an `async fn`, which would keep each argument twice (as the argument
+// and as the body's local): a waiting future carries both for its whole wait.
+#[allow(clippy::manual_async_fn)]
+fn acquire_confirmed<'a>(
+    client: &'a Arc<Engine>,
+    acquirer: &'a Arc<dyn Acquirer>,
     terms: Terms,
     wait: Wait,
     new_owner: bool,
-) -> Result<Option<Hold>> {
-    let Some(hold) = acquire_on_primary(client, acquirer, terms, wait, new_owner).await? else {
-        return Ok(None);
-    };
-    if client.replica_sync == 0 {
-        return Ok(Some(hold));
+) -> impl Future<Output = Result<Option<Hold>>> + Send + 'a {
+    async move {
+        let primary = acquire_on_primary(client, acquirer, &terms, wait, new_owner);
+        let Some(hold) = primary.await? else {
+            return Ok(None);
+        };
+        if client.replica_sync == 0 {
+            return Ok(Some(hold));
+        }
+        // Boxed: a waiter's future is as large as its largest state, and this one
+        // comes only after the wait.
+        Box::pin(confirm_on_replicas(client, acquirer, hold)).await
     }
-    // Boxed: a waiter's future is as large as its largest state, and this one
-    // comes only after the wait.
-    Box::pin(confirm_on_replicas(client, acquirer, hold)).await
 }
 
 /// With replica sync on: makes sure a replica has the `hold` just granted, or
@@ -159,58 +166,66 @@ async fn confirm_on_replicas(
 /// wait in Redis, with its attempts, renewal registration and owner slot, is
 /// built (boxed) only when the turn comes. 100,000 waiters of one client over
 /// 10,000 locks are then 10,000 waits in Redis and 90,000 places in line.
-async fn acquire_on_primary(
-    client: &Arc<Engine>,
-    acquirer: &Arc<dyn Acquirer>,
-    terms: Terms,
+// Not an `async fn`, which would keep each argument twice (as the argument
+// and as the body's local): a waiting future carries both for its whole wait.
+#[allow(clippy::manual_async_fn)]
+fn acquire_on_primary<'a>(
+    client: &'a Arc<Engine>,
+    acquirer: &'a Arc<dyn Acquirer>,
+    terms: &'a Terms,
     wait: Wait,
     new_owner: bool,
-) -> Result<Option<Hold>> {
-    let started = wait.start()?;
-    // Only an owner made for this acquisition: any other may hold the lock
-    // already or be waiting for it elsewhere (a task's sibling futures, one
-    // explicit id on two tasks), and must not wait behind waiters that wait
-    // for it.
-    // Before the other kinds' locals, which would otherwise be kept across
-    // this await too (48 bytes in every kind's `lock()` future); boxed, so
-    // that the other kinds' futures need not carry the fair line's.
-    if new_owner && acquirer.waits().queues() && crate::engine::heuristics::heuristics().fair_line {
-        return Box::pin(queued::through_the_queue(client, acquirer, terms, started)).await;
-    }
-    let waits = acquirer.waits();
-    let object = Object {
-        name: &acquirer.target().name,
-        channel: acquirer.channel(),
-        class: waits.class,
-    };
-    let in_line = new_owner && waits.local_line;
-    // Boxed: the local line and the wait in Redis are the largest states of
-    // an acquisition, and every kind's `lock()` future would otherwise carry
-    // their room (a parked fair waiter too, which never uses it).
-    let (hold, turn) = Box::pin(through_the_line(
-        client,
-        object,
-        in_line,
-        started,
-        async |wait, listening, turn| {
-            wait_in_redis(client, acquirer, terms, wait, listening, turn).await
-        },
-    ))
-    .await;
-    if let (Some(turn), Ok(Some(_))) = (turn, &hold) {
-        // Tell the next in line it need not try before this hold's release,
-        // whose message it will hear: only if the channel is confirmed now, so
-        // the release (sent later) publishes after the subscription.
-        let mark = crate::engine::heuristics::heuristics()
-            .held_here
-            .then(|| client.pubsub.mark(acquirer.channel()))
-            .flatten();
-        if let Some(mark) = mark {
-            turn.acquired(HeldHere {
-                until: Instant::now() + terms.lease,
-                mark: Some(mark),
-            });
+) -> impl Future<Output = Result<Option<Hold>>> + Send + 'a {
+    async move {
+        let started = wait.start()?;
+        // Only an owner made for this acquisition: any other may hold the lock
+        // already or be waiting for it elsewhere (a task's sibling futures, one
+        // explicit id on two tasks), and must not wait behind waiters that wait
+        // for it.
+        // Before the other kinds' locals, which would otherwise be kept across
+        // this await too (48 bytes in every kind's `lock()` future); boxed, so
+        // that the other kinds' futures need not carry the fair line's.
+        if new_owner
+            && acquirer.waits().queues()
+            && crate::engine::heuristics::heuristics().fair_line
+        {
+            return Box::pin(queued::through_the_queue(client, acquirer, terms, started)).await;
         }
+        let waits = acquirer.waits();
+        let object = Object {
+            name: &acquirer.target().name,
+            channel: acquirer.channel(),
+            class: waits.class,
+        };
+        let in_line = new_owner && waits.local_line;
+        // Boxed: the local line and the wait in Redis are the largest states of
+        // an acquisition, and every kind's `lock()` future would otherwise carry
+        // their room (a parked fair waiter too, which never uses it).
+        let (hold, turn) = Box::pin(through_the_line(
+            client,
+            object,
+            in_line,
+            started,
+            async |wait, listening, turn| {
+                wait_in_redis(client, acquirer, *terms, wait, listening, turn).await
+            },
+        ))
+        .await;
+        if let (Some(turn), Ok(Some(_))) = (turn, &hold) {
+            // Tell the next in line it need not try before this hold's release,
+            // whose message it will hear: only if the channel is confirmed now, so
+            // the release (sent later) publishes after the subscription.
+            let mark = crate::engine::heuristics::heuristics()
+                .held_here
+                .then(|| client.pubsub.mark(acquirer.channel()))
+                .flatten();
+            if let Some(mark) = mark {
+                turn.acquired(HeldHere {
+                    until: Instant::now() + terms.lease,
+                    mark: Some(mark),
+                });
+            }
+        }
+        hold
     }
-    hold
 }

@@ -25,6 +25,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 
 use tokio::time::Instant;
 
@@ -33,6 +34,7 @@ use super::hold::{Hold, Terms};
 use super::lock::{join_line, wait_in_redis, Joined};
 use super::step::within;
 use crate::engine::contract::{Acquirer, Wait};
+use crate::engine::join_order::JoinTicket;
 use crate::engine::line::{Entry, HeldHere, Parked, Turn};
 use crate::engine::successor::Successor;
 use crate::engine::Engine;
@@ -49,63 +51,59 @@ use crate::error::Result;
 pub(super) fn through_the_queue<'a>(
     client: &'a Arc<Engine>,
     acquirer: &'a Arc<dyn Acquirer>,
-    terms: Terms,
+    terms: &'a Terms,
     (wait, deadline): (Wait, Option<Instant>),
 ) -> impl Future<Output = Result<Option<Hold>>> + Send + 'a {
     async move {
-        let on_its_own =
-            async |wait| Box::pin(wait_in_redis(client, acquirer, terms, wait, None, None)).await;
-        if matches!(wait, Wait::Once) {
-            return on_its_own((wait, deadline)).await;
-        }
-        // Nothing of the entry, nor of how the parked wait ended, is kept
-        // across an await but the turn.
-        let parked = match client.lines.enter(&acquirer.target().name, true) {
-            Entry::Park(parked) => parked,
-            // A fair waiter always parks first; a stalled line is passed by.
-            // (A queued entry is never a turn.)
-            passed @ (Entry::Turn(_) | Entry::Bypass) => {
-                drop(passed);
-                return on_its_own((wait, deadline)).await;
-            }
+        // One wait in Redis, however the line was left, so that what is kept
+        // across it (the turn, when at the head) has one place in this future,
+        // shared with the parked wait's.
+        let parked = match wait {
+            Wait::Once => None,
+            _ => match client.lines.enter(&acquirer.target().name, true) {
+                Entry::Park(parked) => Some(parked),
+                // A fair waiter always parks first; a stalled line is passed by.
+                // (A queued entry is never a turn.)
+                passed @ (Entry::Turn(_) | Entry::Bypass) => {
+                    drop(passed);
+                    None
+                }
+            },
         };
         // Not boxed on its own: this future is (see `wait::acquire_on_primary`).
-        // `Err(last)`: it waits in Redis on its own, `last` when out of time
-        // before its turn to join (one last attempt).
-        let next = match parked_in_line(client, acquirer, terms, deadline, parked).await {
-            Unparked::Done(got) => return got,
-            Unparked::Head(head) => Ok(head),
-            Unparked::OnItsOwn => Err(false),
-            Unparked::LastAttempt => Err(true),
-        };
-        let head = match next {
-            Ok(head) => head,
-            Err(false) => return on_its_own((wait, deadline)).await,
-            Err(true) => {
-                let last = on_its_own((Wait::Once, None)).await;
-                return super::in_line::last_attempt(last);
-            }
-        };
+        // `last`: out of time before its turn to join, it makes one last attempt.
+        let (head, in_redis, last) =
+            match parked_in_line(client, acquirer, terms, deadline, parked).await {
+                Unparked::Done(got) => return got,
+                Unparked::Head(head) => (Some(head), (wait, deadline), false),
+                Unparked::OnItsOwn => (None, (wait, deadline), false),
+                Unparked::LastAttempt => (None, (Wait::Once, None), true),
+            };
         let got = Box::pin(wait_in_redis(
             client,
             acquirer,
-            terms,
-            (wait, deadline),
+            *terms,
+            in_redis,
             None,
-            Some(&head),
+            head.as_ref(),
         ))
         .await;
+        if last {
+            return super::in_line::last_attempt(got);
+        }
         // Only while this client's releases do grant (not when its waiters
         // alternate with other clients').
         let hints = crate::engine::heuristics::heuristics().held_here
             && client.lines.grants(&acquirer.target().name);
-        if matches!(got, Ok(Some(_))) && head.heir().is_some() && hints {
-            // The next head need not listen until this hold's release, which
-            // grants it the lock or tells it to try.
-            head.acquired(HeldHere {
-                until: Instant::now() + terms.lease,
-                mark: None,
-            });
+        if let Some(head) = head.filter(|head| head.heir().is_some()) {
+            if matches!(got, Ok(Some(_))) && hints {
+                // The next head need not listen until this hold's release,
+                // which grants it the lock or tells it to try.
+                head.acquired(HeldHere {
+                    until: Instant::now() + terms.lease,
+                    mark: None,
+                });
+            }
         }
         got
     }
@@ -136,7 +134,8 @@ enum Unparked {
 }
 
 /// A parked fair waiter: joins Redis's queue when its ticket's turn comes,
-/// then waits, sending nothing, to be the line's head.
+/// then waits, sending nothing, to be the line's head. `None` (one try, or a
+/// line passed by) is not parked: it waits in Redis on its own.
 ///
 /// # Cancel safety
 /// Cancel safe: a join in flight is finished and settled (the place left, a
@@ -148,69 +147,100 @@ enum Unparked {
 fn parked_in_line<'a>(
     client: &'a Arc<Engine>,
     acquirer: &'a Arc<dyn Acquirer>,
-    terms: Terms,
+    terms: &'a Terms,
     deadline: Option<Instant>,
-    mut parked: Parked,
+    parked: Option<Parked>,
 ) -> impl Future<Output = Unparked> + Send + 'a {
     async move {
-        let mut ticket = parked.join_ticket();
-        if let Some(ticket) = &ticket {
-            let patience = client.lines.patience();
-            // Boxed, as the join below: a parked waiter carries neither.
-            match Box::pin(within(deadline, ticket.turn(patience))).await {
-                Some(true) => {}
-                // The line does not move (an earlier waiter is not polled).
-                Some(false) => return Unparked::OnItsOwn,
-                None => return Unparked::LastAttempt,
-            }
-        }
-        // Boxed: an attempt in flight is large but brief, and a parked waiter
-        // should not carry its room for as long as it is parked.
-        match Box::pin(join_line(client, acquirer, terms, deadline)).await {
-            Ok(Joined::InLine) => {}
-            Ok(Joined::Held(hold)) => return Unparked::Done(Ok(Some(hold))),
-            Ok(Joined::OutOfTime) => return Unparked::Done(Ok(None)),
-            Err(e) if e.is_transient() => return Unparked::OnItsOwn,
-            Err(e) => return Unparked::Done(Err(e)),
-        }
+        // Taken as it comes, so that the caller keeps no room for it.
+        let Some(parked) = parked else {
+            return Unparked::OnItsOwn;
+        };
+        // Its turn to join, and the join, in one box: brief states, whose room
+        // (and a second place for the entry) a parked waiter should not carry.
+        let (mut ticket, parked) =
+            match Box::pin(join_in_order(client, acquirer, terms, deadline, parked)).await {
+                Ok(joined) => joined,
+                Err(unparked) => return unparked,
+            };
         // Offered as heir from now on, so a release made before its turn comes
         // can grant it the lock; from here its place is left (and a grant given
         // back) on every way out but the turn.
-        let heir = heir(acquirer, terms);
+        let heir = heir(acquirer, *terms);
         let mut place = queue_place(client, acquirer, true, heir.clone());
         // In the local line's queue (the turn's first poll) before the next
-        // may join, so that the local order is Redis's. The first poll comes
-        // even when out of time: a timeout polls its future before its clock.
+        // may join, so that the local order is Redis's: the turn is polled
+        // first, even when out of time. The deadline's timer is boxed: a
+        // waiter without one (`lock()`) carries no room for it.
         let mut turn = Box::pin(parked.turn(heir.clone()));
-        let in_line = std::future::poll_fn(|cx| {
-            let polled = turn.as_mut().poll(cx);
-            ticket.take();
-            polled
-        });
-        let next = within(deadline, in_line).await;
-        match next {
-            None => {
-                place.run_now().await;
-                Unparked::Done(Ok(None))
+        let mut timer = deadline.map(|deadline| Box::pin(tokio::time::sleep_until(deadline)));
+        let out_of_time = {
+            let next = std::future::poll_fn(|cx| {
+                let polled = turn.as_mut().poll(cx);
+                ticket.take();
+                match (polled, &mut timer) {
+                    (Poll::Ready(next), _) => Poll::Ready(Some(next)),
+                    (Poll::Pending, Some(timer)) => timer.as_mut().poll(cx).map(|()| None),
+                    (Poll::Pending, None) => Poll::Pending,
+                }
+            })
+            .await;
+            // Decided in a block of its own, so that nothing of `next` (as large
+            // as a turn) is kept across the await that leaves the place.
+            match next {
+                Some(Some(head)) => {
+                    place.disarm();
+                    return Unparked::Head(head);
+                }
+                None => true,
+                // Granted while parked, and the line closed: given back, it joins
+                // again at the tail.
+                Some(None)
+                    if heir
+                        .as_ref()
+                        .is_some_and(|heir| !heir.leave_unless_granted()) =>
+                {
+                    false
+                }
+                Some(None) => {
+                    place.disarm();
+                    return Unparked::OnItsOwn;
+                }
             }
-            Some(None)
-                if heir
-                    .as_ref()
-                    .is_some_and(|heir| !heir.leave_unless_granted()) =>
-            {
-                // Granted while parked, and the line closed: given back, it
-                // joins again at the tail.
-                place.run_now().await;
-                Unparked::OnItsOwn
-            }
-            Some(Some(head)) => {
-                place.disarm();
-                Unparked::Head(head)
-            }
-            Some(None) => {
-                place.disarm();
-                Unparked::OnItsOwn
-            }
+        };
+        place.run_now().await;
+        match out_of_time {
+            true => Unparked::Done(Ok(None)),
+            false => Unparked::OnItsOwn,
         }
+    }
+}
+
+/// A parked waiter's join, in its ticket's order: `Ok` with its ticket (done
+/// at the turn's first poll) and its entry once it is in Redis's queue,
+/// `Err` where it goes instead.
+async fn join_in_order(
+    client: &Arc<Engine>,
+    acquirer: &Arc<dyn Acquirer>,
+    terms: &Terms,
+    deadline: Option<Instant>,
+    parked: Parked,
+) -> Result<(Option<JoinTicket>, Parked), Unparked> {
+    let (ticket, parked) = parked.join_ticket();
+    if let Some(ticket) = &ticket {
+        let patience = client.lines.patience();
+        match within(deadline, ticket.turn(patience)).await {
+            Some(true) => {}
+            // The line does not move (an earlier waiter is not polled).
+            Some(false) => return Err(Unparked::OnItsOwn),
+            None => return Err(Unparked::LastAttempt),
+        }
+    }
+    match join_line(client, acquirer, *terms, deadline).await {
+        Ok(Joined::InLine) => Ok((ticket, parked)),
+        Ok(Joined::Held(hold)) => Err(Unparked::Done(Ok(Some(hold)))),
+        Ok(Joined::OutOfTime) => Err(Unparked::Done(Ok(None))),
+        Err(e) if e.is_transient() => Err(Unparked::OnItsOwn),
+        Err(e) => Err(Unparked::Done(Err(e))),
     }
 }
