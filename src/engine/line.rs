@@ -272,8 +272,7 @@ impl Lines {
                 heir: None,
             }),
             Err(_) => Entry::Park(Parked {
-                turn,
-                waiting,
+                spot: LineSpot { turn, waiting },
                 join,
             }),
         }
@@ -573,13 +572,39 @@ impl Drop for Turn {
 /// A task parked in a local line.
 #[derive(Debug)]
 pub(crate) struct Parked {
-    turn: Arc<Semaphore>,
-    waiting: Waiting,
+    spot: LineSpot,
     /// A fair waiter's place in the join order (see [`Lines::enter`]).
     join: Option<JoinTicket>,
 }
 
 impl Parked {
+    /// Waits for the turn (see [`LineSpot::turn`]); a fair waiter's ticket is
+    /// done with.
+    pub(crate) fn turn(
+        self,
+        heir: Option<Arc<Successor>>,
+    ) -> impl Future<Output = Option<Turn>> + Send {
+        self.spot.turn(heir)
+    }
+
+    /// A fair waiter's place in the order its line joins Redis's queue in
+    /// (see `join_order.rs`), to be done once its join is answered, and the
+    /// spot it waits in for its turn: apart, so that a parked waiter's turn
+    /// has no room for the ticket.
+    pub(crate) fn join_ticket(self) -> (Option<JoinTicket>, LineSpot) {
+        (self.join, self.spot)
+    }
+}
+
+/// What a parked task keeps while it waits for its turn: the line's turn,
+/// and its count in the line.
+#[derive(Debug)]
+pub(crate) struct LineSpot {
+    turn: Arc<Semaphore>,
+    waiting: Waiting,
+}
+
+impl LineSpot {
     /// Waits for the turn, first come first served; `None` when the head
     /// stalled (see [`Lines::supervise`]): then wait in Redis on your own.
     ///
@@ -594,12 +619,10 @@ impl Parked {
     // would otherwise be kept twice in a parked waiter's future.
     #[allow(clippy::manual_async_fn)]
     pub(crate) fn turn(
-        mut self,
+        self,
         heir: Option<Arc<Successor>>,
     ) -> impl Future<Output = Option<Turn>> + Send {
         async move {
-            // A fair waiter's ticket was done with its join.
-            drop(self.join.take());
             let waiting = &self.waiting;
             // Offered as a parked heir in the order of the turn's queue: both
             // before the first await.
@@ -649,13 +672,6 @@ impl Parked {
                 heir,
             })
         }
-    }
-
-    /// A fair waiter's place in the order its line joins Redis's queue in
-    /// (see `join_order.rs`): taken out, to be done once its join is answered.
-    /// By value: a parked waiter's future would keep a borrowed `Parked` twice.
-    pub(crate) fn join_ticket(mut self) -> (Option<JoinTicket>, Parked) {
-        (self.join.take(), self)
     }
 }
 

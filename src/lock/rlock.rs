@@ -702,17 +702,20 @@ impl RLock {
                     // One try never waits, so it never waits for itself.
                     Wait::Once => acquiring().await,
                     _ => {
-                        let policy = self.client.self_wait_policy();
-                        let holdings = &self.client.holdings;
                         let long = LongWait {
                             lock: self.name.clone(),
                             kind: self.kind.kind().name(),
                             owner: owner_id,
                             context: request.context,
                         };
-                        let guarded =
-                            || guard_wait(holdings, policy, &self.name, &request, acquiring);
-                        watched(&self.client, long, guarded).await
+                        // Each maker passed by reference, and capturing little:
+                        // what a layer keeps for its whole wait.
+                        let guarded = || {
+                            let (client, name) = (&self.client, &self.name);
+                            let policy = client.self_wait_policy();
+                            guard_wait(&client.holdings, policy, name, &request, &acquiring)
+                        };
+                        watched(&self.client, long, &guarded).await
                     }
                 }
             })

@@ -35,7 +35,7 @@ use super::lock::{join_line, wait_in_redis, Joined};
 use super::step::within;
 use crate::engine::contract::{Acquirer, Wait};
 use crate::engine::join_order::JoinTicket;
-use crate::engine::line::{Entry, HeldHere, Parked, Turn};
+use crate::engine::line::{Entry, HeldHere, LineSpot, Parked, Turn};
 use crate::engine::successor::Successor;
 use crate::engine::Engine;
 use crate::error::Result;
@@ -158,7 +158,7 @@ fn parked_in_line<'a>(
         };
         // Its turn to join, and the join, in one box: brief states, whose room
         // (and a second place for the entry) a parked waiter should not carry.
-        let (mut ticket, parked) =
+        let (mut ticket, spot) =
             match Box::pin(join_in_order(client, acquirer, terms, deadline, parked)).await {
                 Ok(joined) => joined,
                 Err(unparked) => return unparked,
@@ -172,7 +172,7 @@ fn parked_in_line<'a>(
         // may join, so that the local order is Redis's: the turn is polled
         // first, even when out of time. The deadline's timer is boxed: a
         // waiter without one (`lock()`) carries no room for it.
-        let mut turn = Box::pin(parked.turn(heir.clone()));
+        let mut turn = Box::pin(spot.turn(heir.clone()));
         let mut timer = deadline.map(|deadline| Box::pin(tokio::time::sleep_until(deadline)));
         let out_of_time = {
             let next = std::future::poll_fn(|cx| {
@@ -217,7 +217,7 @@ fn parked_in_line<'a>(
 }
 
 /// A parked waiter's join, in its ticket's order: `Ok` with its ticket (done
-/// at the turn's first poll) and its entry once it is in Redis's queue,
+/// at the turn's first poll) and its spot in the line once it is in Redis's queue,
 /// `Err` where it goes instead.
 async fn join_in_order(
     client: &Arc<Engine>,
@@ -225,8 +225,8 @@ async fn join_in_order(
     terms: &Terms,
     deadline: Option<Instant>,
     parked: Parked,
-) -> Result<(Option<JoinTicket>, Parked), Unparked> {
-    let (ticket, parked) = parked.join_ticket();
+) -> Result<(Option<JoinTicket>, LineSpot), Unparked> {
+    let (ticket, spot) = parked.join_ticket();
     if let Some(ticket) = &ticket {
         let patience = client.lines.patience();
         match within(deadline, ticket.turn(patience)).await {
@@ -237,7 +237,7 @@ async fn join_in_order(
         }
     }
     match join_line(client, acquirer, *terms, deadline).await {
-        Ok(Joined::InLine) => Ok((ticket, parked)),
+        Ok(Joined::InLine) => Ok((ticket, spot)),
         Ok(Joined::Held(hold)) => Err(Unparked::Done(Ok(Some(hold)))),
         Ok(Joined::OutOfTime) => Err(Unparked::Done(Ok(None))),
         Err(e) if e.is_transient() => Err(Unparked::OnItsOwn),
