@@ -25,14 +25,13 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::task::Poll;
 
 use tokio::time::Instant;
 
 use super::attempts::queue_place;
 use super::hold::{Hold, Terms};
 use super::lock::{join_line, wait_in_redis, Joined};
-use super::step::within;
+use super::step::{within, within_boxed};
 use crate::engine::contract::{Acquirer, Wait};
 use crate::engine::join_order::JoinTicket;
 use crate::engine::line::{Entry, HeldHere, LineSpot, Parked, Turn};
@@ -92,11 +91,13 @@ pub(super) fn through_the_queue<'a>(
             return super::in_line::last_attempt(got);
         }
         // Only while this client's releases do grant (not when its waiters
-        // alternate with other clients').
-        let hints = crate::engine::heuristics::heuristics().held_here
-            && client.lines.grants(&acquirer.target().name);
+        // alternate with other clients'); asked only of a head that got it.
+        let hints = || {
+            crate::engine::heuristics::heuristics().held_here
+                && client.lines.grants(&acquirer.target().name)
+        };
         if let Some(head) = head.filter(|head| head.heir().is_some()) {
-            if matches!(got, Ok(Some(_))) && hints {
+            if matches!(got, Ok(Some(_))) && hints() {
                 // The next head need not listen until this hold's release,
                 // which grants it the lock or tells it to try.
                 head.acquired(HeldHere {
@@ -170,21 +171,15 @@ fn parked_in_line<'a>(
         let mut place = queue_place(client, acquirer, true, heir.clone());
         // In the local line's queue (the turn's first poll) before the next
         // may join, so that the local order is Redis's: the turn is polled
-        // first, even when out of time. The deadline's timer is boxed: a
-        // waiter without one (`lock()`) carries no room for it.
+        // first, even when out of time.
         let mut turn = Box::pin(spot.turn(heir.clone()));
-        let mut timer = deadline.map(|deadline| Box::pin(tokio::time::sleep_until(deadline)));
+        let in_line = std::future::poll_fn(|cx| {
+            let polled = turn.as_mut().poll(cx);
+            ticket.take();
+            polled
+        });
         let out_of_time = {
-            let next = std::future::poll_fn(|cx| {
-                let polled = turn.as_mut().poll(cx);
-                ticket.take();
-                match (polled, &mut timer) {
-                    (Poll::Ready(next), _) => Poll::Ready(Some(next)),
-                    (Poll::Pending, Some(timer)) => timer.as_mut().poll(cx).map(|()| None),
-                    (Poll::Pending, None) => Poll::Pending,
-                }
-            })
-            .await;
+            let next = within_boxed(deadline, in_line).await;
             // Decided in a block of its own, so that nothing of `next` (as large
             // as a turn) is kept across the await that leaves the place.
             match next {

@@ -2,6 +2,8 @@
 //! a step of the loop come to.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 
 use tokio::time::Instant;
 
@@ -41,6 +43,26 @@ pub(super) async fn within<T>(
         Some(deadline) => tokio::time::timeout_at(deadline, step).await.ok(),
         None => Some(step.await),
     }
+}
+
+/// [`within`], for a long wait such as a parked one: the deadline's timer is
+/// boxed and made only when there is a deadline, so that an untimed wait
+/// (`lock()`) carries no room for it. `step` is polled first, even when out of
+/// time, as a timeout polls its future before its clock.
+pub(super) fn within_boxed<T>(
+    deadline: Option<Instant>,
+    mut step: impl Future<Output = T> + Unpin,
+) -> impl Future<Output = Option<T>> {
+    let mut timer = deadline.map(|deadline| Box::pin(tokio::time::sleep_until(deadline)));
+    std::future::poll_fn(move |cx| {
+        if let Poll::Ready(done) = Pin::new(&mut step).poll(cx) {
+            return Poll::Ready(Some(done));
+        }
+        match &mut timer {
+            Some(timer) => timer.as_mut().poll(cx).map(|()| None),
+            None => Poll::Pending,
+        }
+    })
 }
 
 /// What one wait-loop step came to.
