@@ -72,7 +72,7 @@ end
 local function hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
     local head = redis.call('lindex', queue, 0)
     if head == false then
-        return
+        return false
     end
     local deadline = tonumber(redis.call('zscore', timeouts, head)) or 0
     local given = math.min(now + cap, math.max(deadline, now + grace))
@@ -80,6 +80,7 @@ local function hand_to_head(queue, timeouts, channel_prefix, publish, message, n
         redis.call('zadd', timeouts, given, head)
     end
     redis.call(publish, channel_prefix .. ':' .. head, message)
+    return true
 end
 
 -- The line outlives the last script that touched it by `ttl` (the configured

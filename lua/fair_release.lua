@@ -16,8 +16,9 @@
 -- ARGV[9]  that waiter's lease in milliseconds
 --
 -- Reply: nil when the owner holds no hold; 0 when holds remain; 1 when the lock
---        is free and the first in line was woken; 2 when the lock went to the
---        named next waiter, which was first in line.
+--        is free and nobody is in line; 3 when it is free and the first in line
+--        (not the named waiter) was woken; 2 when the lock went to the named
+--        next waiter, which was first in line.
 --
 -- The grant to the named waiter does what that waiter's own acquire would
 -- (fair_acquire.lua, taking a free lock as first in line), so a Java client
@@ -66,5 +67,7 @@ if heir ~= nil and redis.call('lindex', queue, 0) == heir then
     redis.call('pexpire', lock, heir_lease)
     return 2
 end
-hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
+if hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap) then
+    return 3
+end
 return 1

@@ -90,22 +90,33 @@ impl Observer {
     }
 }
 
-/// (round trips, commands run inside scripts) between two command-stat snapshots.
+/// What the clients sent between two command-stat snapshots.
 pub(crate) fn command_diff(
     before: &HashMap<String, u64>,
     after: &HashMap<String, u64>,
-) -> (u64, u64) {
-    let mut client = 0;
-    let mut inner = 0;
+) -> CommandCounts {
+    let mut counts = CommandCounts::default();
     for (name, calls) in after {
         let delta = calls - before.get(name).copied().unwrap_or(0);
         if CLIENT_COMMANDS.contains(&name.as_str()) {
-            client += delta;
+            counts.client += delta;
+            if delta > 0 {
+                counts.by_command.insert(name.clone(), delta);
+            }
         } else if !OBSERVER_COMMANDS.contains(&name.as_str()) {
-            inner += delta;
+            counts.inner += delta;
         }
     }
-    (client, inner)
+    counts
+}
+
+/// What the clients sent during a run: round trips in all, and of each
+/// command; and the commands that ran inside scripts.
+#[derive(Debug, Default)]
+pub(crate) struct CommandCounts {
+    pub(crate) client: u64,
+    pub(crate) by_command: std::collections::BTreeMap<String, u64>,
+    pub(crate) inner: u64,
 }
 
 /// The process's resident memory (VmRSS) in KiB; 0 where /proc does not say.

@@ -12,7 +12,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 
 use crate::contend::{task_locks, TaskLocks};
-use crate::observe::{command_diff, percentiles, rss_kib, Observer};
+use crate::observe::{command_diff, percentiles, rss_kib, CommandCounts, Observer};
 use crate::options::{err, Kind, Options};
 
 /// The last release of one lock, waiting for the next acquisition to claim it.
@@ -295,7 +295,7 @@ fn report(
     o: &Options,
     shared: &Shared,
     wall: Duration,
-    (round_trips, inner): (u64, u64),
+    commands: CommandCounts,
     (peak_conns, peak_subs, peak_rss): (u64, u64, u64),
     rss_start: u64,
 ) -> serde_json::Value {
@@ -325,9 +325,10 @@ fn report(
             "max": counts.iter().max().copied().unwrap_or(0),
             "jain": jain(&counts),
         },
-        "redis_cmds": round_trips,
-        "cmds_per_acq": round_trips as f64 / (acquisitions.max(1)) as f64,
-        "script_inner_cmds": inner,
+        "redis_cmds": commands.client,
+        "cmds_per_acq": commands.client as f64 / (acquisitions.max(1)) as f64,
+        "cmds_by_command": commands.by_command,
+        "script_inner_cmds": commands.inner,
         "connections": peak_conns,
         "peak_subscriptions": peak_subs,
         "rss_kib": {"start": rss_start, "peak": peak_rss},

@@ -67,7 +67,8 @@ impl Releaser {
             self.tell(heir, &released, sent, epoch);
         }
         let released = released?;
-        if released == Released::FreedAndWoke {
+        // (A fair lock's newcomers queue: they never barge past its woken head.)
+        if released == Released::FreedAndWoke && !ops.waits().queues() {
             // Before anything else is awaited: newcomers of this client must see
             // the hand-off as soon as possible.
             self.lines.handed_off(&ops.target().name);
@@ -105,8 +106,8 @@ impl Releaser {
         let taken = match released {
             Ok(Released::Granted) => heir.granted(sent, epoch),
             Err(e) if !e.is_surely_not_executed() => heir.in_doubt(),
-            _ => {
-                heir.passed_over();
+            other => {
+                heir.passed_over(matches!(other, Ok(Released::FreedAndWoke)));
                 true
             }
         };

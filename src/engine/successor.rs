@@ -40,10 +40,14 @@ pub(crate) struct Successor {
     /// once it listens on its channel: a message wakes it when its turn
     /// comes).
     told: Notify,
-    /// It listens on its channel.
+    /// Its subscription to its channel is confirmed: a message published
+    /// from now on reaches it.
     listening: AtomicBool,
     /// A release that named it is on its way: its word will come.
     named: AtomicBool,
+    /// It listened when the last release that named it was sent: whatever is
+    /// published to it after that release reaches it.
+    heard_when_named: AtomicBool,
 }
 
 impl std::fmt::Debug for Successor {
@@ -85,6 +89,7 @@ impl Successor {
             told: Notify::new(),
             listening: AtomicBool::new(false),
             named: AtomicBool::new(false),
+            heard_when_named: AtomicBool::new(false),
         })
     }
 
@@ -95,6 +100,8 @@ impl Successor {
     /// What a release names it by: its owner field and lease. From now on
     /// until it is told, a word is on its way.
     pub(crate) fn named(&self) -> (Arc<str>, u64) {
+        let heard = self.listening.load(Ordering::Acquire);
+        self.heard_when_named.store(heard, Ordering::Release);
         self.named.store(true, Ordering::Release);
         (Arc::from(self.acquirer.owner()), self.lease_ms)
     }
@@ -154,17 +161,21 @@ impl Successor {
         true
     }
 
-    /// A release that named it did not grant it the lock (it was not first in
-    /// line, or the lock is still held): if it does not listen yet, it tries,
-    /// as if woken (and listens from then on).
-    pub(crate) fn passed_over(&self) {
+    /// A release that named it did not grant it the lock. `woke_another`:
+    /// it freed the lock and published to the waiter first in line, another
+    /// than this heir. If the heir listened when that release was sent, every
+    /// later message to it reaches it, so it sleeps on (a message wakes it
+    /// when its turn comes); otherwise, or when the release freed the lock
+    /// for nobody or found it held still, it tries, as if woken.
+    pub(crate) fn passed_over(&self, woke_another: bool) {
         self.word_came();
-        if !self.listening.load(Ordering::Acquire) {
+        if !(woke_another && self.heard_when_named.load(Ordering::Acquire)) {
             self.told.notify_one();
         }
     }
 
-    /// It listens on its channel from now on.
+    /// Its subscription is confirmed from now on (a reconnect wakes every
+    /// waiter, so that it tries on the new connection).
     pub(crate) fn listens(&self) {
         self.listening.store(true, Ordering::Release);
     }
@@ -330,6 +341,34 @@ mod tests {
         assert!(!heir.leave());
     }
 
+    /// Whether a word waits for `heir` (a permit `notify_one` left).
+    async fn told(heir: &Successor) -> bool {
+        let wait = std::time::Duration::from_millis(1);
+        tokio::time::timeout(wait, heir.notified()).await.is_ok()
+    }
+
+    #[tokio::test]
+    async fn a_heir_that_listened_when_named_is_not_made_to_try_when_another_was_woken() {
+        let heir = cell();
+        let _ = heir.named();
+        heir.passed_over(true);
+        assert!(told(&heir).await, "not listening when named: it tries");
+
+        heir.listens();
+        let _ = heir.named();
+        heir.passed_over(true);
+        assert!(
+            !told(&heir).await,
+            "listening when named, another woken: the next message is its turn's"
+        );
+        let _ = heir.named();
+        heir.passed_over(false);
+        assert!(
+            told(&heir).await,
+            "freed for nobody, or still held: it tries, listening or not"
+        );
+    }
+
     #[test]
     fn a_named_heir_awaits_the_word_and_a_granted_one_does_not_leave_quietly() {
         let now = Instant::now();
@@ -337,7 +376,7 @@ mod tests {
         assert!(!heir.awaits_word());
         let _ = heir.named();
         assert!(heir.awaits_word(), "a release naming it is on its way");
-        heir.passed_over();
+        heir.passed_over(true);
         assert!(!heir.awaits_word(), "told");
         let _ = heir.named();
         assert!(heir.granted(now, 1));

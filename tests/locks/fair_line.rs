@@ -181,6 +181,59 @@ async fn a_burst_of_one_clients_waiters_never_stalls_the_line() {
     assert_nothing_left(&server, &[&client]).await;
 }
 
+/// Three clients' lines take turns on one lock, their waiters alternating in
+/// Redis's queue, so most releases pass their client's next waiter over. A
+/// head behind its own client's hold listens without trying then, and a
+/// release that passes it over leaves it asleep until its message: a message
+/// it missed would stall the line for half the fair wait (30 s here), longer
+/// than this test may take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_of_several_clients_taking_turns_never_stall() {
+    const CLIENTS: usize = 3;
+    const TASKS: usize = 6;
+    const ROUNDS: usize = 5;
+    let name = "fair-alternating";
+    let server = RedisServer::start();
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(
+            server
+                .client_with(|config| config.fair_lock_wait_timeout = Duration::from_secs(60))
+                .await,
+        );
+    }
+    let cost = ServingCost::before(&server).await;
+    let exclusion = Arc::new(Exclusion::default());
+    let mut tasks = Vec::new();
+    for t in 0..CLIENTS * TASKS {
+        let lock = clients[t % CLIENTS].get_fair_lock(name).unwrap();
+        let exclusion = exclusion.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..ROUNDS {
+                let guard = lock.lock().await.unwrap();
+                let inside = exclusion.enter();
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                drop(inside);
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    within(T, "three clients' lines, 5 rounds each", async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    })
+    .await;
+    let (scripts, publishes, subscribes) = cost.since(&server).await;
+    eprintln!(
+        "{} acquisitions: {scripts} scripts, {publishes} publishes, {subscribes} subscribes",
+        CLIENTS * TASKS * ROUNDS
+    );
+    exclusion.assert_never_overlapped("three clients' lines on a fair lock");
+    let all: Vec<_> = clients.iter().collect();
+    assert_nothing_left(&server, &all).await;
+}
+
 /// Parked waiters that are dropped, that time out, and that are dropped
 /// while their join may be in flight leave no entry; the others keep their
 /// order.

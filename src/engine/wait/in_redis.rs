@@ -125,7 +125,7 @@ impl<'a> InRedis<'a> {
         self.deferring = self.defers_listening(hold_back);
         let early = self.early_subscription(listening);
         if let Some(early) = &early {
-            if within(self.deadline, Box::pin(early.ready()))
+            if within(self.deadline, Box::pin(self.confirmed(early)))
                 .await
                 .is_none()
             {
@@ -213,8 +213,17 @@ impl<'a> InRedis<'a> {
     /// the line's TTL fresh); it listens once the release told it something
     /// or the hold's lease is over, so a lost word costs at most that lease,
     /// as a lost message would.
+    ///
+    /// Not while this client's releases pass their heirs over (its waiters
+    /// alternate in Redis's line with other clients'): then it listens at
+    /// once, still without trying behind that hold, so that a release that
+    /// passes it over finds it listening and need not make it try (the next
+    /// message to it is its turn's).
     fn defers_listening(&self, hold_back: Option<Instant>) -> bool {
-        hold_back.is_some() && self.heir.is_some() && self.after_holder.is_some()
+        hold_back.is_some()
+            && self.heir.is_some()
+            && self.after_holder.is_some()
+            && self.client.lines.grants(self.name)
     }
 
     /// A deferring head listens from now on when its client's release told
@@ -236,12 +245,20 @@ impl<'a> InRedis<'a> {
     }
 
     fn subscribe(&self) -> Subscription {
-        if let Some(heir) = self.heir {
-            heir.listens();
-        }
         self.client
             .pubsub
             .subscribe(self.channel, self.name, self.waits.class)
+    }
+
+    /// Waits for `subscription` to be confirmed; a fair head offered as heir
+    /// says from then on that it listens (a release that names it then need
+    /// not make it try, see [`Successor::passed_over`]).
+    async fn confirmed(&self, subscription: &Subscription) -> Result<()> {
+        subscription.ready().await?;
+        if let Some(heir) = self.heir {
+            heir.listens();
+        }
+        Ok(())
     }
 
     /// The uncontended path: one attempt, no subscription. However short the
@@ -428,7 +445,9 @@ impl<'a> InRedis<'a> {
         }
         if let Some(subscription) = subscription {
             if !self.granted() {
-                subscription.ready().await.map_err(Failure::Subscribe)?;
+                self.confirmed(subscription)
+                    .await
+                    .map_err(Failure::Subscribe)?;
             }
         }
         match tries.attempt(true, None).await {

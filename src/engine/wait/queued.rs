@@ -90,16 +90,11 @@ pub(super) fn through_the_queue<'a>(
         if last {
             return super::in_line::last_attempt(got);
         }
-        // Only while this client's releases do grant (not when its waiters
-        // alternate with other clients'); asked only of a head that got it.
-        let hints = || {
-            crate::engine::heuristics::heuristics().held_here
-                && client.lines.grants(&acquirer.target().name)
-        };
         if let Some(head) = head.filter(|head| head.heir().is_some()) {
-            if matches!(got, Ok(Some(_))) && hints() {
-                // The next head need not listen until this hold's release,
-                // which grants it the lock or tells it to try.
+            if matches!(got, Ok(Some(_))) && crate::engine::heuristics::heuristics().held_here {
+                // The next head need not try until this hold's release, which
+                // grants it the lock or tells it what to do (nor listen, while
+                // this client's releases grant; see `InRedis::defers_listening`).
                 head.acquired(HeldHere {
                     until: Instant::now() + terms.lease,
                     mark: None,

@@ -120,8 +120,9 @@ pub(crate) async fn fair_cancel(
 }
 
 /// Fair release of one hold by `owner`; when it frees the lock, the first in line
-/// is woken and given time to take it (see [`Handoff`]), unless it is `heir`
-/// (this client's next waiter, and its lease): then the lock is granted to it
+/// is woken and given time to take it (see [`Handoff`]; [`Released::FreedAndWoke`],
+/// or [`Released::Freed`] when nobody is in line), unless it is `heir` (this
+/// client's next waiter, and its lease): then the lock is granted to it
 /// ([`Released::Granted`]) and nobody is woken.
 pub(crate) async fn fair_release(
     conn: &mut Conn,
@@ -145,7 +146,9 @@ pub(crate) async fn fair_release(
         .arg(heir_lease_ms);
     match call(conn, &keys.lock, &invocation).await? {
         Value::Int(2) => Ok(Released::Granted),
-        Value::Int(n) if n > 2 => Err(Error::unexpected("fair lock release", Value::Int(n))),
+        // The first in line, another than `heir`, was woken.
+        Value::Int(3) => Ok(Released::FreedAndWoke),
+        Value::Int(n) if n > 3 => Err(Error::unexpected("fair lock release", Value::Int(n))),
         reply => decode_release("fair lock release", reply),
     }
 }
