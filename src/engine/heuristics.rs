@@ -12,7 +12,7 @@
 //! | `sleep_first` | a waiter joining others of its client that already listen sleeps before its second attempt | `wait/in_redis.rs` |
 //! | `fair_line` | a fair lock's waiters of one client wait in a local line: the first waits in Redis, the others are parked with their queue entries and send nothing else | `wait/queued.rs` |
 //! | `release_grant` | a fair release grants the lock to its client's next waiter when that one is first in line, and that waiter does not listen while a task of its client holds the lock | `successor.rs`, `release.rs` |
-//! | `unsubscribe_linger` | a channel's last waiter leaving waits up to 100 ms to unsubscribe with others | `engine/mod.rs` (passed to `transport/pubsub.rs`) |
+//! | `unsubscribe_linger` | a channel's last waiter leaving waits up to 1 s to unsubscribe with others | `engine/mod.rs` (passed to `transport/pubsub.rs`) |
 //!
 //! The switch is read once per process, from the environment: it is a
 //! measuring hook, not configuration, and a name it does not know is ignored.

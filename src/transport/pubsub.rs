@@ -251,8 +251,11 @@ impl PushHandler {
 /// listens on a channel of its own, so under contention every acquisition
 /// ends one subscription, and one UNSUBSCRIBE per acquisition was a sixth of
 /// the fair lock's commands. Messages still arriving meanwhile find no waiter
-/// and are dropped. Only such one-waiter channels linger.
-const UNSUBSCRIBE_LINGER: Duration = Duration::from_millis(100);
+/// and are dropped. Only such one-waiter channels linger, at most
+/// [`UNSUBSCRIBE_BATCH`] of them. A second, not 100 ms: a process with one
+/// waiter at a time (a client per task) acquires a contended lock a few
+/// times a second, so 100 ms gathered one or two channels per UNSUBSCRIBE.
+const UNSUBSCRIBE_LINGER: Duration = Duration::from_secs(1);
 
 /// At most this many channels wait for one UNSUBSCRIBE.
 const UNSUBSCRIBE_BATCH: usize = 128;
