@@ -65,6 +65,12 @@ pub(crate) async fn wake_jitter() {
 /// next comes when the map has doubled, so sweeping stays O(1) amortized.
 const SWEEP_AT: usize = 1024;
 
+/// How long after one of this client's fair waiters joined a busy line a
+/// waiter that comes alone expects to wait, and listens before it joins: a
+/// process with one waiter at a time acquires a contended lock a few times
+/// a second. A wrong guess costs one SUBSCRIBE (and its UNSUBSCRIBE).
+const CONTENDED_FOR: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Default)]
 struct LineState {
     /// This client's tasks waiting for the lock: past their first attempt, or
@@ -103,6 +109,19 @@ struct LineState {
     passed_over: bool,
     /// When this client last freed the lock and woke a waiter.
     released_at: Option<Instant>,
+    /// For a fair lock: until when a waiter of this client that comes alone
+    /// expects to wait (one of them joined a busy line lately, see
+    /// [`Lines::queued_behind_others`]).
+    contended_until: Option<Instant>,
+}
+
+impl LineState {
+    /// Whether the entry still says something once nobody waits: a hand-off
+    /// or a contention still fresh.
+    fn outlives_its_waiters(&self, now: Instant) -> bool {
+        let fresh = |until: Option<Instant>| until.is_some_and(|until| until > now);
+        fresh(self.hand_off_until) || fresh(self.contended_until)
+    }
 }
 
 /// Per lock name, this client's side of the line.
@@ -161,6 +180,25 @@ impl std::ops::Deref for Locked<'_> {
 impl std::ops::DerefMut for Locked<'_> {
     fn deref_mut(&mut self) -> &mut Self::Target {
         &mut self.map
+    }
+}
+
+impl Locked<'_> {
+    /// Drops the entries nobody waits on that say nothing any more (kept for
+    /// a hand-off or a contention, see [`LineState::outlives_its_waiters`]),
+    /// once this part has grown to its sweep size, which then doubles.
+    fn sweep(&mut self) {
+        let sweep_at = match self.sweep_at.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => SWEEP_AT,
+            n => n,
+        };
+        if self.len() >= sweep_at {
+            let now = Instant::now();
+            self.retain(|_, line| line.waiting > 0 || line.outlives_its_waiters(now));
+            let next = (self.len() * 2).max(SWEEP_AT);
+            self.sweep_at
+                .store(next, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
@@ -241,11 +279,21 @@ impl Lines {
     /// comes in Redis's order (see `wait/queued.rs`).
     pub(crate) fn enter(self: &Arc<Self>, lock: &Arc<str>, queued: bool) -> Entry {
         let mut lines = self.lines(lock);
+        if queued {
+            // Entries outlive a fair lock's waiters (see `contended_until`).
+            lines.sweep();
+        }
         let line = lines.entry(lock.clone()).or_default();
         if line.stalled {
             return Entry::Bypass;
         }
         line.waiting += 1;
+        let expects_wait = queued
+            && crate::engine::heuristics::heuristics().listen_before_join
+            && line.waiting == 1
+            && line
+                .contended_until
+                .is_some_and(|until| until > Instant::now());
         let join = queued.then(|| line.joins.get_or_insert_with(Default::default).ticket());
         let turn = line
             .turn
@@ -274,6 +322,7 @@ impl Lines {
             Err(_) => Entry::Park(Parked {
                 spot: LineSpot { turn, waiting },
                 join,
+                expects_wait,
             }),
         }
     }
@@ -339,26 +388,22 @@ impl Lines {
     /// newcomers hold back for [`HANDOFF_WINDOW`].
     pub(crate) fn handed_off(&self, lock: &Arc<str>) {
         let mut lines = self.lines(lock);
-        let sweep_at = match lines.sweep_at.load(std::sync::atomic::Ordering::Relaxed) {
-            0 => SWEEP_AT,
-            n => n,
-        };
-        if lines.len() >= sweep_at {
-            let now = Instant::now();
-            lines.retain(|_, line| {
-                line.waiting > 0 || line.hand_off_until.is_some_and(|until| until > now)
-            });
-            let next = (lines.len() * 2).max(SWEEP_AT);
-            lines
-                .sweep_at
-                .store(next, std::sync::atomic::Ordering::Relaxed);
-        }
+        lines.sweep();
         let now = Instant::now();
         let line = lines.entry(lock.clone()).or_default();
         if crate::engine::heuristics::heuristics().handoff_window {
             line.hand_off_until = Some(now + HANDOFF_WINDOW);
         }
         line.released_at = Some(now);
+    }
+
+    /// A fair waiter of this client joined `lock`'s line in Redis behind
+    /// others (the lock was busy): for [`CONTENDED_FOR`], a waiter that comes
+    /// alone expects to wait too (see [`Parked::expects_wait`]).
+    pub(crate) fn queued_behind_others(&self, lock: &str) {
+        if let Some(line) = self.lines(lock).get_mut(lock) {
+            line.contended_until = Some(Instant::now() + CONTENDED_FOR);
+        }
     }
 
     /// Did this client free `lock` (waking a waiter) since `since`? A waiter
@@ -575,6 +620,9 @@ pub(crate) struct Parked {
     spot: LineSpot,
     /// A fair waiter's place in the join order (see [`Lines::enter`]).
     join: Option<JoinTicket>,
+    /// A fair waiter that came alone to a line whose waiters lately joined
+    /// a busy lock: it listens before it joins (see `wait/queued.rs`).
+    expects_wait: bool,
 }
 
 impl Parked {
@@ -593,6 +641,13 @@ impl Parked {
     /// has no room for the ticket.
     pub(crate) fn join_ticket(self) -> (Option<JoinTicket>, LineSpot) {
         (self.join, self.spot)
+    }
+
+    /// A fair waiter that came alone to a line whose waiters lately joined a
+    /// busy lock: it will wait in Redis, so it listens before it joins, and
+    /// its join is the attempt that must follow a new subscription.
+    pub(crate) fn expects_wait(&self) -> bool {
+        self.expects_wait
     }
 }
 
@@ -701,11 +756,7 @@ impl Waiting {
         }
         if let Some(line) = lines.get_mut(&self.lock) {
             line.waiting = line.waiting.saturating_sub(1);
-            if line.waiting == 0
-                && line
-                    .hand_off_until
-                    .is_none_or(|until| until <= Instant::now())
-            {
+            if line.waiting == 0 && !line.outlives_its_waiters(Instant::now()) {
                 lines.remove(&self.lock);
             }
         }

@@ -131,7 +131,7 @@ where
                 wait,
             };
             InRedis::new(place, turn, OnDrop::disarmed())
-                .run(&tries, listening)
+                .run(&tries, listening.map(Into::into))
                 .await
         },
     )

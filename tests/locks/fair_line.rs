@@ -234,6 +234,40 @@ async fn lines_of_several_clients_taking_turns_never_stall() {
     assert_nothing_left(&server, &all).await;
 }
 
+/// A waiter that comes alone to its client's line, for a lock one of that
+/// client's waiters lately found busy, subscribes before it joins: its join
+/// is the attempt a new subscription must be followed by. Its first wait
+/// (nothing known yet) sends one script more: the attempt after subscribing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_waiter_on_a_lock_contended_lately_listens_before_it_joins() {
+    let name = "fair-lone";
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let waiter = server.client().await;
+    let mut scripts = Vec::new();
+    for _ in 0..2 {
+        let held = holder.get_fair_lock(name).unwrap().lock().await.unwrap();
+        let cost = ServingCost::before(&server).await;
+        let lock = waiter.get_fair_lock(name).unwrap();
+        let waiting = tokio::spawn(async move { lock.lock().await.unwrap().unlock().await });
+        until_queued(&server, name, 1).await;
+        // Time for an attempt after subscribing, if one is to come.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (before_release, _, subscribes) = cost.since(&server).await;
+        assert_eq!(subscribes, 1, "one subscription per wait");
+        held.unlock().await.unwrap();
+        within(T, "the waiter", waiting).await.unwrap().unwrap();
+        scripts.push(before_release);
+    }
+    assert_eq!(
+        scripts,
+        [2, 1],
+        "scripts before the release: the join and the attempt after subscribing, \
+         then the join alone"
+    );
+    assert_nothing_left(&server, &[&holder, &waiter]).await;
+}
+
 /// Parked waiters that are dropped, that time out, and that are dropped
 /// while their join may be in flight leave no entry; the others keep their
 /// order.

@@ -73,6 +73,31 @@ pub(crate) struct InRedis<'a> {
 /// wait's end.
 type FirstOutcome<T> = std::result::Result<Option<Pause>, Result<Option<T>>>;
 
+/// A subscription a wait begins with: made while parked in the local line,
+/// or before a fair waiter's join.
+pub(crate) struct Listening {
+    pub(crate) subscription: Subscription,
+    /// The fair waiter's join went out with this subscription confirmed: it
+    /// was the attempt a new subscription must be followed by.
+    pub(crate) joined: Option<JoinedListening>,
+}
+
+/// A busy join sent with the subscription confirmed: on connection `epoch`
+/// (a reconnect since, and the wait tries at once), asking for `pause`.
+pub(crate) struct JoinedListening {
+    pub(crate) epoch: u64,
+    pub(crate) pause: Pause,
+}
+
+impl From<Subscription> for Listening {
+    fn from(subscription: Subscription) -> Self {
+        Listening {
+            subscription,
+            joined: None,
+        }
+    }
+}
+
 /// Where a wait waits and how long: the object, and the wait's bounds.
 pub(crate) struct Place<'a> {
     pub(crate) client: &'a Arc<Engine>,
@@ -115,37 +140,59 @@ impl<'a> InRedis<'a> {
 
     /// Waits until `tries` gets what it tries for: `Ok(None)` when the time ran
     /// out (or, for a one-off try, at the first busy reply). `listening`: a
-    /// subscription made while parked in the local line.
-    pub(crate) async fn run<T: Tries>(
-        &mut self,
-        tries: &T,
-        listening: Option<Subscription>,
-    ) -> Result<Option<T::Got>> {
-        let hold_back = self.hold_back();
-        self.deferring = self.defers_listening(hold_back);
-        let early = self.early_subscription(listening);
-        if let Some(early) = &early {
-            if within(self.deadline, Box::pin(self.confirmed(early)))
-                .await
-                .is_none()
-            {
-                // Out of time before joining the line: there is no place to leave.
-                self.leave.disarm();
-                return Ok(None);
+    /// subscription made while parked in the local line, or before a fair
+    /// waiter's join (which was then its first attempt).
+    // Not an `async fn`, which would keep `listening` twice (as the argument
+    // and as the body's local) for the whole wait.
+    #[allow(clippy::manual_async_fn)]
+    pub(crate) fn run<'s, T: Tries>(
+        &'s mut self,
+        tries: &'s T,
+        listening: Option<Listening>,
+    ) -> impl Future<Output = Result<Option<T::Got>>> + 's + use<'s, 'a, T> {
+        async move {
+            let hold_back = self.hold_back();
+            self.deferring = self.defers_listening(hold_back);
+            let (early, joined) = match listening {
+                Some(Listening {
+                    subscription,
+                    joined,
+                }) => (self.early_subscription(Some(subscription)), joined),
+                None => (self.early_subscription(None), None),
+            };
+            if let Some(early) = &early {
+                if within(self.deadline, Box::pin(self.confirmed(early)))
+                    .await
+                    .is_none()
+                {
+                    // Out of time before joining the line: there is no place to leave.
+                    self.leave.disarm();
+                    return Ok(None);
+                }
             }
+            // The connection as the first attempt goes out: a subscription made
+            // early missed nothing if no reconnect came between. A join made with
+            // the subscription confirmed was that attempt.
+            let epoch;
+            let first_pause = match joined.filter(|_| early.is_some() && hold_back.is_none()) {
+                Some(joined) => {
+                    epoch = joined.epoch;
+                    Some(joined.pause)
+                }
+                None => {
+                    epoch = self.client.pubsub.connection_epoch();
+                    match self.first_attempt(tries, hold_back).await {
+                        Ok(pause) => pause,
+                        Err(done) => return done,
+                    }
+                }
+            };
+            if self.expired() {
+                return self.give_up().await;
+            }
+            self.listen(tries, (early, epoch), first_pause, hold_back)
+                .await
         }
-        // The connection as the first attempt goes out: a subscription made early
-        // missed nothing if no reconnect came between.
-        let epoch = self.client.pubsub.connection_epoch();
-        let first_pause = match self.first_attempt(tries, hold_back).await {
-            Ok(pause) => pause,
-            Err(done) => return done,
-        };
-        if self.expired() {
-            return self.give_up().await;
-        }
-        self.listen(tries, (early, epoch), first_pause, hold_back)
-            .await
     }
 
     /// Does this wait try more than once (so that a fair waiter joins the

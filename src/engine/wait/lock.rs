@@ -4,13 +4,15 @@
 //! watchdog's registration, a fair waiter's queue place), and the hold it ends
 //! with (its validity, counted from the instant the winning attempt was sent).
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
 use super::attempts::{queue_place, Attempts, Taken};
 use super::hold::{Hold, Terms};
-use super::in_redis::{InRedis, Place};
+use super::in_redis::{InRedis, Listening, Place};
+use super::pause::Pause;
 use super::step::{Tried, Tries};
 use crate::engine::contract::{Acquirer, Wait};
 use crate::engine::line::Turn;
@@ -19,61 +21,67 @@ use crate::engine::watchdog::Registration;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::metrics::HoldMeter;
-use crate::transport::pubsub::Subscription;
 
 /// The wait in Redis for a hold. `listening`: a subscription made while parked
-/// in the local line; `head`: its turn at the head of the line.
-pub(super) async fn wait_in_redis(
-    client: &Arc<Engine>,
-    acquirer: &Arc<dyn Acquirer>,
+/// in the local line or before a fair waiter's join; `head`: its turn at the
+/// head of the line.
+// Not an `async fn`, which would keep each argument twice (as the argument
+// and as the body's local): the head of a line carries both for its whole wait.
+#[allow(clippy::manual_async_fn)]
+pub(super) fn wait_in_redis<'a>(
+    client: &'a Arc<Engine>,
+    acquirer: &'a Arc<dyn Acquirer>,
     terms: Terms,
     (wait, deadline): (Wait, Option<Instant>),
-    listening: Option<Subscription>,
-    head: Option<&Turn>,
-) -> Result<Option<Hold>> {
-    let (field, kind) = acquirer.renewal();
-    let target = acquirer.target();
-    let waits = acquirer.waits();
-    // Registered before the first attempt: the renewal starts with the hold.
-    let registration = terms
-        .renewed
-        .then(|| client.watchdog.register(acquirer.name(), field, kind));
-    let attempts = Attempts {
-        client,
-        acquirer,
-        slot: client.ledger.slot(&target.name, field),
-        lease_ms: terms.lease_ms,
-        max_sleep: waits.max_sleep(),
-        heir: head.and_then(Turn::heir).cloned(),
-    };
-    // A fair waiter may hold a place in line from its first attempt on.
-    let keeps_trying = !matches!(wait, Wait::Once);
-    let place = queue_place(
-        client,
-        acquirer,
-        keeps_trying && waits.queues(),
-        attempts.heir.clone(),
-    );
-    let place_in_redis = Place {
-        client,
-        name: &target.name,
-        channel: target.channel(),
-        waits,
-        wait: (wait, deadline),
-    };
-    let mut waiter = InRedis::new(place_in_redis, head, place);
-    let Some(taken) = waiter.run(&attempts, listening).await? else {
-        return Ok(None);
-    };
-    Ok(Some(hold_of(client, &attempts, terms, registration, taken)))
+    listening: Option<Listening>,
+    head: Option<&'a Turn>,
+) -> impl Future<Output = Result<Option<Hold>>> + Send + 'a {
+    async move {
+        let (field, kind) = acquirer.renewal();
+        let target = acquirer.target();
+        let waits = acquirer.waits();
+        // Registered before the first attempt: the renewal starts with the hold.
+        let registration = terms
+            .renewed
+            .then(|| client.watchdog.register(acquirer.name(), field, kind));
+        let attempts = Attempts {
+            client,
+            acquirer,
+            slot: client.ledger.slot(&target.name, field),
+            lease_ms: terms.lease_ms,
+            max_sleep: waits.max_sleep(),
+            heir: head.and_then(Turn::heir).cloned(),
+        };
+        // A fair waiter may hold a place in line from its first attempt on.
+        let keeps_trying = !matches!(wait, Wait::Once);
+        let place = queue_place(
+            client,
+            acquirer,
+            keeps_trying && waits.queues(),
+            attempts.heir.clone(),
+        );
+        let place_in_redis = Place {
+            client,
+            name: &target.name,
+            channel: target.channel(),
+            waits,
+            wait: (wait, deadline),
+        };
+        let mut waiter = InRedis::new(place_in_redis, head, place);
+        let Some(taken) = waiter.run(&attempts, listening).await? else {
+            return Ok(None);
+        };
+        Ok(Some(hold_of(client, &attempts, terms, registration, taken)))
+    }
 }
 
 /// Where a parked fair waiter's join left it.
 pub(super) enum Joined {
     /// The lock was free and nobody in line: taken.
     Held(Hold),
-    /// In Redis's queue, behind the waiter before it.
-    InLine,
+    /// In Redis's queue, behind the waiter before it; the busy reply asked
+    /// for this pause.
+    InLine(Pause),
     /// The owner's gate did not open before the deadline: nothing was sent.
     OutOfTime,
 }
@@ -96,12 +104,12 @@ pub(super) async fn join_line(
         acquirer,
         slot: client.ledger.slot(name, field),
         lease_ms: terms.lease_ms,
-        max_sleep: None,
+        max_sleep: acquirer.waits().max_sleep(),
         heir: None,
     };
     match attempts.attempt(true, deadline).await {
         None => Ok(Joined::OutOfTime),
-        Some(Ok(Tried::Busy(_))) => Ok(Joined::InLine),
+        Some(Ok(Tried::Busy(pause))) => Ok(Joined::InLine(pause)),
         Some(Ok(Tried::Got(taken))) => {
             let registration = terms
                 .renewed

@@ -207,6 +207,7 @@ fn acquire_on_primary<'a>(
             in_line,
             started,
             async |wait, listening, turn| {
+                let listening = listening.map(Into::into);
                 wait_in_redis(client, acquirer, *terms, wait, listening, turn).await
             },
         ))

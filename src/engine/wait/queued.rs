@@ -30,6 +30,7 @@ use tokio::time::Instant;
 
 use super::attempts::queue_place;
 use super::hold::{Hold, Terms};
+use super::in_redis::{JoinedListening, Listening};
 use super::lock::{join_line, wait_in_redis, Joined};
 use super::step::{within, within_boxed};
 use crate::engine::contract::{Acquirer, Wait};
@@ -38,6 +39,7 @@ use crate::engine::line::{Entry, HeldHere, LineSpot, Parked, Turn};
 use crate::engine::successor::Successor;
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::transport::pubsub::Subscription;
 
 /// A fair waiter's way to its hold: through this client's line for the lock
 /// (unless it tries once), then the wait in Redis. The head of the line is
@@ -71,19 +73,21 @@ pub(super) fn through_the_queue<'a>(
         };
         // Not boxed on its own: this future is (see `wait::acquire_on_primary`).
         // `last`: out of time before its turn to join, it makes one last attempt.
-        let (head, in_redis, last) =
+        let (head, listening, in_redis, last) =
             match parked_in_line(client, acquirer, terms, deadline, parked).await {
                 Unparked::Done(got) => return got,
-                Unparked::Head(head) => (Some(head), (wait, deadline), false),
-                Unparked::OnItsOwn => (None, (wait, deadline), false),
-                Unparked::LastAttempt => (None, (Wait::Once, None), true),
+                Unparked::Head(head, listening) => {
+                    (Some(head), listening.map(|l| *l), (wait, deadline), false)
+                }
+                Unparked::OnItsOwn => (None, None, (wait, deadline), false),
+                Unparked::LastAttempt => (None, None, (Wait::Once, None), true),
             };
         let got = Box::pin(wait_in_redis(
             client,
             acquirer,
             *terms,
             in_redis,
-            None,
+            listening,
             head.as_ref(),
         ))
         .await;
@@ -118,8 +122,10 @@ enum Unparked {
     /// Its wait ended while parked: with a hold (its join found the lock
     /// free and nobody in line), out of time (its place left), or an error.
     Done(Result<Option<Hold>>),
-    /// Its turn at the head of the line: it waits in Redis, its entry in place.
-    Head(Turn),
+    /// Its turn at the head of the line: it waits in Redis, its entry in
+    /// place, listening already if it subscribed before its join (boxed: a
+    /// parked waiter carries the room for it across its wait).
+    Head(Turn, Option<Box<Listening>>),
     /// It waits in Redis on its own, outside the line: the line's head
     /// stalled, or its join's outcome was unknown (settled, so the place is
     /// left) and it joins again at the tail.
@@ -154,7 +160,7 @@ fn parked_in_line<'a>(
         };
         // Its turn to join, and the join, in one box: brief states, whose room
         // (and a second place for the entry) a parked waiter should not carry.
-        let (mut ticket, spot) =
+        let (mut ticket, spot, listening) =
             match Box::pin(join_in_order(client, acquirer, terms, deadline, parked)).await {
                 Ok(joined) => joined,
                 Err(unparked) => return unparked,
@@ -180,7 +186,7 @@ fn parked_in_line<'a>(
             match next {
                 Some(Some(head)) => {
                     place.disarm();
-                    return Unparked::Head(head);
+                    return Unparked::Head(head, listening);
                 }
                 None => true,
                 // Granted while parked, and the line closed: given back, it joins
@@ -207,15 +213,17 @@ fn parked_in_line<'a>(
 }
 
 /// A parked waiter's join, in its ticket's order: `Ok` with its ticket (done
-/// at the turn's first poll) and its spot in the line once it is in Redis's queue,
-/// `Err` where it goes instead.
+/// at the turn's first poll), its spot in the line once it is in Redis's
+/// queue, and what it listens on if it subscribed before joining; `Err` where
+/// it goes instead.
 async fn join_in_order(
     client: &Arc<Engine>,
     acquirer: &Arc<dyn Acquirer>,
     terms: &Terms,
     deadline: Option<Instant>,
     parked: Parked,
-) -> Result<(Option<JoinTicket>, LineSpot), Unparked> {
+) -> Result<(Option<JoinTicket>, LineSpot, Option<Box<Listening>>), Unparked> {
+    let expects_wait = parked.expects_wait();
     let (ticket, spot) = parked.join_ticket();
     if let Some(ticket) = &ticket {
         let patience = client.lines.patience();
@@ -226,11 +234,48 @@ async fn join_in_order(
             None => return Err(Unparked::LastAttempt),
         }
     }
+    let listening = match expects_wait {
+        true => listen_before_joining(client, acquirer, deadline).await,
+        false => None,
+    };
+    let epoch = client.pubsub.connection_epoch();
     match join_line(client, acquirer, *terms, deadline).await {
-        Ok(Joined::InLine) => Ok((ticket, spot)),
+        Ok(Joined::InLine(pause)) => {
+            client.lines.queued_behind_others(&acquirer.target().name);
+            let joined = JoinedListening { epoch, pause };
+            let listening = listening.map(|subscription| {
+                Box::new(Listening {
+                    subscription,
+                    joined: Some(joined),
+                })
+            });
+            Ok((ticket, spot, listening))
+        }
         Ok(Joined::Held(hold)) => Err(Unparked::Done(Ok(Some(hold)))),
         Ok(Joined::OutOfTime) => Err(Unparked::Done(Ok(None))),
         Err(e) if e.is_transient() => Err(Unparked::OnItsOwn),
         Err(e) => Err(Unparked::Done(Err(e))),
+    }
+}
+
+/// A waiter that comes alone to a line whose waiters lately joined a busy
+/// lock will be its head and wait in Redis: it subscribes first, so that its
+/// join is the attempt a new subscription must be followed by (one command
+/// fewer: a head that subscribes after joining tries once more). `None` when
+/// the subscription failed or the deadline came first: it joins without, and
+/// subscribes as its head, as any other does.
+async fn listen_before_joining(
+    client: &Engine,
+    acquirer: &Arc<dyn Acquirer>,
+    deadline: Option<Instant>,
+) -> Option<Subscription> {
+    let target = acquirer.target();
+    let class = acquirer.waits().class;
+    let subscription = client
+        .pubsub
+        .subscribe(target.channel(), &target.name, class);
+    match within(deadline, Box::pin(subscription.ready())).await {
+        Some(Ok(())) => Some(subscription),
+        Some(Err(_)) | None => None,
     }
 }
