@@ -155,13 +155,27 @@ async fn a_burst_of_one_clients_waiters_never_stalls_the_line() {
     let client = server
         .client_with(|config| config.fair_lock_wait_timeout = Duration::from_secs(60))
         .await;
+    let locks = (0..TASKS).map(|_| client.get_fair_lock(name).unwrap());
+    take_turns(
+        locks.collect(),
+        ROUNDS,
+        "64 tasks of one client on a fair lock",
+    )
+    .await;
+    assert_nothing_left(&server, &[&client]).await;
+}
+
+/// Each of `locks` (one task per handle) takes its lock `rounds` times and
+/// stays inside 1 ms each time; every task done within [`T`], and no two
+/// inside at once.
+async fn take_turns(locks: Vec<redisson_locks::RLock>, rounds: usize, what: &str) {
     let exclusion = Arc::new(Exclusion::default());
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|_| {
-            let lock = client.get_fair_lock(name).unwrap();
+    let tasks: Vec<_> = locks
+        .into_iter()
+        .map(|lock| {
             let exclusion = exclusion.clone();
             tokio::spawn(async move {
-                for _ in 0..ROUNDS {
+                for _ in 0..rounds {
                     let guard = lock.lock().await.unwrap();
                     let inside = exclusion.enter();
                     tokio::time::sleep(Duration::from_millis(1)).await;
@@ -171,14 +185,13 @@ async fn a_burst_of_one_clients_waiters_never_stalls_the_line() {
             })
         })
         .collect();
-    within(T, "64 tasks, 3 rounds each", async {
+    within(T, what, async {
         for task in tasks {
             task.await.unwrap();
         }
     })
     .await;
-    exclusion.assert_never_overlapped("64 tasks of one client on a fair lock");
-    assert_nothing_left(&server, &[&client]).await;
+    exclusion.assert_never_overlapped(what);
 }
 
 /// Three clients' lines take turns on one lock, their waiters alternating in
@@ -203,33 +216,18 @@ async fn lines_of_several_clients_taking_turns_never_stall() {
         );
     }
     let cost = ServingCost::before(&server).await;
-    let exclusion = Arc::new(Exclusion::default());
-    let mut tasks = Vec::new();
-    for t in 0..CLIENTS * TASKS {
-        let lock = clients[t % CLIENTS].get_fair_lock(name).unwrap();
-        let exclusion = exclusion.clone();
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..ROUNDS {
-                let guard = lock.lock().await.unwrap();
-                let inside = exclusion.enter();
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                drop(inside);
-                guard.unlock().await.unwrap();
-            }
-        }));
-    }
-    within(T, "three clients' lines, 5 rounds each", async {
-        for task in tasks {
-            task.await.unwrap();
-        }
-    })
+    let locks = (0..CLIENTS * TASKS).map(|t| clients[t % CLIENTS].get_fair_lock(name).unwrap());
+    take_turns(
+        locks.collect(),
+        ROUNDS,
+        "three clients' lines on a fair lock",
+    )
     .await;
     let (scripts, publishes, subscribes) = cost.since(&server).await;
     eprintln!(
         "{} acquisitions: {scripts} scripts, {publishes} publishes, {subscribes} subscribes",
         CLIENTS * TASKS * ROUNDS
     );
-    exclusion.assert_never_overlapped("three clients' lines on a fair lock");
     let all: Vec<_> = clients.iter().collect();
     assert_nothing_left(&server, &all).await;
 }

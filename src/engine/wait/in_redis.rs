@@ -165,7 +165,12 @@ impl<'a> InRedis<'a> {
                     .await
                     .is_none()
                 {
-                    // Out of time before joining the line: there is no place to leave.
+                    // Out of time before the first attempt: a fair head joined
+                    // while parked, and leaves its place; any other waiter has
+                    // no place yet.
+                    if self.head.is_some() {
+                        return self.give_up().await;
+                    }
                     self.leave.disarm();
                     return Ok(None);
                 }
