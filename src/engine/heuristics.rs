@@ -13,6 +13,7 @@
 //! | `fair_line` | a fair lock's waiters of one client wait in a local line: the first waits in Redis, the others are parked with their queue entries and send nothing else | `wait/queued.rs` |
 //! | `release_grant` | a fair release grants the lock to its client's next waiter when that one is first in line, and that waiter does not listen while a task of its client holds the lock | `successor.rs`, `release.rs` |
 //! | `unsubscribe_linger` | a channel's last waiter leaving waits up to 1 s to unsubscribe with others | `engine/mod.rs` (passed to `transport/pubsub.rs`) |
+//! | `listen_ahead` | while a client's fair waiters alternate with other clients', a head subscribes the next three parked heirs' channels with its own, in one SUBSCRIBE | `wait/in_redis.rs`, `successor.rs` |
 //! | `listen_before_join` | a fair waiter alone in its client's line, for a lock that client's waiters found busy in the last second, subscribes before it joins, and its join is its attempt after subscribing | `line.rs`, `wait/queued.rs` |
 //!
 //! The switch is read once per process, from the environment: it is a
@@ -31,6 +32,7 @@ pub(crate) struct Heuristics {
     pub(crate) fair_line: bool,
     pub(crate) release_grant: bool,
     pub(crate) listen_before_join: bool,
+    pub(crate) listen_ahead: bool,
 }
 
 /// The environment variable naming the heuristics to switch off, comma-separated.
@@ -53,6 +55,7 @@ fn parse(without: &str) -> Heuristics {
         fair_line: !off("fair_line"),
         release_grant: !off("release_grant"),
         listen_before_join: !off("listen_before_join"),
+        listen_ahead: !off("listen_ahead"),
     }
 }
 
@@ -65,7 +68,7 @@ mod tests {
         let all = parse("");
         assert!(all.handoff_window && all.held_here && all.wake_jitter);
         assert!(all.sleep_first && all.unsubscribe_linger && all.fair_line);
-        assert!(all.release_grant && all.listen_before_join);
+        assert!(all.release_grant && all.listen_before_join && all.listen_ahead);
         let some = parse("wake_jitter, sleep_first,unknown");
         assert!(!some.wake_jitter && !some.sleep_first);
         assert!(some.handoff_window && some.held_here && some.unsubscribe_linger);

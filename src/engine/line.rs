@@ -453,6 +453,22 @@ impl Lines {
         line.parked_heirs.front().cloned()
     }
 
+    /// Up to `most` of the fair lock `lock`'s parked heirs, first first, that
+    /// are still parked and have no subscription made for them yet (see
+    /// [`Successor::listen_ahead`]).
+    pub(crate) fn heirs_to_listen_ahead(&self, lock: &str, most: usize) -> Vec<Arc<Successor>> {
+        let lines = self.lines(lock);
+        let Some(line) = lines.get(lock) else {
+            return Vec::new();
+        };
+        line.parked_heirs
+            .iter()
+            .filter(|heir| heir.may_listen_ahead())
+            .take(most)
+            .cloned()
+            .collect()
+    }
+
     /// A release of the fair lock `lock` that named an heir and freed the
     /// lock granted it (`granted`) or handed the lock to another client's
     /// waiter.

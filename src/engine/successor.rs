@@ -26,8 +26,9 @@ use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::engine::contract::Acquirer;
+use crate::engine::contract::{Acquirer, Target};
 use crate::transport::conn::Conn;
+use crate::transport::pubsub::Subscription;
 
 /// A fair waiter that its own client's release may grant the lock to.
 pub(crate) struct Successor {
@@ -48,6 +49,10 @@ pub(crate) struct Successor {
     /// It listened when the last release that named it was sent: whatever is
     /// published to it after that release reaches it.
     heard_when_named: AtomicBool,
+    /// A subscription to its channel made for it while it was parked, with
+    /// the head's own, in one SUBSCRIBE (see [`Successor::listen_ahead`]);
+    /// boxed, so that a parked waiter without one carries a pointer.
+    ahead: Mutex<Option<Box<Subscription>>>,
 }
 
 impl std::fmt::Debug for Successor {
@@ -90,6 +95,7 @@ impl Successor {
             listening: AtomicBool::new(false),
             named: AtomicBool::new(false),
             heard_when_named: AtomicBool::new(false),
+            ahead: Mutex::new(None),
         })
     }
 
@@ -121,6 +127,43 @@ impl Successor {
     /// The lock's name.
     pub(crate) fn name(&self) -> &str {
         self.acquirer.name()
+    }
+
+    /// Its lock and channel.
+    pub(crate) fn target(&self) -> &Target {
+        self.acquirer.target()
+    }
+
+    fn ahead(&self) -> std::sync::MutexGuard<'_, Option<Box<Subscription>>> {
+        self.ahead.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether it is parked still, with no subscription made for it yet.
+    pub(crate) fn may_listen_ahead(&self) -> bool {
+        self.is_waiting() && self.ahead().is_none()
+    }
+
+    /// Keeps `subscription` to its channel, made for it while it is parked
+    /// (a head subscribes the next few heirs' channels with its own when its
+    /// client's waiters alternate with others'), for when it is head: then
+    /// it sends no SUBSCRIBE of its own. Dropped if it left meanwhile.
+    pub(crate) fn listen_ahead(&self, subscription: Subscription) {
+        let mut ahead = self.ahead();
+        if self.is_waiting() {
+            *ahead = Some(Box::new(subscription));
+        }
+    }
+
+    /// The subscription made for it while it was parked, if any.
+    pub(crate) fn take_listening_ahead(&self) -> Option<Subscription> {
+        self.ahead().take().map(|subscription| *subscription)
+    }
+
+    /// Drops a subscription made for it that it will not use (it left, or
+    /// holds the lock).
+    fn stop_listening_ahead(&self) {
+        let unused = self.ahead().take();
+        drop(unused);
     }
 
     /// Its owner field.
@@ -191,14 +234,19 @@ impl Successor {
     /// back ([`Successor::leave`], [`Successor::give_back`]).
     pub(crate) fn leave_unless_granted(&self) -> bool {
         let mut state = self.state();
-        match *state {
+        let leaves = match *state {
             State::Granted { .. } | State::InDoubt => false,
             State::Taken => true,
             State::Waiting | State::Gone => {
                 *state = State::Gone;
                 true
             }
+        };
+        drop(state);
+        if leaves {
+            self.stop_listening_ahead();
         }
+        leaves
     }
 
     /// Whether a grant waits to be taken.
@@ -215,12 +263,15 @@ impl Successor {
             return None;
         };
         *state = State::Taken;
+        drop(state);
+        self.stop_listening_ahead();
         Some((sent, epoch))
     }
 
     /// The heir took the lock with its own attempt.
     pub(crate) fn acquired(&self) {
         *self.state() = State::Taken;
+        self.stop_listening_ahead();
     }
 
     /// The heir leaves without the lock. `true` when a grant was, or may have
@@ -231,6 +282,8 @@ impl Successor {
         if was == State::Taken {
             *state = State::Taken;
         }
+        drop(state);
+        self.stop_listening_ahead();
         matches!(was, State::Granted { .. } | State::InDoubt)
     }
 

@@ -266,6 +266,82 @@ async fn a_lone_waiter_on_a_lock_contended_lately_listens_before_it_joins() {
     assert_nothing_left(&server, &[&holder, &waiter]).await;
 }
 
+/// While its client's releases pass their heirs over, a fair head subscribes
+/// the next parked heirs' channels with its own (one SUBSCRIBE for several
+/// heads); a parked waiter that leaves takes the subscription made for it
+/// with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_heirs_that_leave_take_the_subscriptions_made_for_them() {
+    let name = "fair-ahead";
+    let server = RedisServer::start();
+    let (a, b) = (server.client().await, server.client().await);
+    let held = a.get_fair_lock(name).unwrap().lock().await.unwrap();
+    // Redis's line: b's waiter, then four of a's; the first two of them
+    // hold until told.
+    let (b_took, b_may_release, b_waiter) = holder_until_told(&b, name);
+    until_queued(&server, name, 1).await;
+    let (a_took, a_may_release, a_waiter) = holder_until_told(&a, name);
+    until_queued(&server, name, 2).await;
+    let mut parked = Vec::new();
+    for n in 3..=5 {
+        let lock = a.get_fair_lock(name).unwrap();
+        parked.push(tokio::spawn(async move {
+            lock.lock().await.unwrap().unlock().await.unwrap();
+        }));
+        until_queued(&server, name, n).await;
+    }
+    // a's release passes its head over (b's waiter is first): a's line now
+    // alternates with b's.
+    held.unlock().await.unwrap();
+    within(T, "b's waiter", b_took).await.unwrap();
+    b_may_release.send(()).unwrap();
+    within(T, "a's first waiter", a_took).await.unwrap();
+    // a's next head listens, and subscribed the two heirs behind it with it.
+    let channels = || async { server.channels().await.len() };
+    assert!(
+        eventually(T, || async { channels().await == 3 }).await,
+        "the head and the two heirs behind it listen: {:?}",
+        server.channels().await
+    );
+    // Those two leave: their subscriptions go with them.
+    for waiter in parked.drain(1..) {
+        waiter.abort();
+    }
+    assert!(
+        eventually(T, || async { channels().await == 1 }).await,
+        "only the head listens: {:?}",
+        server.channels().await
+    );
+    until_queued(&server, name, 1).await;
+    a_may_release.send(()).unwrap();
+    within(T, "the head", parked.remove(0)).await.unwrap();
+    b_waiter.await.unwrap();
+    a_waiter.await.unwrap();
+    assert_nothing_left(&server, &[&a, &b]).await;
+}
+
+/// A task of `client` that takes fair lock `name`, says so, and releases it
+/// when told.
+fn holder_until_told(
+    client: &redisson_locks::Client,
+    name: &str,
+) -> (
+    tokio::sync::oneshot::Receiver<()>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let lock = client.get_fair_lock(name).unwrap();
+    let (took, took_rx) = tokio::sync::oneshot::channel();
+    let (release, release_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let guard = lock.lock().await.unwrap();
+        let _ = took.send(());
+        let _ = release_rx.await;
+        guard.unlock().await.unwrap();
+    });
+    (took_rx, release, task)
+}
+
 /// Parked waiters that are dropped, that time out, and that are dropped
 /// while their join may be in flight leave no entry; the others keep their
 /// order.

@@ -34,6 +34,12 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::transport::pubsub::{Class, Subscription};
 
+/// How many parked heirs' channels a fair head subscribes with its own while
+/// its client's waiters alternate with other clients' (see
+/// [`InRedis::subscribe`]): one SUBSCRIBE for every four heads, and at most
+/// three channels a lock kept for waiters that do not listen yet.
+const LISTEN_AHEAD: usize = 3;
+
 /// Notified by nobody: what a waiter on no channel (a spin lock's) is woken by.
 /// Static, so that it costs a waiter nothing.
 static NEVER: tokio::sync::Notify = tokio::sync::Notify::const_new();
@@ -296,10 +302,29 @@ impl<'a> InRedis<'a> {
         self.heir.is_some_and(|heir| heir.has_grant())
     }
 
+    /// This waiter's subscription: a fair head's made for it while it was
+    /// parked, if any; otherwise a new one. While its client's releases pass
+    /// their heirs over, a fair head subscribes the next few parked heirs'
+    /// channels with its own, in one SUBSCRIBE: each of them is head in turn,
+    /// and would otherwise send its own.
     fn subscribe(&self) -> Subscription {
-        self.client
-            .pubsub
-            .subscribe(self.channel, self.name, self.waits.class)
+        if let Some(ahead) = self.heir.and_then(|heir| heir.take_listening_ahead()) {
+            return ahead;
+        }
+        let pubsub = &self.client.pubsub;
+        let own = pubsub.subscribe(self.channel, self.name, self.waits.class);
+        let alternating = self.heir.is_some() && !self.client.lines.grants(self.name);
+        if alternating && crate::engine::heuristics::heuristics().listen_ahead {
+            for heir in self
+                .client
+                .lines
+                .heirs_to_listen_ahead(self.name, LISTEN_AHEAD)
+            {
+                let target = heir.target();
+                heir.listen_ahead(pubsub.subscribe(target.channel(), self.name, self.waits.class));
+            }
+        }
+        own
     }
 
     /// Waits for `subscription` to be confirmed; a fair head offered as heir
