@@ -14,6 +14,10 @@
 //! place. Fairness across clients is Redis's queue, as before: every task
 //! still has its own entry, joined when it arrived.
 //!
+//! A waiter alone in its line, for a lock its client found busy in the last
+//! second, subscribes before it joins: its join is then the attempt a new
+//! subscription must be followed by, and as head it sleeps at once.
+//!
 //! ```text
 //! enter the line (a ticket) ─▶ the ticket's turn ─▶ join (one attempt that
 //!   queues) ─▶ the lock was free and nobody in line? ─▶ hold
