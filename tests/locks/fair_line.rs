@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::support::exclusion::Exclusion;
 use crate::support::fair::{join_in_turn, queue, queue_len, timeouts_len};
-use crate::support::{assert_nothing_left, eventually, within, RedisServer};
+use crate::support::{assert_nothing_left, eventually, holds_until_told, within, RedisServer};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -278,9 +278,9 @@ async fn parked_heirs_that_leave_take_the_subscriptions_made_for_them() {
     let held = a.get_fair_lock(name).unwrap().lock().await.unwrap();
     // Redis's line: b's waiter, then four of a's; the first two of them
     // hold until told.
-    let (b_took, b_may_release, b_waiter) = holder_until_told(&b, name);
+    let (b_waiter, b_took, b_may_release) = holds_until_told(b.get_fair_lock(name).unwrap());
     until_queued(&server, name, 1).await;
-    let (a_took, a_may_release, a_waiter) = holder_until_told(&a, name);
+    let (a_waiter, a_took, a_may_release) = holds_until_told(a.get_fair_lock(name).unwrap());
     until_queued(&server, name, 2).await;
     let mut parked = Vec::new();
     for n in 3..=5 {
@@ -318,28 +318,6 @@ async fn parked_heirs_that_leave_take_the_subscriptions_made_for_them() {
     b_waiter.await.unwrap();
     a_waiter.await.unwrap();
     assert_nothing_left(&server, &[&a, &b]).await;
-}
-
-/// A task of `client` that takes fair lock `name`, says so, and releases it
-/// when told.
-fn holder_until_told(
-    client: &redisson_locks::Client,
-    name: &str,
-) -> (
-    tokio::sync::oneshot::Receiver<()>,
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<()>,
-) {
-    let lock = client.get_fair_lock(name).unwrap();
-    let (took, took_rx) = tokio::sync::oneshot::channel();
-    let (release, release_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let guard = lock.lock().await.unwrap();
-        let _ = took.send(());
-        let _ = release_rx.await;
-        guard.unlock().await.unwrap();
-    });
-    (took_rx, release, task)
 }
 
 /// Parked waiters that are dropped, that time out, and that are dropped

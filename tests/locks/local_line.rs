@@ -6,7 +6,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::support::{assert_nothing_left, eventually, gives_up_on_time, within, RedisServer};
+use crate::support::{
+    assert_nothing_left, eventually, gives_up_on_time, holds_until_told, within, RedisServer,
+};
 
 const T: Duration = Duration::from_secs(20);
 
@@ -56,28 +58,6 @@ async fn held_with(
     let client = server.client_with(adjust).await;
     let held = holder.get_lock(name).unwrap().lock().await.unwrap();
     (server, holder, client, held)
-}
-
-/// A task of `client` that takes `name`, says so on the receiver, and releases it
-/// when told on the sender.
-fn holds_until_told(
-    client: &redisson_locks::Client,
-    name: &str,
-) -> (
-    tokio::task::JoinHandle<()>,
-    tokio::sync::oneshot::Receiver<()>,
-    tokio::sync::oneshot::Sender<()>,
-) {
-    let (has_it, has) = tokio::sync::oneshot::channel();
-    let (release, released) = tokio::sync::oneshot::channel::<()>();
-    let lock = client.get_lock(name).unwrap();
-    let task = tokio::spawn(async move {
-        let guard = lock.lock().await.unwrap();
-        has_it.send(()).unwrap();
-        released.await.unwrap();
-        guard.unlock().await.unwrap();
-    });
-    (task, has, release)
 }
 
 /// Short leases: a waiter sleeps at most a TTL (2 s) before trying again.
@@ -292,7 +272,7 @@ async fn cancelled_and_timed_out_waiters_leave_the_line_and_the_rest_move_up() {
 async fn the_next_in_line_wakes_on_its_clients_release() {
     let name = "passed-on";
     let (server, holder, client, held) = held_by_another_client(name).await;
-    let (first, first_has, release_first) = holds_until_told(&client, name);
+    let (first, first_has, release_first) = holds_until_told(client.get_lock(name).unwrap());
     until_waiting(&client, name, 1).await;
     let second = {
         let lock = client.get_lock(name).unwrap();
@@ -360,7 +340,7 @@ async fn the_line_survives_a_lost_connection() {
     // sleeps on that hold's message, which a reconnect may lose; it must find
     // out (it is woken, and retries) rather than sleep out the 30 s lease.
     let held = holder.get_lock(name).unwrap().lock().await.unwrap();
-    let (first, first_has, release_first) = holds_until_told(&client, name);
+    let (first, first_has, release_first) = holds_until_told(client.get_lock(name).unwrap());
     until_waiting(&client, name, 1).await;
     let rest: Vec<_> = (0..5)
         .map(|_| {

@@ -594,6 +594,26 @@ pub async fn assert_nothing_left_but(
     }
 }
 
+/// A task that takes `lock`, says so on the receiver, and releases it when
+/// told on the sender.
+pub fn holds_until_told(
+    lock: redisson_locks::RLock,
+) -> (
+    tokio::task::JoinHandle<()>,
+    tokio::sync::oneshot::Receiver<()>,
+    tokio::sync::oneshot::Sender<()>,
+) {
+    let (has_it, has) = tokio::sync::oneshot::channel();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let guard = lock.lock().await.unwrap();
+        has_it.send(()).unwrap();
+        released.await.unwrap();
+        guard.unlock().await.unwrap();
+    });
+    (task, has, release)
+}
+
 /// Starts `count` tasks that each wait for `lock` through a failover: an error
 /// while there is no primary is retried (200 ms apart, 200 times at most), a wait
 /// of 20 s without the lock ends the task. Each ends `true` when it acquired (and
