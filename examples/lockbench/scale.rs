@@ -121,7 +121,7 @@ async fn reset_slowlog(observer: &mut Observer) -> Result<(), String> {
 }
 
 /// Returns once every waiter has made its first attempt (and, fair, joined its
-/// line), or after 120 s.
+/// line, with each line's head listening), or after 120 s.
 async fn wait_until_waiting(
     observer: &mut Observer,
     scale: &ScaleLocks,
@@ -132,16 +132,11 @@ async fn wait_until_waiting(
     loop {
         let waiting = match scale.kind {
             // (The observer's queries may time out behind the burst: not yet.)
+            // Every line's head listening, then (a command per lock, asked
+            // only then, so as not to load the server) every waiter queued.
             Kind::Fair => {
-                let mut total = 0usize;
-                for i in 0..locks.min(16) {
-                    let n: redis::RedisResult<usize> = redis::cmd("LLEN")
-                        .arg(format!("redisson_lock_queue:{{{}}}", scale.name(i)))
-                        .query_async(&mut observer.conn)
-                        .await;
-                    total += n.unwrap_or(0);
-                }
-                total >= waiters.min(16 * waiters.div_ceil(locks))
+                observer.clients().await.map_or(0, |(_, subs)| subs) >= locks.min(waiters) as u64
+                    && queued_waiters(observer, scale, locks).await >= waiters
             }
             // Every lock's channel subscribed on the server, not just asked for.
             // (The observer's query may time out behind the burst: not yet.)
@@ -150,8 +145,27 @@ async fn wait_until_waiting(
         if waiting || queued.elapsed() > Duration::from_secs(120) {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// How many waiters stand in the fair queues of the run's `locks` locks
+/// (0 while the observer's queries time out behind the burst).
+async fn queued_waiters(observer: &mut Observer, scale: &ScaleLocks, locks: usize) -> usize {
+    let mut total = 0;
+    for first in (0..locks).step_by(1_000) {
+        let mut pipe = redis::pipe();
+        for i in first..(first + 1_000).min(locks) {
+            pipe.cmd("LLEN")
+                .arg(format!("redisson_lock_queue:{{{}}}", scale.name(i)));
+        }
+        let lengths: redis::RedisResult<Vec<usize>> = pipe.query_async(&mut observer.conn).await;
+        match lengths {
+            Ok(lengths) => total += lengths.iter().sum::<usize>(),
+            Err(_) => return 0,
+        }
+    }
+    total
 }
 
 /// The SLOWLOG (up to 128 entries): how many entries, the slowest in µs, and

@@ -15,12 +15,29 @@ use crate::transport::conn::Conn;
 
 type Work = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
+/// The work, or what makes it when it runs.
+enum Undo {
+    Made(Work),
+    /// Made only if it runs: a guard armed for a long wait (a parked fair
+    /// waiter's place) keeps its few captures boxed, not a whole future.
+    Later(Box<dyn FnOnce(&Conn) -> Work + Send + 'static>),
+}
+
+impl Undo {
+    fn made(self, conn: &Conn) -> Work {
+        match self {
+            Undo::Made(work) => work,
+            Undo::Later(make) => make(conn),
+        }
+    }
+}
+
 /// Cleanup to run unless disarmed.
 pub(crate) struct OnDrop {
     /// Behind a mutex only so that a guard can sit in state that is shared by
     /// reference across awaits (the work itself is `Send`, not `Sync`): every
     /// access is through `&mut self` (`get_mut`), which never locks.
-    armed: std::sync::Mutex<Option<(Conn, Work)>>,
+    armed: std::sync::Mutex<Option<(Conn, Undo)>>,
 }
 
 impl OnDrop {
@@ -28,7 +45,22 @@ impl OnDrop {
     /// client thread if dropped armed.
     pub(crate) fn armed(conn: &Conn, work: impl Future<Output = ()> + Send + 'static) -> Self {
         OnDrop {
-            armed: std::sync::Mutex::new(Some((conn.clone(), Box::pin(work)))),
+            armed: std::sync::Mutex::new(Some((conn.clone(), Undo::Made(Box::pin(work))))),
+        }
+    }
+
+    /// Armed with the work `make` makes, on `conn`, when it runs: for a guard
+    /// kept armed across a long wait, whose work is seldom run.
+    pub(crate) fn armed_lazily<F>(
+        conn: &Conn,
+        make: impl FnOnce(&Conn) -> F + Send + 'static,
+    ) -> Self
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let make = Box::new(move |conn: &Conn| -> Work { Box::pin(make(conn)) });
+        OnDrop {
+            armed: std::sync::Mutex::new(Some((conn.clone(), Undo::Later(make)))),
         }
     }
 
@@ -48,13 +80,17 @@ impl OnDrop {
     /// Polled in place: if this future is dropped half way, the work is still
     /// armed, and the drop finishes it from the client's thread.
     pub(crate) async fn run_now(&mut self) {
-        if let Some((_, work)) = self.work() {
-            work.as_mut().await;
+        if let Some((conn, undo)) = self.work().take() {
+            let work = undo.made(&conn);
+            let armed = self.work().insert((conn, Undo::Made(work)));
+            if let (_, Undo::Made(work)) = armed {
+                work.as_mut().await;
+            }
         }
         *self.work() = None;
     }
 
-    fn work(&mut self) -> &mut Option<(Conn, Work)> {
+    fn work(&mut self) -> &mut Option<(Conn, Undo)> {
         // Poisoned only by a panic while it was borrowed, which leaves nothing
         // half done.
         self.armed.get_mut().unwrap_or_else(|p| p.into_inner())
@@ -63,7 +99,8 @@ impl OnDrop {
 
 impl Drop for OnDrop {
     fn drop(&mut self) {
-        if let Some((conn, work)) = self.work().take() {
+        if let Some((conn, undo)) = self.work().take() {
+            let work = undo.made(&conn);
             conn.spawn_cleanup(work);
         }
     }

@@ -28,13 +28,14 @@ pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>
 #[derive(Debug)]
 pub(crate) struct Target {
     pub(crate) name: Arc<str>,
-    /// The owner field, `<client-uuid>:<id>`.
-    pub(crate) owner: String,
+    /// The owner field, `<client-uuid>:<id>` (its exact length: one per
+    /// waiter).
+    pub(crate) owner: Box<str>,
     channel_of: ChannelOf,
     /// Named when first asked for: a waiter parked in its client's line never
     /// listens, and so never pays for the name (a fair waiter's is its own,
     /// about 150 bytes).
-    channel: OnceLock<String>,
+    channel: OnceLock<Box<str>>,
     pub(crate) labels: Labels,
 }
 
@@ -58,7 +59,7 @@ impl Target {
     ) -> Self {
         Target {
             name,
-            owner,
+            owner: owner.into_boxed_str(),
             channel_of,
             channel: OnceLock::new(),
             labels,
@@ -67,10 +68,13 @@ impl Target {
 
     /// The channel whose messages announce that trying again may succeed.
     pub(crate) fn channel(&self) -> &str {
-        self.channel.get_or_init(|| match self.channel_of {
-            ChannelOf::Lock => keys::lock_channel(&self.name),
-            ChannelOf::ReadWrite => keys::rwlock_channel(&self.name),
-            ChannelOf::FairWaiter => keys::fair_waiter_channel(&self.name, &self.owner),
+        self.channel.get_or_init(|| {
+            match self.channel_of {
+                ChannelOf::Lock => keys::lock_channel(&self.name),
+                ChannelOf::ReadWrite => keys::rwlock_channel(&self.name),
+                ChannelOf::FairWaiter => keys::fair_waiter_channel(&self.name, &self.owner),
+            }
+            .into_boxed_str()
         })
     }
 }

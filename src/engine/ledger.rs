@@ -39,20 +39,29 @@ pub(crate) type Gate = OwnedMutexGuard<u32>;
 /// Every slot of one client.
 #[derive(Debug)]
 pub(crate) struct Ledger {
-    slots: Mutex<Slots>,
+    slots: Arc<Mutex<Slots>>,
     settling: Settling,
 }
 
 /// (lock name, owner field).
-type SlotKey = (Arc<str>, String);
+type SlotKey = (Arc<str>, Arc<str>);
 
 #[derive(Debug, Default)]
 struct Slots {
     /// Weak, so an entry lives exactly as long as something holds its gate (a
     /// guard's slot, an attempt, a settle in the background).
     by_owner: HashMap<SlotKey, Weak<AsyncMutex<u32>>>,
-    /// Dead entries are swept when the map grows past this.
+    /// Dead entries are swept when the map grows past this. (The last slot of
+    /// an owner takes its entry with it; a gate a settle kept outlives it.)
     sweep_at: usize,
+}
+
+impl Slots {
+    fn locked(slots: &Mutex<Slots>) -> std::sync::MutexGuard<'_, Slots> {
+        // Each critical section is one map update; poisoning leaves nothing
+        // half done.
+        slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// How settling retries: every `retry`, for the lease of the doubtful command
@@ -72,12 +81,35 @@ pub(crate) struct Settling {
 pub(crate) struct Slot {
     gate: Arc<AsyncMutex<u32>>,
     settling: Settling,
+    /// Its entry in the ledger, taken out when the last slot of the owner
+    /// goes: most owners are made for one acquisition, and a parked waiter's
+    /// slot goes with its join, so that entries of owners gone do not pile
+    /// up until a sweep.
+    key: SlotKey,
+    slots: Arc<Mutex<Slots>>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // Under the map's lock, where a gate is upgraded: nobody else can
+        // take this gate up meanwhile. Another reference (a gate held by an
+        // attempt or a settle in flight) leaves the entry to the sweep.
+        let mut slots = Slots::locked(&self.slots);
+        if Arc::strong_count(&self.gate) == 1
+            && slots
+                .by_owner
+                .get(&self.key)
+                .is_some_and(|gate| std::ptr::eq(gate.as_ptr(), Arc::as_ptr(&self.gate)))
+        {
+            slots.by_owner.remove(&self.key);
+        }
+    }
 }
 
 impl Ledger {
     pub(crate) fn new(settling: Settling) -> Self {
         Ledger {
-            slots: Mutex::new(Slots::default()),
+            slots: Arc::default(),
             settling,
         }
     }
@@ -87,7 +119,7 @@ impl Ledger {
     /// its count; that command's outcome is settled against it, as any other.
     pub(crate) fn forget_lock(&self, name: &str) {
         let gates: Vec<Arc<AsyncMutex<u32>>> = {
-            let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            let slots = Slots::locked(&self.slots);
             slots
                 .by_owner
                 .iter()
@@ -104,14 +136,13 @@ impl Ledger {
 
     /// The slot of `field`'s holds of lock `name`.
     pub(crate) fn slot(&self, name: &Arc<str>, field: &str) -> Arc<Slot> {
-        // One map update per call; poisoning leaves nothing half done.
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (name.clone(), field.to_owned());
+        let mut slots = Slots::locked(&self.slots);
+        let key: SlotKey = (name.clone(), Arc::from(field));
         let gate = match slots.by_owner.get(&key).and_then(Weak::upgrade) {
             Some(gate) => gate,
             None => {
                 let gate = Arc::new(AsyncMutex::new(0));
-                slots.by_owner.insert(key, Arc::downgrade(&gate));
+                slots.by_owner.insert(key.clone(), Arc::downgrade(&gate));
                 if slots.by_owner.len() > slots.sweep_at {
                     slots.by_owner.retain(|_, gate| gate.strong_count() > 0);
                     slots.sweep_at = (slots.by_owner.len() * 2).max(64);
@@ -122,6 +153,8 @@ impl Ledger {
         Arc::new(Slot {
             gate,
             settling: self.settling,
+            key,
+            slots: self.slots.clone(),
         })
     }
 }
@@ -338,4 +371,54 @@ pub(crate) async fn held_on_server(acquirer: &Arc<dyn Acquirer>, conn: &Conn) ->
         .await
         .map_err(|e| Error::from_redis(acquirer.name(), e))?;
     Ok(count.map_or(0, |n| u32::try_from(n.max(0)).unwrap_or(u32::MAX)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ledger() -> Ledger {
+        Ledger::new(Settling {
+            retry: Duration::from_millis(10),
+            budget: Duration::from_millis(10),
+            caller_attempts: 1,
+        })
+    }
+
+    fn entries(ledger: &Ledger) -> usize {
+        Slots::locked(&ledger.slots).by_owner.len()
+    }
+
+    #[test]
+    fn the_last_slot_of_an_owner_takes_its_entry_with_it() {
+        let ledger = ledger();
+        let name: Arc<str> = Arc::from("orders");
+        let first = ledger.slot(&name, "owner:1");
+        let again = ledger.slot(&name, "owner:1");
+        let other = ledger.slot(&name, "owner:2");
+        assert!(Arc::ptr_eq(&first.gate, &again.gate), "one gate per owner");
+        assert_eq!(entries(&ledger), 2);
+        drop(first);
+        assert_eq!(entries(&ledger), 2, "a slot of the owner is left");
+        drop(again);
+        assert_eq!(entries(&ledger), 1);
+        drop(other);
+        assert_eq!(entries(&ledger), 0);
+    }
+
+    #[tokio::test]
+    async fn a_gate_held_past_its_slot_leaves_the_entry_to_the_sweep() {
+        let ledger = ledger();
+        let name: Arc<str> = Arc::from("orders");
+        let slot = ledger.slot(&name, "owner:1");
+        let gate = slot.enter(None).await;
+        drop(slot);
+        assert_eq!(entries(&ledger), 1);
+        // The owner comes back while its gate is still held: the same gate.
+        let back = ledger.slot(&name, "owner:1");
+        drop(gate);
+        assert!(back.enter(None).await.is_some());
+        drop(back);
+        assert_eq!(entries(&ledger), 0);
+    }
 }

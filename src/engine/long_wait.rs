@@ -42,8 +42,9 @@ pub(crate) struct LongWait {
     pub(crate) context: u64,
 }
 
-/// Awaits the future `acquiring` makes, the wait `wait`; if it lasts past
-/// the client's threshold, it is watched for deadlocks from then on. A wait
+/// Awaits the future `acquiring` makes, the wait of task `context` that
+/// `wait` describes; if it lasts past the client's threshold, it is watched
+/// for deadlocks from then on (its record made then). A wait
 /// of a task that holds nothing costs an atomic read; one of a task that
 /// holds something, an allocation and a timer (boxed: only such waits pay
 /// for their room); neither sends anything before the threshold.
@@ -61,7 +62,7 @@ pub(crate) struct LongWait {
 #[allow(clippy::manual_async_fn)]
 pub(crate) fn watched<'a, F, T>(
     client: &'a Arc<Engine>,
-    wait: LongWait,
+    (context, wait): (u64, impl FnOnce() -> LongWait + 'a),
     acquiring: impl FnOnce() -> F + 'a,
 ) -> impl Future<Output = Result<T>> + 'a
 where
@@ -74,13 +75,14 @@ where
         // A task that holds nothing can be on no cycle: no timer, nothing more.
         if matches!(client.config.deadlock, OnDeadlock::Ignore)
             || client.deadlocks.walker().is_none()
-            || !client.holdings.may_hold_in(wait.context)
+            || !client.holdings.may_hold_in(context)
         {
             return acquiring.await;
         }
-        // Boxed, the threshold's timer with it: a waiting future of a task that
-        // holds nothing (every parked waiter, as a rule) has no room for them.
-        Box::pin(past_threshold(client, wait, acquiring)).await
+        // Boxed, the threshold's timer and the wait's record with them: a
+        // waiting future of a task that holds nothing (every parked waiter,
+        // as a rule) has no room for them.
+        Box::pin(past_threshold(client, wait(), acquiring)).await
     }
 }
 

@@ -1,16 +1,17 @@
 //! The watchdog: one renewal task per client keeps every hold taken without an
 //! explicit lease alive, many holds per script call.
 //!
-//! A hold is registered *before* its acquire is sent ([`Watchdog::register`]) and
-//! becomes renewable once the acquire succeeds ([`Registration::activate`]); it
-//! stops being renewed *before* its release is sent ([`Renewal`] is dropped or
-//! released first). So a hold never exists unrenewed, and a renewal never outlives
-//! an unlock. A renewal that finds the hold gone marks it lost, wakes its holder and
+//! A hold becomes renewable the moment its acquire's reply says it exists
+//! ([`Watchdog::activate`]: its lease counts from the send, and the next tick
+//! comes within a third of it); it stops being renewed *before* its release is
+//! sent ([`Renewal`] is dropped or released first). So a renewal never outlives
+//! an unlock. A waiter has no entry: only holds are known here. A renewal that finds the hold gone marks it lost, wakes its holder and
 //! forgets it; a renewal that fails (connection trouble) is simply tried again on
 //! the next tick, a third of the lease later. A hold whose term
 //! (`Config::max_hold`) is over is not renewed again: it ends with its lease.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -40,16 +41,15 @@ type Due = Vec<(HoldKey, u64)>;
 /// The holds one owner has on one lock, as this client knows them.
 #[derive(Debug, Default)]
 struct Entry {
-    /// Acquires sent (or about to be) whose outcome is not known yet.
-    pending: u32,
     /// Holds acquired and renewed, in activation order.
     holds: Vec<ActiveHold>,
-    next_generation: u64,
 }
 
 #[derive(Debug)]
 struct ActiveHold {
-    /// Activation order: a "gone" verdict covers the holds activated before the
+    /// Activation order, over the whole client (so an entry made again after
+    /// its last hold went never reuses a number a renewal still in flight may
+    /// answer for): a "gone" verdict covers the holds activated before the
     /// renewal that found it, never a newer one.
     generation: u64,
     validity: Arc<Validity>,
@@ -68,7 +68,7 @@ impl Entry {
     }
 
     fn is_unused(&self) -> bool {
-        self.pending == 0 && self.holds.is_empty()
+        self.holds.is_empty()
     }
 
     /// Marks lost, and forgets, every hold activated up to `generation`.
@@ -94,6 +94,8 @@ impl Entry {
 #[derive(Debug, Default)]
 struct Registry {
     holds: Mutex<HashMap<HoldKey, Entry>>,
+    /// The next activation's generation.
+    next_generation: AtomicU64,
 }
 
 impl Registry {
@@ -101,6 +103,28 @@ impl Registry {
         // Critical sections are single map updates; a poisoned lock holds no
         // half-done state.
         self.holds.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Renews the hold `validity` stands for, of `key`, from now on.
+    fn activate(self: &Arc<Self>, key: HoldKey, validity: Arc<Validity>) -> Renewal {
+        let mut holds = self.holds();
+        // Under the map's lock: activations of one key are numbered in order.
+        let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+        holds
+            .entry(key.clone())
+            .or_default()
+            .holds
+            .push(ActiveHold {
+                generation,
+                validity,
+            });
+        drop(holds);
+        Renewal {
+            registry: self.clone(),
+            key,
+            generation,
+            active: true,
+        }
     }
 
     /// Applies `change` to the entry of `key`, removing it once it is unused.
@@ -138,18 +162,18 @@ impl Watchdog {
         }
     }
 
-    /// Registers a hold about to be acquired on `name`, counted in hash field `field`.
-    pub(crate) fn register(&self, name: &str, field: &str, kind: RenewKind) -> Registration {
-        let key = (name.to_owned(), field.to_owned(), kind);
+    /// Renews, from now on, a hold just acquired on `name` (counted in hash
+    /// field `field`), extending `validity` with each confirmed renewal.
+    /// Nothing is registered before the hold exists: a waiter keeps no entry.
+    pub(crate) fn activate(
+        &self,
+        name: &str,
+        field: &str,
+        kind: RenewKind,
+        validity: Arc<Validity>,
+    ) -> Renewal {
         self.registry
-            .holds()
-            .entry(key.clone())
-            .or_default()
-            .pending += 1;
-        Registration {
-            registry: self.registry.clone(),
-            key: Some(key),
-        }
+            .activate((name.to_owned(), field.to_owned(), kind), validity)
     }
 
     /// Stops renewing every hold on `name`, whoever owns it (force unlock), and
@@ -172,47 +196,6 @@ impl Watchdog {
             .values()
             .filter(|e| e.due(now).is_some())
             .count()
-    }
-}
-
-/// A hold registered before its acquire; dropping it unregisters.
-#[derive(Debug)]
-pub(crate) struct Registration {
-    registry: Arc<Registry>,
-    key: Option<HoldKey>,
-}
-
-impl Registration {
-    /// The acquire succeeded: renew this hold from now on, extending `validity`
-    /// with each confirmed renewal.
-    pub(crate) fn activate(mut self, validity: Arc<Validity>) -> Renewal {
-        let key = self.key.take().unwrap_or_default();
-        let mut holds = self.registry.holds();
-        let entry = holds.entry(key.clone()).or_default();
-        entry.pending = entry.pending.saturating_sub(1);
-        let generation = entry.next_generation;
-        entry.next_generation += 1;
-        entry.holds.push(ActiveHold {
-            generation,
-            validity,
-        });
-        drop(holds);
-        Renewal {
-            registry: self.registry.clone(),
-            key,
-            generation,
-            active: true,
-        }
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            self.registry.update(&key, |entry| {
-                entry.pending = entry.pending.saturating_sub(1)
-            });
-        }
     }
 }
 
@@ -343,4 +326,39 @@ async fn renew_batch(
     };
     drop(holds);
     (batch, sent, renewed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::validity::Drift;
+
+    fn validity() -> Arc<Validity> {
+        let drift = Drift { factor: 0.01 };
+        Arc::new(Validity::new(
+            Instant::now(),
+            Duration::from_secs(30),
+            drift,
+        ))
+    }
+
+    #[test]
+    fn a_verdict_on_a_hold_gone_never_covers_a_later_hold_of_its_owner() {
+        let registry = Arc::new(Registry::default());
+        let key: HoldKey = ("orders".into(), "owner:1".into(), RenewKind::HashField);
+        let first = registry.activate(key.clone(), validity());
+        // A renewal of the first hold is in flight when it is released (its
+        // entry goes with it), and the owner takes the lock again.
+        let in_flight = first.generation;
+        drop(first);
+        assert!(registry.holds().is_empty());
+        let again = validity();
+        let _second = registry.activate(key.clone(), again.clone());
+        // The renewal answers "gone" for the hold it was sent for.
+        registry.update(&key, |entry| entry.lose_up_to(in_flight));
+        assert!(
+            !again.is_lost(),
+            "the later hold is not the one the renewal found gone"
+        );
+    }
 }

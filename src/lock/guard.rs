@@ -238,22 +238,27 @@ impl LockGuard {
     /// # Cancel safety
     /// Not cancel safe in the sense that a dropped call may or may not have released
     /// the hold; it is renewed no more either way, so it ends with its lease at the latest.
-    pub async fn unlock(mut self) -> Result<()> {
-        let Some(hold) = self.hold.take() else {
-            return Ok(());
-        };
-        // Stop renewing before the release is sent, so no renewal outlives it.
-        let slot = hold.slot.clone();
-        drop(hold);
-        // Boxed: a task is as large as its largest await, and many tasks that
-        // wait for a lock will release it; the release's future is brief.
-        Box::pin(release(
-            &self.client.releaser,
-            &slot,
-            &self.ops,
-            self.lease_ms,
-        ))
-        .await
+    // Not an `async fn`, which would keep the guard twice (as the argument and
+    // as the body's local), in every task that waits to release it.
+    #[allow(clippy::manual_async_fn)]
+    pub fn unlock(mut self) -> impl std::future::Future<Output = Result<()>> + Send {
+        async move {
+            // Stop renewing before the release is sent, so no renewal outlives
+            // it (the hold goes here, and no room is kept for it).
+            let Some(slot) = self.hold.take().map(|hold| hold.slot.clone()) else {
+                return Ok(());
+            };
+            // Boxed: a task is as large as its largest await, and many tasks
+            // that wait for a lock will release it; the release's future is
+            // brief.
+            Box::pin(release(
+                &self.client.releaser,
+                &slot,
+                &self.ops,
+                self.lease_ms,
+            ))
+            .await
+        }
     }
 
     /// Keeps the hold but lets go of the guard: dropping no longer releases it, and

@@ -685,11 +685,12 @@ impl RLock {
             if let Lease::Fixed(lease) = lease {
                 duration_to_millis("lease", lease)?;
             }
-            let (owner_id, new_owner) = self.owner.for_acquisition(&self.client.id, &self.name);
-            let ops = self.ops(owner_id, wait);
+            let (owner, new_owner) = self.owner.for_acquisition(&self.client.id, &self.name);
+            let ops = self.ops(owner, wait);
+            // The owner's one place in this future (as `request.owner`).
             let request = Request {
                 context: self.owner.context(),
-                owner: owner_id,
+                owner,
                 claim: self.kind.claim(),
             };
             let started = tokio::time::Instant::now();
@@ -702,10 +703,13 @@ impl RLock {
                     // One try never waits, so it never waits for itself.
                     Wait::Once => acquiring().await,
                     _ => {
-                        let long = LongWait {
+                        // Made by the watch when it needs it: a parked waiter
+                        // keeps no room for it.
+                        let request = &request;
+                        let long = || LongWait {
                             lock: self.name.clone(),
                             kind: self.kind.kind().name(),
-                            owner: owner_id,
+                            owner: request.owner,
                             context: request.context,
                         };
                         // Each maker passed by reference, and capturing little:
@@ -713,9 +717,9 @@ impl RLock {
                         let guarded = || {
                             let (client, name) = (&self.client, &self.name);
                             let policy = client.self_wait_policy();
-                            guard_wait(&client.holdings, policy, name, &request, &acquiring)
+                            guard_wait(&client.holdings, policy, name, request, &acquiring)
                         };
-                        watched(&self.client, long, &guarded).await
+                        watched(&self.client, (request.context, long), &guarded).await
                     }
                 }
             })
@@ -732,9 +736,9 @@ impl RLock {
                 started.elapsed()
             );
             Ok(hold?.map(|hold| {
-                let validity = hold.validity.clone();
+                let (validity, owner) = (hold.validity.clone(), request.owner);
                 let mark = self.client.holdings.record(&self.name, request, validity);
-                LockGuard::new(self.client.clone(), ops, owner_id, hold, mark, new_owner)
+                LockGuard::new(self.client.clone(), ops, owner, hold, mark, new_owner)
             }))
         }
     }

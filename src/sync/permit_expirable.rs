@@ -426,17 +426,12 @@ impl RPermitExpirableSemaphore {
         wait_for(self.waiting(), wait, || self.attempt_renewed(lease)).await
     }
 
-    /// One renewed attempt: registered with the watchdog before it is sent
-    /// (so the renewal starts with the permit), and a [`Permit`] the moment it
-    /// succeeds, so that nothing dropped after it leaves the permit out.
+    /// One renewed attempt: a [`Permit`], renewed by the watchdog, the moment
+    /// it succeeds, so that nothing dropped after it leaves the permit out.
     async fn attempt_renewed(&self, lease: Duration) -> Result<Attempt<Permit>> {
         let lease_ms = duration_to_millis("watchdog timeout", lease)?;
         let id = PermitId::random();
         let field = id.to_string();
-        let registration =
-            self.client
-                .watchdog
-                .register(&self.keys.semaphore, &field, RenewKind::Permit);
         let sent = match self.attempt(id, lease_ms).await? {
             Attempt::Done(sent) => sent,
             Attempt::NotYet(hint) => return Ok(Attempt::NotYet(hint)),
@@ -454,7 +449,12 @@ impl RPermitExpirableSemaphore {
         Ok(Attempt::Done(Permit {
             semaphore: self.clone(),
             id,
-            renewal: Some(registration.activate(validity.clone())),
+            renewal: Some(self.client.watchdog.activate(
+                &self.keys.semaphore,
+                &field,
+                RenewKind::Permit,
+                validity.clone(),
+            )),
             validity,
         }))
     }

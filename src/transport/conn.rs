@@ -332,7 +332,7 @@ impl Conn {
         entered(runtime, async move { link.subscribe(channels).await }).await
     }
 
-    pub(crate) async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+    pub(crate) async fn unsubscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
         let (mut link, runtime) = self.link().await?;
         entered(runtime, async move { link.unsubscribe(channels).await }).await
     }
@@ -401,7 +401,7 @@ impl Link {
         }
     }
 
-    async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+    async fn unsubscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
         match self {
             Link::Single(conn) => conn.unsubscribe(channels).await,
             #[cfg(feature = "sentinel")]

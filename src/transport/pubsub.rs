@@ -20,7 +20,7 @@ use std::time::Duration;
 use crate::transport::conn::Conn;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::futures::Notified;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, Notify};
 
 use crate::error::{Error, Result};
 pub(crate) use crate::transport::wake::{Class, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
@@ -37,11 +37,66 @@ enum Status {
     Failed(Error),
 }
 
+/// A channel's [`Status`], and a wake-up for the waiters that wait for it to
+/// settle. (Not a `watch` channel, whose room for many receivers is about
+/// 400 bytes a channel: a client may listen on tens of thousands.)
+#[derive(Debug)]
+struct StatusCell {
+    status: Mutex<Status>,
+    changed: Notify,
+}
+
+impl Default for StatusCell {
+    fn default() -> Self {
+        StatusCell {
+            status: Mutex::new(Status::Pending),
+            changed: Notify::new(),
+        }
+    }
+}
+
+impl StatusCell {
+    fn get(&self) -> MutexGuard<'_, Status> {
+        // Each critical section is one read or write of the status.
+        self.status.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set(&self, status: Status) {
+        *self.get() = status;
+        self.changed.notify_waiters();
+    }
+
+    fn is_ready(&self) -> bool {
+        matches!(*self.get(), Status::Ready)
+    }
+
+    fn has_failed(&self) -> bool {
+        matches!(*self.get(), Status::Failed(_))
+    }
+
+    /// The status once it is no longer pending.
+    async fn settled(&self) -> Status {
+        loop {
+            // Registered before the status is read, so that a change made
+            // in between wakes it.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let status = self.get().clone();
+            if !matches!(status, Status::Pending) {
+                return status;
+            }
+            changed.await;
+        }
+    }
+}
+
 /// One channel with at least one waiter of this client.
 #[derive(Debug)]
 struct Channel {
-    name: String,
-    status: watch::Sender<Status>,
+    /// Shared with the table's key.
+    name: Arc<str>,
+    status: StatusCell,
     /// The latest SUBSCRIBE request for this channel; a reply to an older one
     /// (overtaken by a reconnect) is ignored. Changed only under the table lock.
     request: AtomicU64,
@@ -77,14 +132,14 @@ impl LockWaiters {
 /// through it the connection itself, alive.
 #[derive(Debug, Default)]
 struct Channels {
-    table: Mutex<HashMap<String, Entry>>,
+    table: Mutex<HashMap<Arc<str>, Entry>>,
     commands: OnceLock<mpsc::WeakUnboundedSender<Command>>,
     /// Bumped on every lost or replaced connection.
     connections_lost: AtomicU64,
 }
 
 impl Channels {
-    fn table(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+    fn table(&self) -> MutexGuard<'_, HashMap<Arc<str>, Entry>> {
         // A panic while holding this lock cannot leave the table inconsistent (every
         // critical section is a few map operations), so poisoning is ignored.
         self.table.lock().unwrap_or_else(|p| p.into_inner())
@@ -92,9 +147,9 @@ impl Channels {
 
     /// Queues a fresh SUBSCRIBE for `channel`, superseding any earlier request.
     /// Call with the table locked, so requests and unsubscriptions keep their order.
-    fn request_subscribe(&self, _table: &HashMap<String, Entry>, channel: &Arc<Channel>) {
+    fn request_subscribe(&self, _table: &HashMap<Arc<str>, Entry>, channel: &Arc<Channel>) {
         let request = channel.request.fetch_add(1, Ordering::SeqCst) + 1;
-        channel.status.send_replace(Status::Pending);
+        channel.status.set(Status::Pending);
         let sent = self
             .commands
             .get()
@@ -102,12 +157,10 @@ impl Channels {
             .map(|commands| commands.send(Command::Subscribe(channel.clone(), request)));
         if !matches!(sent, Some(Ok(()))) {
             // The client is shutting down: nobody will subscribe.
-            channel
-                .status
-                .send_replace(Status::Failed(Error::unexpected(
-                    "subscribe",
-                    "the client was dropped",
-                )));
+            channel.status.set(Status::Failed(Error::unexpected(
+                "subscribe",
+                "the client was dropped",
+            )));
         }
     }
 
@@ -166,7 +219,7 @@ enum Command {
     Subscribe(Arc<Channel>, u64),
     /// Unsubscribe; `true`: it may linger to go out with others (see
     /// [`UNSUBSCRIBE_LINGER`]).
-    Unsubscribe(String, bool),
+    Unsubscribe(Arc<str>, bool),
 }
 
 /// Reads the client's connection epoch (see [`PubSub::connection_epoch`]).
@@ -271,7 +324,7 @@ async fn run_subscriber(
     may_linger: bool,
 ) {
     let mut batch = Vec::new();
-    let mut leaving: Vec<String> = Vec::new();
+    let mut leaving: Vec<Arc<str>> = Vec::new();
     let mut flush_at: Option<tokio::time::Instant> = None;
     loop {
         let received = match flush_at {
@@ -303,8 +356,8 @@ async fn run_subscriber(
                     // must not get it afterwards.
                     leaving.retain(|name| group.iter().all(|(c, _)| c.name != *name));
                     // In a cluster one (S)SUBSCRIBE may name channels of one slot only.
-                    for group in by_slot(&conn, group, |(c, _)| c.name.as_str()) {
-                        let names: Vec<&str> = group.iter().map(|(c, _)| c.name.as_str()).collect();
+                    for group in by_slot(&conn, group, |(c, _)| &*c.name) {
+                        let names: Vec<&str> = group.iter().map(|(c, _)| &*c.name).collect();
                         let status = match conn.subscribe(&names).await {
                             Ok(()) => Status::Ready,
                             Err(e) => Status::Failed(Error::redis(e)),
@@ -313,7 +366,7 @@ async fn run_subscriber(
                         for (channel, request) in group {
                             // A newer request (after a reconnect) decides instead.
                             if channel.request.load(Ordering::SeqCst) == request {
-                                channel.status.send_replace(status.clone());
+                                channel.status.set(status.clone());
                             }
                         }
                     }
@@ -343,13 +396,14 @@ async fn run_subscriber(
 
 /// Sends one UNSUBSCRIBE for every channel in `leaving`, and empties it. A failure
 /// means the connection is gone, and the subscriptions with it: nothing to undo.
-async fn unsubscribe(conn: &mut Conn, leaving: &mut Vec<String>) {
+async fn unsubscribe(conn: &mut Conn, leaving: &mut Vec<Arc<str>>) {
     if leaving.is_empty() {
         return;
     }
     let names = std::mem::take(leaving);
-    for names in by_slot(conn, names, String::as_str) {
-        if let Err(e) = conn.unsubscribe(&names).await {
+    for names in by_slot(conn, names, |name| &**name) {
+        let list: Vec<&str> = names.iter().map(|name| &**name).collect();
+        if let Err(e) = conn.unsubscribe(&list).await {
             crate::trace::debug_event!(
                 "unsubscribing {names:?} failed (the connection went with it): {e}"
             );
@@ -389,14 +443,14 @@ impl PubSub {
         let entry = match table.get_mut(channel) {
             Some(entry) => entry,
             None => {
-                let (status, _) = watch::channel(Status::Pending);
+                let name: Arc<str> = Arc::from(channel);
                 let new = Arc::new(Channel {
-                    name: channel.to_owned(),
-                    status,
+                    name: name.clone(),
+                    status: StatusCell::default(),
                     request: AtomicU64::new(0),
                 });
                 self.channels.request_subscribe(&table, &new);
-                table.entry(channel.to_owned()).or_insert(Entry {
+                table.entry(name).or_insert(Entry {
                     channel: new,
                     locks: HashMap::new(),
                 })
@@ -442,7 +496,7 @@ impl PubSub {
         let entry = table.get(channel)?;
         // Read under the table lock, where every new request is made: a
         // reconnect not yet handled shows as a later request when checked.
-        let ready = matches!(*entry.channel.status.borrow(), Status::Ready);
+        let ready = entry.channel.status.is_ready();
         ready.then(|| ChannelMark {
             channel: Arc::downgrade(&entry.channel),
             request: entry.channel.request.load(Ordering::SeqCst),
@@ -503,19 +557,13 @@ impl Subscription {
     pub(crate) async fn ready(&self) -> Result<()> {
         {
             let table = self.pubsub.channels.table();
-            if matches!(*self.channel.status.borrow(), Status::Failed(_)) {
+            if self.channel.status.has_failed() {
                 self.pubsub
                     .channels
                     .request_subscribe(&table, &self.channel);
             }
         }
-        let mut status = self.channel.status.subscribe();
-        let settled = status
-            .wait_for(|s| !matches!(s, Status::Pending))
-            .await
-            .map_err(|_| Error::unexpected("subscribe", "subscriber gone"))?
-            .clone();
-        match settled {
+        match self.channel.status.settled().await {
             Status::Failed(e) => Err(e),
             _ => Ok(()),
         }
@@ -535,7 +583,7 @@ impl Subscription {
 
     /// Is the subscription confirmed on the current connection right now?
     pub(crate) fn is_ready(&self) -> bool {
-        matches!(*self.channel.status.borrow(), Status::Ready)
+        self.channel.status.is_ready()
     }
 
     /// Did this waiter join other waiters of the same lock and class, already
@@ -592,7 +640,7 @@ impl Drop for Subscription {
                 self.channel.name.clone(),
                 // A channel of one waiter (a fair waiter's): never reused,
                 // so it may linger; a lock's own channel may not.
-                self.channel.name != crate::transport::keys::lock_channel(&self.lock),
+                *self.channel.name != *crate::transport::keys::lock_channel(&self.lock),
             ));
         }
     }

@@ -129,16 +129,20 @@ pub(super) fn queue_place(
     if !queued {
         return OnDrop::disarmed();
     }
-    let (acquirer, conn) = (acquirer.clone(), client.conn.clone());
-    OnDrop::armed(&client.conn, async move {
-        if let Some(heir) = heir.filter(|heir| heir.leave()) {
-            heir.give_back(conn.clone()).await;
-        }
-        if let Err(e) = acquirer.clone().abandon(conn).await {
-            crate::trace::warn_event!(
-                "fair lock {:?}: leaving the queue failed (the place expires at its deadline): {e}",
-                acquirer.name()
-            );
+    let acquirer = acquirer.clone();
+    // Made if it runs: a parked waiter keeps its place for its whole wait.
+    OnDrop::armed_lazily(&client.conn, move |conn| {
+        let conn = conn.clone();
+        async move {
+            if let Some(heir) = heir.filter(|heir| heir.leave()) {
+                heir.give_back(conn.clone()).await;
+            }
+            if let Err(e) = acquirer.clone().abandon(conn).await {
+                crate::trace::warn_event!(
+                    "fair lock {:?}: leaving the queue failed (the place expires at its deadline): {e}",
+                    acquirer.name()
+                );
+            }
         }
     })
 }

@@ -97,8 +97,8 @@ pub(super) fn last_attempt<T>(last: Result<Option<T>>) -> Result<Option<T>> {
 /// until `deadline`, for the turn to wait in Redis.
 ///
 /// A parked waiter is small (its place in the line and its subscription); the
-/// wait in Redis, with its attempts (and, for a lock, its renewal registration
-/// and owner slot), is built only when the turn comes.
+/// wait in Redis, with its attempts (and, for a lock, its owner slot), is
+/// built only when the turn comes.
 ///
 /// # Cancel safety
 /// Cancel safe: a dropped wait leaves the line and its subscription.

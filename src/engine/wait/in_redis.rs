@@ -1,7 +1,7 @@
 //! The wait in Redis, the one loop every kind waits in: locks, the spin lock,
 //! the semaphores and the latch. A kind brings its attempts ([`Tries`]) and
 //! how its waiters wait ([`Waits`]); what an owner keeps around an attempt (its
-//! gate, its settle, the watchdog's registration, the hold's validity) wraps
+//! gate, its settle, the hold's validity and renewal) wraps
 //! the attempt (`wait/lock.rs`), not this loop.
 //!
 //! One wait runs in phases, each a method of [`InRedis`], which carries what

@@ -1,8 +1,8 @@
 //! A lock's wait: the shared wait in Redis ([`InRedis`]), with an owner's
 //! bookkeeping around each attempt (its slot and gate in the ledger, the
-//! settle of an attempt whose outcome is unknown) and around the wait (the
-//! watchdog's registration, a fair waiter's queue place), and the hold it ends
-//! with (its validity, counted from the instant the winning attempt was sent).
+//! settle of an attempt whose outcome is unknown) and around the wait (a fair
+//! waiter's queue place), and the hold it ends with (its validity, counted
+//! from the instant the winning attempt was sent, and its renewal).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,7 +17,6 @@ use super::step::{Tried, Tries};
 use crate::engine::contract::{Acquirer, Wait};
 use crate::engine::line::Turn;
 use crate::engine::validity::{Drift, Validity};
-use crate::engine::watchdog::Registration;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::metrics::HoldMeter;
@@ -37,13 +36,9 @@ pub(super) fn wait_in_redis<'a>(
     head: Option<&'a Turn>,
 ) -> impl Future<Output = Result<Option<Hold>>> + Send + 'a {
     async move {
-        let (field, kind) = acquirer.renewal();
+        let (field, _) = acquirer.renewal();
         let target = acquirer.target();
         let waits = acquirer.waits();
-        // Registered before the first attempt: the renewal starts with the hold.
-        let registration = terms
-            .renewed
-            .then(|| client.watchdog.register(acquirer.name(), field, kind));
         let attempts = Attempts {
             client,
             acquirer,
@@ -71,7 +66,7 @@ pub(super) fn wait_in_redis<'a>(
         let Some(taken) = waiter.run(&attempts, listening).await? else {
             return Ok(None);
         };
-        Ok(Some(hold_of(client, &attempts, terms, registration, taken)))
+        Ok(Some(hold_of(client, &attempts, terms, taken)))
     }
 }
 
@@ -88,8 +83,7 @@ pub(super) enum Joined {
 
 /// A parked fair waiter's join: one attempt that queues the owner (or takes a
 /// free lock nobody waits for), sent through the owner's gate, with nothing
-/// else of a wait (no subscription, no renewal registration unless it took
-/// the lock). An outcome that is unknown is settled as any attempt's is (the
+/// else of a wait (no subscription; a renewal only if it took the lock). An outcome that is unknown is settled as any attempt's is (the
 /// place left), and returned as the error.
 pub(super) async fn join_line(
     client: &Arc<Engine>,
@@ -97,7 +91,7 @@ pub(super) async fn join_line(
     terms: Terms,
     deadline: Option<Instant>,
 ) -> Result<Joined> {
-    let (field, kind) = acquirer.renewal();
+    let (field, _) = acquirer.renewal();
     let name = &acquirer.target().name;
     let attempts = Attempts {
         client,
@@ -110,29 +104,18 @@ pub(super) async fn join_line(
     match attempts.attempt(true, deadline).await {
         None => Ok(Joined::OutOfTime),
         Some(Ok(Tried::Busy(pause))) => Ok(Joined::InLine(pause)),
-        Some(Ok(Tried::Got(taken))) => {
-            let registration = terms
-                .renewed
-                .then(|| client.watchdog.register(name, field, kind));
-            Ok(Joined::Held(hold_of(
-                client,
-                &attempts,
-                terms,
-                registration,
-                taken,
-            )))
-        }
+        Some(Ok(Tried::Got(taken))) => Ok(Joined::Held(hold_of(client, &attempts, terms, taken))),
         Some(Err(e)) => Err(e),
     }
 }
 
 /// The hold a successful attempt `taken` of `attempts` comes to: its validity
-/// counted from the attempt's send, its renewal (if `registration`) started.
+/// counted from the attempt's send, its renewal (if its terms renew it)
+/// started.
 fn hold_of(
     client: &Engine,
     attempts: &Attempts<'_>,
     terms: Terms,
-    registration: Option<Registration>,
     Taken { sent, epoch, drawn }: Taken,
 ) -> Hold {
     let target = attempts.acquirer.target();
@@ -147,7 +130,12 @@ fn hold_of(
     let validity = Validity::new(sent, terms.lease, drift).with_term(term_end);
     let validity = Arc::new(validity.measured(meter));
     Hold {
-        renewal: registration.map(|r| r.activate(validity.clone())),
+        renewal: terms.renewed.then(|| {
+            let (field, kind) = attempts.acquirer.renewal();
+            client
+                .watchdog
+                .activate(&target.name, field, kind, validity.clone())
+        }),
         validity,
         lease_ms: terms.lease_ms,
         slot: attempts.slot.clone(),

@@ -4,11 +4,11 @@
 //! replica confirmation after it.
 //!
 //! ```text
-//! register renewal (watchdog holds) ─▶ attempt ─▶ acquired? ── yes ─▶ hold
-//!                                        │ no (ttl)
-//!                  subscribe to the kind's channel, then loop:
-//!                    arm wake-up ─▶ wait for the subscription ─▶ attempt
-//!                    ─▶ sleep until woken, at most min(ttl, time left) ─▶ loop
+//! attempt ─▶ acquired? ── yes ─▶ hold (renewed by the watchdog)
+//!              │ no (ttl)
+//!   subscribe to the kind's channel, then loop:
+//!     arm wake-up ─▶ wait for the subscription ─▶ attempt
+//!     ─▶ sleep until woken, at most min(ttl, time left) ─▶ loop
 //! ```
 //!
 //! An attempt dropped while in flight (the caller's future was dropped) is not
@@ -56,35 +56,38 @@ pub(crate) use step::{Tried, Tries};
 /// in Redis and the replicas' confirmation included.
 ///
 /// # Cancel safety
-/// Cancel safe at every await: the subscription, the watchdog registration, a queue
-/// place and any hold a detached attempt obtained are all given back when this
+/// Cancel safe at every await: the subscription, a queue place, the hold's
+/// renewal and any hold a detached attempt obtained are all given back when this
 /// future is dropped, and so is a hold whose replication was still awaited.
-pub(crate) async fn acquire(
-    client: &Arc<Engine>,
-    acquirer: &Arc<dyn Acquirer>,
+// Not an `async fn`, nor a future of its own around `acquire_confirmed`'s:
+// every layer keeps its arguments for the whole wait, in every waiting future.
+pub(crate) fn acquire<'a>(
+    client: &'a Arc<Engine>,
+    acquirer: &'a Arc<dyn Acquirer>,
     (lease, max_hold): (Lease, Option<Duration>),
     wait: Wait,
     new_owner: bool,
-) -> Result<Option<Hold>> {
+) -> impl Future<Output = Result<Option<Hold>>> + Send + 'a {
     let labels = &acquirer.target().labels;
-    let terms = Terms::new(client, lease, max_hold)?;
+    let terms = Terms::new(client, lease, max_hold);
     let acquiring = move || acquire_confirmed(client, acquirer, terms, wait, new_owner);
-    crate::metrics::metered(labels, wait.is_one_off(), acquiring).await
+    crate::metrics::metered(labels, wait.is_one_off(), acquiring)
 }
 
-/// [`acquire`], unmeasured.
+/// [`acquire`], unmeasured, on `terms` (or their error).
 // Not an `async fn`, which would keep each argument twice (as the argument
 // and as the body's local): a waiting future carries both for its whole wait.
 #[allow(clippy::manual_async_fn)]
 fn acquire_confirmed<'a>(
     client: &'a Arc<Engine>,
     acquirer: &'a Arc<dyn Acquirer>,
-    terms: Terms,
+    terms: Result<Terms>,
     wait: Wait,
     new_owner: bool,
 ) -> impl Future<Output = Result<Option<Hold>>> + Send + 'a {
     async move {
-        let primary = acquire_on_primary(client, acquirer, &terms, wait, new_owner);
+        let terms = &terms.as_ref().map_err(Error::clone)?;
+        let primary = acquire_on_primary(client, acquirer, terms, wait, new_owner);
         let Some(hold) = primary.await? else {
             return Ok(None);
         };
@@ -163,8 +166,8 @@ async fn confirm_on_replicas(
 /// [`Lines::enter`](crate::engine::line::Lines::enter)).
 ///
 /// A parked waiter is small (its place in the line and its subscription); the
-/// wait in Redis, with its attempts, renewal registration and owner slot, is
-/// built (boxed) only when the turn comes. 100,000 waiters of one client over
+/// wait in Redis, with its attempts and owner slot, is built (boxed) only
+/// when the turn comes. 100,000 waiters of one client over
 /// 10,000 locks are then 10,000 waits in Redis and 90,000 places in line.
 // Not an `async fn`, which would keep each argument twice (as the argument
 // and as the body's local): a waiting future carries both for its whole wait.

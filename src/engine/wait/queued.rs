@@ -1,7 +1,6 @@
 //! The fair lock's local line: one waiter per client and lock waits in
 //! Redis, and the others are parked with their own entries in Redis's queue
-//! and nothing else (no subscription, no wait engine, no renewal
-//! registration).
+//! and nothing else (no subscription, no wait engine, no owner slot).
 //!
 //! Only one entry per task can be first in Redis's line, and a client's
 //! entries stand there in the order of its local line (its waiters join in
@@ -157,18 +156,19 @@ fn parked_in_line<'a>(
     deadline: Option<Instant>,
     parked: Option<Parked>,
 ) -> impl Future<Output = Unparked> + Send + 'a {
+    // Its turn to join, and the join, in one box, made here: brief states,
+    // whose room (and a second place for the entry, as this future's capture)
+    // a parked waiter should not carry.
+    let joining =
+        parked.map(|parked| Box::pin(join_in_order(client, acquirer, terms, deadline, parked)));
     async move {
-        // Taken as it comes, so that the caller keeps no room for it.
-        let Some(parked) = parked else {
+        let Some(joining) = joining else {
             return Unparked::OnItsOwn;
         };
-        // Its turn to join, and the join, in one box: brief states, whose room
-        // (and a second place for the entry) a parked waiter should not carry.
-        let (mut ticket, spot, listening) =
-            match Box::pin(join_in_order(client, acquirer, terms, deadline, parked)).await {
-                Ok(joined) => joined,
-                Err(unparked) => return unparked,
-            };
+        let (mut ticket, spot, listening) = match joining.await {
+            Ok(joined) => joined,
+            Err(unparked) => return unparked,
+        };
         // Offered as heir from now on, so a release made before its turn comes
         // can grant it the lock; from here its place is left (and a grant given
         // back) on every way out but the turn.
@@ -208,7 +208,9 @@ fn parked_in_line<'a>(
                 }
             }
         };
-        place.run_now().await;
+        // Boxed: a way out taken once, whose room a parked waiter should not
+        // carry.
+        Box::pin(place.run_now()).await;
         match out_of_time {
             true => Unparked::Done(Ok(None)),
             false => Unparked::OnItsOwn,
