@@ -29,57 +29,49 @@ local refuse_reentry = ARGV[6] == '0'
 local granted_here = ARGV[6] == '2'
 local cap = tonumber(ARGV[7])
 
-evict_stale_heads(lock, queue, timeouts, now, owner, cap)
-line_expires(queue, timeouts, math.max(cap, wait))
+local head, pttl = evict_stale_heads(lock, queue, timeouts, now, owner, cap)
+local line_ttl = math.max(cap, wait)
+local line_was_there = line_expires(queue, timeouts, line_ttl)
+pttl = pttl or redis.call('pttl', lock)
 
 -- Free, and nobody else is first in line: take it. The next in line becomes
 -- first (fair_common.lua: no other deadline moves).
-if redis.call('exists', lock) == 0 then
-    local head = redis.call('lindex', queue, 0)
-    if head == false or head == owner then
-        if head == owner then
-            redis.call('lpop', queue)
-            redis.call('zrem', timeouts, owner)
-            -- The next in line waits for this hold: it must not go stale before
-            -- this lease (plus a wait) is over, nor keep a deadline from joining
-            -- that lies further out.
-            local next_head = redis.call('lindex', queue, 0)
-            if next_head ~= false then
-                redis.call('zadd', timeouts, now + tonumber(lease) + wait, next_head)
-            end
+if pttl == -2 and (head == false or head == owner) then
+    if head == owner then
+        redis.call('lpop', queue)
+        redis.call('zrem', timeouts, owner)
+        -- The next in line waits for this hold: it must not go stale before
+        -- this lease (plus a wait) is over, nor keep a deadline from joining
+        -- that lies further out.
+        local next_head = redis.call('lindex', queue, 0)
+        if next_head ~= false then
+            redis.call('zadd', timeouts, now + tonumber(lease) + wait, next_head)
         end
-        redis.call('hset', lock, owner, 1)
-        redis.call('pexpire', lock, lease)
-        return nil
     end
+    redis.call('hset', lock, owner, 1)
+    redis.call('pexpire', lock, lease)
+    return nil
 end
 
 -- Ours already: re-enter without queueing; the lease is extended, never shortened.
-if redis.call('hexists', lock, owner) == 1 then
+if pttl ~= -2 and redis.call('hexists', lock, owner) == 1 then
     if refuse_reentry then
         return -4
     end
-    if granted_here then
-        -- The grant's lease ran from the release; the hold this waiter
-        -- believes in runs from this attempt: restart it (never shorten).
-        if redis.call('pttl', lock) < tonumber(lease) then
-            redis.call('pexpire', lock, lease)
-        end
-        return nil
+    if not granted_here then
+        redis.call('hincrby', lock, owner, 1)
     end
-    redis.call('hincrby', lock, owner, 1)
-    if redis.call('pttl', lock) < tonumber(lease) then
+    -- A grant's lease ran from the release; the hold this waiter believes in
+    -- runs from this attempt: restart it (never shorten).
+    if pttl < tonumber(lease) then
         redis.call('pexpire', lock, lease)
     end
     return nil
 end
 
-local pttl = redis.call('pttl', lock)
-
 -- Already in line: keep the place.
 local mine = redis.call('zscore', timeouts, owner)
 if mine ~= false then
-    local head = redis.call('lindex', queue, 0)
     if head == owner then
         -- First in line and evidently alive: however long the hold lasts, keep
         -- the deadline at least `wait` ahead.
@@ -104,8 +96,8 @@ end
 
 -- Join the tail: expected to wait for the waiter ahead (or the holder), plus grace.
 local ttl = pttl
-local tail = redis.call('lindex', queue, -1)
-if tail ~= false then
+if head ~= false then
+    local tail = redis.call('lindex', queue, -1)
     local tail_deadline = tonumber(redis.call('zscore', timeouts, tail))
     if tail_deadline ~= nil then
         ttl = tail_deadline - now
@@ -113,5 +105,7 @@ if tail ~= false then
 end
 redis.call('zadd', timeouts, now + ttl + wait, owner)
 redis.call('rpush', queue, owner)
-line_expires(queue, timeouts, math.max(cap, wait))
+if not line_was_there then
+    line_expires(queue, timeouts, line_ttl)
+end
 return ttl

@@ -21,7 +21,7 @@ local lock, queue, timeouts, channel_prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, wait, message, publish = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local now, grace, cap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 
-evict_stale_heads(lock, queue, timeouts, now, owner, cap)
+local head = evict_stale_heads(lock, queue, timeouts, now, owner, cap)
 line_expires(queue, timeouts, cap)
 
 if redis.call('zscore', timeouts, owner) == false then
@@ -32,7 +32,7 @@ end
 
 -- Leaving moves nobody else's deadline (fair_common.lua); the next in line, if
 -- this was the first, becomes first now.
-local was_first = redis.call('lindex', queue, 0) == owner
+local was_first = head == owner
 redis.call('lrem', queue, 1, owner)
 redis.call('zrem', timeouts, owner)
 if was_first then

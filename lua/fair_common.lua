@@ -28,37 +28,46 @@ local function became_first(queue, timeouts, now, window)
 end
 
 -- Removes waiters at the head of the queue whose deadline is at or before `now`,
--- stopping at the first live one. `keep` (the caller, evidently alive) is never
--- removed, even when its deadline has passed. The waiter that becomes first by
--- an eviction gets `window` to show up.
+-- stopping at the first live one, and returns the head left (false when the
+-- queue is empty) and the lock's PTTL if it read it (else nil), which the
+-- caller uses instead of reading them again. `keep`
+-- (the caller, evidently alive) is never removed, even when its deadline has
+-- passed. The waiter that becomes first by an eviction gets `window` to show up.
 --
 -- A first in line needs at most the lock's remaining lease plus a window; a
 -- deadline further out is one it joined with, left unshrunk because this
 -- crate's acquisitions do not move the line's deadlines (a waiter made first by
 -- one of Redisson's scripts, which do not reset it). It is brought in to that
 -- bound here, so a dead waiter holds the line for about a window, as with
--- Redisson alone.
+-- Redisson alone. The lease is read only for a deadline beyond `now + window`:
+-- one within it is within the bound whatever the lease.
 local function evict_stale_heads(lock, queue, timeouts, now, keep, window)
-    while true do
-        local head = redis.call('lindex', queue, 0)
-        if head == false or head == keep then
-            return
-        end
-        local deadline = tonumber(redis.call('zscore', timeouts, head))
-        local bound = now + math.max(redis.call('pttl', lock), 0) + window
-        if deadline ~= nil and deadline > bound then
-            redis.call('zadd', timeouts, bound, head)
-            return
+    local head = redis.call('lindex', queue, 0)
+    local known, lock_pttl = nil, nil
+    while head ~= false and head ~= keep do
+        local deadline = known or tonumber(redis.call('zscore', timeouts, head))
+        if deadline ~= nil and deadline > now + window then
+            lock_pttl = lock_pttl or redis.call('pttl', lock)
+            local bound = now + math.max(lock_pttl, 0) + window
+            if deadline > bound then
+                redis.call('zadd', timeouts, bound, head)
+                return head, lock_pttl
+            end
         end
         if deadline ~= nil and deadline > now then
-            return
+            return head, lock_pttl
         end
         redis.call('lpop', queue)
         redis.call('zrem', timeouts, head)
-        if redis.call('lindex', queue, 0) ~= keep then
-            became_first(queue, timeouts, now, window)
+        head = redis.call('lindex', queue, 0)
+        known = nil
+        if head ~= false and head ~= keep then
+            -- became_first, with the head just read.
+            known = now + window
+            redis.call('zadd', timeouts, known, head)
         end
     end
+    return head, lock_pttl
 end
 
 -- The lock just became free: the waiter first in line, if any, is woken by
@@ -68,9 +77,12 @@ end
 -- vanished (a killed Redisson waiter, whose deadline was set when it joined)
 -- blocks the line for at most the grace, or its own deadline if that comes later
 -- (as with Redisson), and never more than the configured wait from here. A live
--- head of this crate keeps its own deadline ahead of it while it waits.
-local function hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
-    local head = redis.call('lindex', queue, 0)
+-- head of this crate keeps its own deadline ahead of it while it waits. `head`
+-- is the first in line when the caller knows it (false: nobody), nil to read it.
+local function hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap, head)
+    if head == nil then
+        head = redis.call('lindex', queue, 0)
+    end
     if head == false then
         return false
     end
@@ -84,17 +96,27 @@ local function hand_to_head(queue, timeouts, channel_prefix, publish, message, n
 end
 
 -- The line outlives the last script that touched it by `ttl` (the configured
--- fair-lock wait, or a joining waiter's own wait if longer), and no longer:
--- every live waiter of this crate is back within half of its wait (its sleep
--- is bounded so), so a line whose waiters all died (killed processes, lost
--- connections) leaves Redis by itself within a wait, whoever comes back.
--- Never shortened (a longer wait set it). Redisson's scripts do not mind: a
--- line that is gone is an empty one, and their writes to it keep the TTL.
--- Called first by every script (so a line that exists has its TTL set) and
--- after a join that created it.
+-- fair-lock wait, or a joining waiter's own wait if longer) at most, and by
+-- three quarters of it at least: every live waiter of this crate is back within
+-- half of its wait (its sleep is bounded so), so a line whose waiters all died
+-- (killed processes, lost connections) leaves Redis by itself within a wait,
+-- whoever comes back, and a live line never does. A key's TTL is set again only
+-- once a quarter of it has run out, so a busy line costs two PTTLs a script and
+-- no write. Never shortened (a longer wait set it). Redisson's scripts do not
+-- mind: a line that is gone is an empty one, and their writes to it keep the
+-- TTL. Called first by every script (so a line that exists has its TTL set),
+-- and again after a join when the line was not all there before it. Returns
+-- whether both keys existed.
 local function line_expires(queue, timeouts, ttl)
-    if redis.call('pttl', queue) < ttl or redis.call('pttl', timeouts) < ttl then
+    local renew_below = ttl - math.floor(ttl / 4)
+    local queue_ttl = redis.call('pttl', queue)
+    local timeouts_ttl = redis.call('pttl', timeouts)
+    -- A key without a TTL (-1) or gone (-2, where PEXPIRE does nothing) is below.
+    if queue_ttl < renew_below then
         redis.call('pexpire', queue, ttl)
+    end
+    if timeouts_ttl < renew_below then
         redis.call('pexpire', timeouts, ttl)
     end
+    return queue_ttl ~= -2 and timeouts_ttl ~= -2
 end

@@ -17,10 +17,10 @@ local lock, queue, timeouts, channel_prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local message, now, publish = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local grace, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 
-evict_stale_heads(lock, queue, timeouts, now, nil, cap)
+local head = evict_stale_heads(lock, queue, timeouts, now, nil, cap)
 line_expires(queue, timeouts, cap)
 if redis.call('del', lock) == 1 then
-    hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
+    hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap, head)
     return 1
 end
 return 0

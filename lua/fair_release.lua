@@ -36,19 +36,21 @@ if heir == '' then
 end
 
 -- The named waiter is alive (its client says so): never evicted here.
-evict_stale_heads(lock, queue, timeouts, now, heir, cap)
+local head = evict_stale_heads(lock, queue, timeouts, now, heir, cap)
 line_expires(queue, timeouts, cap)
 
-if redis.call('hexists', lock, owner) == 0 then
+local held = redis.call('hget', lock, owner)
+if held == false then
     -- Not ours. If the lock is gone altogether (expired), make sure the first in
     -- line is not left asleep.
     if redis.call('exists', lock) == 0 then
-        hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap)
+        hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap, head)
     end
     return nil
 end
 
-if redis.call('hincrby', lock, owner, -1) > 0 then
+-- More holds than this one (or not a count, which HINCRBY reports): one fewer.
+if held ~= '1' and redis.call('hincrby', lock, owner, -1) > 0 then
     if redis.call('pttl', lock) < tonumber(lease) then
         redis.call('pexpire', lock, lease)
     end
@@ -56,7 +58,7 @@ if redis.call('hincrby', lock, owner, -1) > 0 then
 end
 
 redis.call('del', lock)
-if heir ~= nil and redis.call('lindex', queue, 0) == heir then
+if heir ~= nil and head == heir then
     redis.call('lpop', queue)
     redis.call('zrem', timeouts, heir)
     local next_head = redis.call('lindex', queue, 0)
@@ -67,7 +69,7 @@ if heir ~= nil and redis.call('lindex', queue, 0) == heir then
     redis.call('pexpire', lock, heir_lease)
     return 2
 end
-if hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap) then
+if hand_to_head(queue, timeouts, channel_prefix, publish, message, now, grace, cap, head) then
     return 3
 end
 return 1

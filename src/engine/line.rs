@@ -36,7 +36,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::engine::join_order::{JoinOrder, JoinTicket};
 use crate::engine::successor::Successor;
-use crate::transport::pubsub::ChannelMark;
+use crate::transport::pubsub::{ChannelMark, Confirming};
 use tokio::time::Instant;
 
 /// How long a release that woke a waiter keeps this client's newcomers from
@@ -86,6 +86,10 @@ struct LineState {
     /// By when the head acts next, if its future is being polled: the end of
     /// its sleep, or of its attempt's reply timeout, plus [`HEAD_GRACE`].
     head_due: Option<Instant>,
+    /// The head waits for its subscription's confirmation: its due counts
+    /// from the confirmation, however long a busy server takes (see
+    /// [`Lines::release_stalled`]).
+    confirming: Option<Confirming>,
     /// The head is past due: nobody parks behind it until it leaves.
     stalled: bool,
     /// Until when newcomers hold back (a release woke a waiter).
@@ -358,6 +362,16 @@ impl Lines {
                 if line.stalled || line.head_due.is_none_or(|due| due > now) {
                     continue;
                 }
+                if let Some(confirming) = &line.confirming {
+                    // Its server has yet to confirm: the head waits for it, as a
+                    // head waits for a reply. Confirmed since (the head, if polled,
+                    // says so itself): it acts within a reply timeout from here.
+                    if !confirming.is_pending() {
+                        line.confirming = None;
+                        line.head_due = Some(now + self.first_due);
+                    }
+                    continue;
+                }
                 crate::trace::warn_event!(
                     "lock {lock:?}: the first of this client's waiters in line has not moved for {:?} \
                      past due (its future is not being polled); the others wait in Redis on their own",
@@ -560,6 +574,15 @@ impl Turn {
         }
     }
 
+    /// This head waits for its subscription's confirmation (`Some`), or no
+    /// longer (`None`); see [`Lines::release_stalled`].
+    pub(crate) fn confirming(&self, confirming: Option<Confirming>) {
+        let mut lines = self.waiting.lines.lines(&self.waiting.lock);
+        if let Some(line) = lines.get_mut(&self.waiting.lock) {
+            line.confirming = confirming;
+        }
+    }
+
     /// Until when a newcomer holds back behind a hand-off of this lock (as
     /// [`Lines::hold_back_until`], as of when this task got the turn).
     pub(crate) fn hold_back_until(&self) -> Option<Instant> {
@@ -616,6 +639,7 @@ impl Drop for Turn {
         let mut lines = lines.lines(&self.waiting.lock);
         if let Some(line) = lines.get_mut(&self.waiting.lock) {
             line.head_due = None;
+            line.confirming = None;
             let offered = line.heir.as_ref().zip(self.heir.as_ref());
             if offered.is_some_and(|(line_heir, own)| Arc::ptr_eq(line_heir, own)) {
                 line.heir = None;
@@ -866,8 +890,9 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_head_past_due_releases_the_parked_and_closes_the_line_until_it_leaves() {
+    /// A line of lock "l" (3 s reply timeout): its head, and one parked
+    /// behind it.
+    fn a_head_and_one_parked() -> (Arc<Lines>, Arc<str>, Turn, Parked) {
         let lines = Arc::new(Lines::new(Duration::from_secs(3)));
         let lock: Arc<str> = "l".into();
         let Entry::Turn(head) = lines.enter(&lock, false) else {
@@ -876,6 +901,12 @@ mod tests {
         let Entry::Park(parked) = lines.enter(&lock, false) else {
             panic!("the turn is taken");
         };
+        (lines, lock, head, parked)
+    }
+
+    #[tokio::test]
+    async fn a_head_past_due_releases_the_parked_and_closes_the_line_until_it_leaves() {
+        let (lines, lock, head, parked) = a_head_and_one_parked();
         let mut parked = Box::pin(parked.turn(None));
         let now = Instant::now();
         head.due(now + Duration::from_secs(5));
@@ -897,6 +928,38 @@ mod tests {
         let Entry::Turn(_next) = lines.enter(&lock, false) else {
             panic!("open again once the stalled head left");
         };
+    }
+
+    #[tokio::test]
+    async fn a_head_waiting_for_its_subscription_is_judged_from_the_confirmation() {
+        let (lines, _, head, parked) = a_head_and_one_parked();
+        let mut parked = Box::pin(parked.turn(None));
+        let now = Instant::now();
+        head.due(now);
+        let (confirming, confirm) = Confirming::detached();
+        head.confirming(Some(confirming));
+        // Long past due, but its server has yet to confirm (a burst keeps it
+        // busy): the head waits for it, the line stays open.
+        let later = now + Duration::from_secs(60);
+        lines.release_stalled(later);
+        assert!(
+            poll_once(parked.as_mut()).is_none(),
+            "a head waiting for its server was taken for an unpolled one"
+        );
+        // Confirmed, and the head (not polled) says nothing: it is due a reply
+        // timeout and the grace from when the confirmation was seen.
+        confirm();
+        lines.release_stalled(later);
+        lines.release_stalled(later + Duration::from_secs(3));
+        assert!(
+            poll_once(parked.as_mut()).is_none(),
+            "judged before its due from the confirmation"
+        );
+        lines.release_stalled(later + Duration::from_secs(3) + HEAD_GRACE * 2);
+        assert!(
+            matches!(poll_once(parked.as_mut()), Some(None)),
+            "a head confirmed and then not polled still releases the parked"
+        );
     }
 
     /// Polls `future` once with a no-op waker.

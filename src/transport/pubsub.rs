@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use crate::transport::conn::Conn;
@@ -547,7 +547,43 @@ pub(crate) struct Subscription {
     joined_others: bool,
 }
 
+/// Whether a subscription still waits for its server's confirmation, as the
+/// head of a local line leaves word of it while it waits (see
+/// `Lines::supervise`): a head that waits for its server is not an unpolled
+/// one, however long a server busy with a burst takes to confirm. Holds the
+/// channel weakly: a channel gone is not pending.
+#[derive(Debug, Clone)]
+pub(crate) struct Confirming(Weak<Channel>);
+
+impl Confirming {
+    /// Is the subscription still unconfirmed (neither ready nor failed)?
+    pub(crate) fn is_pending(&self) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|channel| matches!(*channel.status.get(), Status::Pending))
+    }
+
+    /// A probe of a channel of its own, pending until the returned cell is
+    /// set: for the line's tests.
+    #[cfg(test)]
+    pub(crate) fn detached() -> (Confirming, Arc<impl Fn() + Send + Sync>) {
+        let channel = Arc::new(Channel {
+            name: Arc::from("detached"),
+            status: StatusCell::default(),
+            request: AtomicU64::new(0),
+        });
+        let probe = Confirming(Arc::downgrade(&channel));
+        (probe, Arc::new(move || channel.status.set(Status::Ready)))
+    }
+}
+
 impl Subscription {
+    /// Word of this subscription's confirmation, for a local line's head to
+    /// leave while it waits for it.
+    pub(crate) fn confirming(&self) -> Confirming {
+        Confirming(Arc::downgrade(&self.channel))
+    }
+
     /// Waits until the server confirms the subscription, re-subscribing first when
     /// an earlier attempt failed or the connection was lost.
     ///

@@ -224,6 +224,14 @@ impl<'a> InRedis<'a> {
         }
     }
 
+    /// At the head of the local line: say whether it waits for its
+    /// subscription's confirmation (see `Lines::release_stalled`).
+    fn confirming(&self, confirming: Option<crate::transport::pubsub::Confirming>) {
+        if let Some(head) = self.head {
+            head.confirming(confirming);
+        }
+    }
+
     /// Until when not to try at all: a release by this client just woke a
     /// waiter of this (non-fair) lock, so do not barge past it; or the task
     /// before in the local line holds it, so wait for its release's message
@@ -331,7 +339,21 @@ impl<'a> InRedis<'a> {
     /// says from then on that it listens (a release that names it then need
     /// not make it try, see [`Successor::passed_over`]).
     async fn confirmed(&self, subscription: &Subscription) -> Result<()> {
-        subscription.ready().await?;
+        // A head leaves word while its server has yet to confirm, and is due a
+        // reply timeout from the confirmation: 10,000 heads subscribing behind
+        // a burst of joins wait longer than that, and looked unpolled to
+        // `Lines::supervise`, which sent their lines' parked waiters to wait
+        // in Redis on their own (twice the memory each).
+        let pending = self.head.is_some() && !subscription.is_ready();
+        if pending {
+            self.confirming(Some(subscription.confirming()));
+        }
+        let confirmed = subscription.ready().await;
+        if pending {
+            self.confirming(None);
+            self.due(Instant::now() + self.client.config.timeout);
+        }
+        confirmed?;
         if let Some(heir) = self.heir {
             heir.listens();
         }
