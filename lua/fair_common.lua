@@ -100,23 +100,25 @@ end
 -- three quarters of it at least: every live waiter of this crate is back within
 -- half of its wait (its sleep is bounded so), so a line whose waiters all died
 -- (killed processes, lost connections) leaves Redis by itself within a wait,
--- whoever comes back, and a live line never does. A key's TTL is set again only
--- once a quarter of it has run out, so a busy line costs two PTTLs a script and
--- no write. Never shortened (a longer wait set it). Redisson's scripts do not
--- mind: a line that is gone is an empty one, and their writes to it keep the
--- TTL. Called first by every script (so a line that exists has its TTL set),
--- and again after a join when the line was not all there before it. Returns
--- whether both keys existed.
+-- whoever comes back, and a live line never does. The TTLs are set again only
+-- once a quarter of one has run out, so a busy line costs two PTTLs a script
+-- and no write. Both keys are set together, to the same TTL, never shortened
+-- (a longer wait set it): the queue must not outlive its deadlines (Redisson's
+-- eviction reads a missing deadline as nil, and fails), nor the deadlines the
+-- queue (a waiter with a deadline and no place would never be first).
+-- Redisson's scripts do not mind a TTL: a line that is gone is an empty one,
+-- and their writes to it keep the TTL. Called first by every script (so a line
+-- that exists has its TTL set), and again after a join when the line was not
+-- all there before it. Returns whether both keys existed.
 local function line_expires(queue, timeouts, ttl)
     local renew_below = ttl - math.floor(ttl / 4)
     local queue_ttl = redis.call('pttl', queue)
     local timeouts_ttl = redis.call('pttl', timeouts)
     -- A key without a TTL (-1) or gone (-2, where PEXPIRE does nothing) is below.
-    if queue_ttl < renew_below then
-        redis.call('pexpire', queue, ttl)
-    end
-    if timeouts_ttl < renew_below then
-        redis.call('pexpire', timeouts, ttl)
+    if queue_ttl < renew_below or timeouts_ttl < renew_below then
+        local to = math.max(ttl, queue_ttl, timeouts_ttl)
+        redis.call('pexpire', queue, to)
+        redis.call('pexpire', timeouts, to)
     end
     return queue_ttl ~= -2 and timeouts_ttl ~= -2
 end

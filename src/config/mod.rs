@@ -519,7 +519,7 @@ impl Config {
         .into_iter()
         .chain(self.max_hold.map(|limit| ("max_hold", limit)))
         {
-            if value.is_zero() || value > MAX_DURATION {
+            if value < Duration::from_millis(1) || value > MAX_DURATION {
                 return Err(Error::Config(format!(
                     "{field} must be between 1 ms and {} s, got {value:?}",
                     MAX_DURATION.as_secs()
@@ -870,6 +870,17 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("timeout"));
+        // Under a millisecond is zero to the scripts, which count in whole
+        // milliseconds (a fair line's TTL of 0 would delete it).
+        let config = Config {
+            fair_lock_wait_timeout: Duration::from_micros(500),
+            ..Config::default()
+        };
+        assert!(config
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("fair_lock_wait_timeout"));
     }
 
     #[test]

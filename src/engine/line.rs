@@ -574,12 +574,23 @@ impl Turn {
         }
     }
 
-    /// This head waits for its subscription's confirmation (`Some`), or no
-    /// longer (`None`); see [`Lines::release_stalled`].
-    pub(crate) fn confirming(&self, confirming: Option<Confirming>) {
+    /// This head waits for its subscription's confirmation; see
+    /// [`Lines::release_stalled`].
+    pub(crate) fn confirming(&self, confirming: Confirming) {
         let mut lines = self.waiting.lines.lines(&self.waiting.lock);
         if let Some(line) = lines.get_mut(&self.waiting.lock) {
-            line.confirming = confirming;
+            line.confirming = Some(confirming);
+        }
+    }
+
+    /// This head's wait for its confirmation is over, and it acts next by
+    /// `by`: both at once, so that the supervisor never sees the word gone
+    /// and the old due still standing.
+    pub(crate) fn confirmed(&self, by: Instant) {
+        let mut lines = self.waiting.lines.lines(&self.waiting.lock);
+        if let Some(line) = lines.get_mut(&self.waiting.lock) {
+            line.confirming = None;
+            line.head_due = Some(by + HEAD_GRACE);
         }
     }
 
@@ -937,7 +948,7 @@ mod tests {
         let now = Instant::now();
         head.due(now);
         let (confirming, confirm) = Confirming::detached();
-        head.confirming(Some(confirming));
+        head.confirming(confirming);
         // Long past due, but its server has yet to confirm (a burst keeps it
         // busy): the head waits for it, the line stays open.
         let later = now + Duration::from_secs(60);

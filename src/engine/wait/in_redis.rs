@@ -224,14 +224,6 @@ impl<'a> InRedis<'a> {
         }
     }
 
-    /// At the head of the local line: say whether it waits for its
-    /// subscription's confirmation (see `Lines::release_stalled`).
-    fn confirming(&self, confirming: Option<crate::transport::pubsub::Confirming>) {
-        if let Some(head) = self.head {
-            head.confirming(confirming);
-        }
-    }
-
     /// Until when not to try at all: a release by this client just woke a
     /// waiter of this (non-fair) lock, so do not barge past it; or the task
     /// before in the local line holds it, so wait for its release's message
@@ -344,14 +336,13 @@ impl<'a> InRedis<'a> {
         // a burst of joins wait longer than that, and looked unpolled to
         // `Lines::supervise`, which sent their lines' parked waiters to wait
         // in Redis on their own (twice the memory each).
-        let pending = self.head.is_some() && !subscription.is_ready();
-        if pending {
-            self.confirming(Some(subscription.confirming()));
+        let pending = self.head.filter(|_| !subscription.is_ready());
+        if let Some(head) = pending {
+            head.confirming(subscription.confirming());
         }
         let confirmed = subscription.ready().await;
-        if pending {
-            self.confirming(None);
-            self.due(Instant::now() + self.client.config.timeout);
+        if let Some(head) = pending {
+            head.confirmed(Instant::now() + self.client.config.timeout);
         }
         confirmed?;
         if let Some(heir) = self.heir {
