@@ -861,26 +861,28 @@ mod tests {
             let err = config.validate().unwrap_err();
             assert!(err.to_string().contains("clock_drift_factor"), "{err}");
         }
-        let config = Config {
-            timeout: Duration::ZERO,
-            ..Config::default()
-        };
-        assert!(config
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("timeout"));
         // Under a millisecond is zero to the scripts, which count in whole
         // milliseconds (a fair line's TTL of 0 would delete it).
-        let config = Config {
-            fair_lock_wait_timeout: Duration::from_micros(500),
-            ..Config::default()
-        };
-        assert!(config
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("fair_lock_wait_timeout"));
+        let too_short = [
+            (
+                Config {
+                    timeout: Duration::ZERO,
+                    ..Config::default()
+                },
+                "timeout",
+            ),
+            (
+                Config {
+                    fair_lock_wait_timeout: Duration::from_micros(500),
+                    ..Config::default()
+                },
+                "fair_lock_wait_timeout",
+            ),
+        ];
+        for (config, field) in too_short {
+            let err = config.validate().unwrap_err().to_string();
+            assert!(err.contains(field), "{err}");
+        }
     }
 
     #[test]
