@@ -19,20 +19,22 @@
 -- The waiter first in line became first at `now`: it gets `window` from here to
 -- take or keep its place. Set whatever its deadline was: one it joined with
 -- may lie far ahead (deadlines do not move with the line) or already be past (a
--- waiter refreshes its own only while first).
-local function became_first(queue, timeouts, now, window)
+-- waiter refreshes its own only while first). `keep` (a caller evidently
+-- alive, or nil) keeps its own. Returns the first in line (false: nobody).
+local function became_first(queue, timeouts, now, window, keep)
     local head = redis.call('lindex', queue, 0)
-    if head ~= false then
+    if head ~= false and head ~= keep then
         redis.call('zadd', timeouts, now + window, head)
     end
+    return head
 end
 
 -- Removes waiters at the head of the queue whose deadline is at or before `now`,
 -- stopping at the first live one, and returns the head left (false when the
 -- queue is empty) and the lock's PTTL if it read it (else nil), which the
--- caller uses instead of reading them again. `keep`
--- (the caller, evidently alive) is never removed, even when its deadline has
--- passed. The waiter that becomes first by an eviction gets `window` to show up.
+-- caller uses instead of reading them again. `keep` (the caller, evidently
+-- alive) is never removed, even when its deadline has passed. The waiter that
+-- becomes first by an eviction gets `window` to show up.
 --
 -- A first in line needs at most the lock's remaining lease plus a window; a
 -- deadline further out is one it joined with, left unshrunk because this
@@ -43,9 +45,9 @@ end
 -- one within it is within the bound whatever the lease.
 local function evict_stale_heads(lock, queue, timeouts, now, keep, window)
     local head = redis.call('lindex', queue, 0)
-    local known, lock_pttl = nil, nil
+    local lock_pttl = nil
     while head ~= false and head ~= keep do
-        local deadline = known or tonumber(redis.call('zscore', timeouts, head))
+        local deadline = tonumber(redis.call('zscore', timeouts, head))
         if deadline ~= nil and deadline > now + window then
             lock_pttl = lock_pttl or redis.call('pttl', lock)
             local bound = now + math.max(lock_pttl, 0) + window
@@ -59,13 +61,7 @@ local function evict_stale_heads(lock, queue, timeouts, now, keep, window)
         end
         redis.call('lpop', queue)
         redis.call('zrem', timeouts, head)
-        head = redis.call('lindex', queue, 0)
-        known = nil
-        if head ~= false and head ~= keep then
-            -- became_first, with the head just read.
-            known = now + window
-            redis.call('zadd', timeouts, known, head)
-        end
+        head = became_first(queue, timeouts, now, window, keep)
     end
     return head, lock_pttl
 end

@@ -565,33 +565,35 @@ pub(crate) struct HeldHere {
 }
 
 impl Turn {
+    /// Changes this head's line, under its shard's lock (nothing, if the line
+    /// is gone).
+    fn update_line(&self, change: impl FnOnce(&mut LineState)) {
+        let mut lines = self.waiting.lines.lines(&self.waiting.lock);
+        if let Some(line) = lines.get_mut(&self.waiting.lock) {
+            change(line);
+        }
+    }
+
     /// This head acts next by `by` (the end of its sleep or of its attempt's
     /// reply timeout), if its future is being polled.
     pub(crate) fn due(&self, by: Instant) {
-        let mut lines = self.waiting.lines.lines(&self.waiting.lock);
-        if let Some(line) = lines.get_mut(&self.waiting.lock) {
-            line.head_due = Some(by + HEAD_GRACE);
-        }
+        self.update_line(|line| line.head_due = Some(by + HEAD_GRACE));
     }
 
     /// This head waits for its subscription's confirmation; see
     /// [`Lines::release_stalled`].
     pub(crate) fn confirming(&self, confirming: Confirming) {
-        let mut lines = self.waiting.lines.lines(&self.waiting.lock);
-        if let Some(line) = lines.get_mut(&self.waiting.lock) {
-            line.confirming = Some(confirming);
-        }
+        self.update_line(|line| line.confirming = Some(confirming));
     }
 
     /// This head's wait for its confirmation is over, and it acts next by
     /// `by`: both at once, so that the supervisor never sees the word gone
     /// and the old due still standing.
     pub(crate) fn confirmed(&self, by: Instant) {
-        let mut lines = self.waiting.lines.lines(&self.waiting.lock);
-        if let Some(line) = lines.get_mut(&self.waiting.lock) {
+        self.update_line(|line| {
             line.confirming = None;
             line.head_due = Some(by + HEAD_GRACE);
-        }
+        });
     }
 
     /// Until when a newcomer holds back behind a hand-off of this lock (as
@@ -614,8 +616,7 @@ impl Turn {
     /// tail, behind the parked waiters' entries, so the line no longer
     /// stands in Redis's order; closed, it lets them wait on their own.
     pub(crate) fn lost_place(&self) {
-        let mut lines = self.waiting.lines.lines(&self.waiting.lock);
-        if let Some(line) = lines.get_mut(&self.waiting.lock) {
+        self.update_line(|line| {
             if !line.stalled {
                 crate::trace::debug_event!(
                     "fair lock {:?}: the first of this client's waiters lost its place in line \
@@ -624,7 +625,7 @@ impl Turn {
                 );
                 line.close();
             }
-        }
+        });
     }
 
     /// The heir this head was offered as, if any.
@@ -635,10 +636,7 @@ impl Turn {
     /// This task took the lock: the next in line learns it. Passes the turn
     /// on (as dropping does).
     pub(crate) fn acquired(self, held: HeldHere) {
-        let mut lines = self.waiting.lines.lines(&self.waiting.lock);
-        if let Some(line) = lines.get_mut(&self.waiting.lock) {
-            line.held_here = Some(held);
-        }
+        self.update_line(|line| line.held_here = Some(held));
     }
 }
 

@@ -563,17 +563,17 @@ impl Confirming {
             .is_some_and(|channel| matches!(*channel.status.get(), Status::Pending))
     }
 
-    /// A probe of a channel of its own, pending until the returned cell is
-    /// set: for the line's tests.
+    /// A probe of a channel of its own, pending until the returned function
+    /// confirms it: for the line's tests.
     #[cfg(test)]
-    pub(crate) fn detached() -> (Confirming, Arc<impl Fn() + Send + Sync>) {
+    pub(crate) fn detached() -> (Confirming, impl Fn()) {
         let channel = Arc::new(Channel {
             name: Arc::from("detached"),
             status: StatusCell::default(),
             request: AtomicU64::new(0),
         });
         let probe = Confirming(Arc::downgrade(&channel));
-        (probe, Arc::new(move || channel.status.set(Status::Ready)))
+        (probe, move || channel.status.set(Status::Ready))
     }
 }
 
