@@ -9,7 +9,7 @@
 //! | `handoff_window` | after a release of this client that woke a waiter, its newcomers hold back up to 5 ms behind the woken one | `line.rs` |
 //! | `held_here` | the next at the head of the local line sleeps on the release of the hold the head before took, instead of trying at once | `wait/mod.rs` |
 //! | `wake_jitter` | a waiter woken by another client's release yields a random few times before it tries | `wait/in_redis.rs` |
-//! | `sleep_first` | a waiter joining others of its client that already listen sleeps before its second attempt | `wait/in_redis.rs` |
+//! | `sleep_first` | a waiter whose lock's channel stood confirmed (subscribed by it or by others of its client) before its first attempt went out sleeps before its second attempt | `wait/in_redis.rs` |
 //! | `fair_line` | a fair lock's waiters of one client wait in a local line: the first waits in Redis, the others are parked with their queue entries and send nothing else | `wait/queued.rs` |
 //! | `release_grant` | a fair release grants the lock to its client's next waiter when that one is first in line, and that waiter does not listen while a task of its client holds the lock | `successor.rs`, `release.rs` |
 //! | `unsubscribe_linger` | a channel's last waiter leaving waits up to 1 s to unsubscribe with others | `engine/mod.rs` (passed to `transport/pubsub.rs`) |

@@ -21,6 +21,7 @@ use crate::transport::conn::Conn;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::futures::Notified;
 use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 pub(crate) use crate::transport::wake::{Class, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
@@ -31,8 +32,10 @@ use crate::transport::wake::{Wakeups, CLASSES};
 enum Status {
     /// SUBSCRIBE is queued or in flight.
     Pending,
-    /// The server confirmed the subscription on the current connection.
-    Ready,
+    /// The server confirmed the subscription on the current connection; its
+    /// reply arrived at this instant, so every command sent from then on runs
+    /// on the server after the subscription.
+    Ready(Instant),
     /// SUBSCRIBE failed, or the connection it was made on is gone.
     Failed(Error),
 }
@@ -67,7 +70,16 @@ impl StatusCell {
     }
 
     fn is_ready(&self) -> bool {
-        matches!(*self.get(), Status::Ready)
+        matches!(*self.get(), Status::Ready(_))
+    }
+
+    /// When the confirmation standing now arrived, if the subscription is
+    /// confirmed.
+    fn ready_since(&self) -> Option<Instant> {
+        match *self.get() {
+            Status::Ready(since) => Some(since),
+            _ => None,
+        }
     }
 
     fn has_failed(&self) -> bool {
@@ -325,7 +337,7 @@ async fn run_subscriber(
 ) {
     let mut batch = Vec::new();
     let mut leaving: Vec<Arc<str>> = Vec::new();
-    let mut flush_at: Option<tokio::time::Instant> = None;
+    let mut flush_at: Option<Instant> = None;
     loop {
         let received = match flush_at {
             Some(at) => tokio::select! {
@@ -359,7 +371,7 @@ async fn run_subscriber(
                     for group in by_slot(&conn, group, |(c, _)| &*c.name) {
                         let names: Vec<&str> = group.iter().map(|(c, _)| &*c.name).collect();
                         let status = match conn.subscribe(&names).await {
-                            Ok(()) => Status::Ready,
+                            Ok(()) => Status::Ready(Instant::now()),
                             Err(e) => Status::Failed(Error::redis(e)),
                         };
                         let _table = channels.table();
@@ -374,9 +386,7 @@ async fn run_subscriber(
                 Command::Unsubscribe(name, linger) => {
                     leaving.push(name);
                     if linger && may_linger {
-                        flush_at.get_or_insert_with(|| {
-                            tokio::time::Instant::now() + UNSUBSCRIBE_LINGER
-                        });
+                        flush_at.get_or_insert_with(|| Instant::now() + UNSUBSCRIBE_LINGER);
                     } else {
                         // A lock's shared channel goes at once: while this
                         // connection still listened, a release's PUBLISH would
@@ -463,7 +473,6 @@ impl PubSub {
                 waiters: [0; CLASSES],
                 wakeups: Arc::default(),
             });
-        let joined_others = waiters.waiters[class as usize] > 0;
         waiters.waiters[class as usize] += 1;
         Subscription {
             pubsub: self.clone(),
@@ -471,7 +480,6 @@ impl PubSub {
             lock: lock.clone(),
             wakeups: waiters.wakeups.clone(),
             class,
-            joined_others,
         }
     }
 
@@ -542,9 +550,6 @@ pub(crate) struct Subscription {
     lock: Arc<str>,
     wakeups: Arc<Wakeups>,
     class: Class,
-    /// Other waiters of this lock and class were already listening when this
-    /// one joined.
-    joined_others: bool,
 }
 
 /// Whether a subscription still waits for its server's confirmation, as the
@@ -573,7 +578,9 @@ impl Confirming {
             request: AtomicU64::new(0),
         });
         let probe = Confirming(Arc::downgrade(&channel));
-        (probe, move || channel.status.set(Status::Ready))
+        (probe, move || {
+            channel.status.set(Status::Ready(Instant::now()))
+        })
     }
 }
 
@@ -622,10 +629,17 @@ impl Subscription {
         self.channel.status.is_ready()
     }
 
-    /// Did this waiter join other waiters of the same lock and class, already
-    /// listening? Then a message published before it joined reached one of them.
-    pub(crate) fn joined_others(&self) -> bool {
-        self.joined_others
+    /// Was this subscription confirmed before `sent`, and still is, by the
+    /// same request? Then a command sent at `sent` ran on the server after the
+    /// SUBSCRIBE, and every message published after that command reaches
+    /// this client: made by this waiter or by another (a parked waiter's, a
+    /// channel shared by the client's waiters), subscribed is not enough; it
+    /// must have been confirmed when the command went out.
+    pub(crate) fn confirmed_before(&self, sent: Instant) -> bool {
+        self.channel
+            .status
+            .ready_since()
+            .is_some_and(|since| since <= sent)
     }
 
     /// A future that completes on the next wake-up for this channel. Call

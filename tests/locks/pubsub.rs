@@ -212,3 +212,51 @@ async fn waiters_on_a_thousand_names_are_woken_by_message_after_subscriptions_ar
     );
     assert_eq!(waiter.subscribed_channels(), 0);
 }
+
+/// A waiter whose busy first attempt ran before the release, and whose lock's
+/// channel another waiter of its client subscribed only after that release,
+/// tries again: the release published to nobody here, so no message will come.
+/// (Sleeping first, as a waiter may when the channel stood confirmed before
+/// its attempt went out, cost the holder's whole lease: subscribed and
+/// confirmed now is not confirmed then.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_before_the_channel_was_confirmed_is_not_slept_through() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let lock = client.get_lock("confirmed-late").unwrap();
+    let channel = "redisson_lock__channel:{confirmed-late}";
+    let holder = lock.lock().await.unwrap();
+
+    // Polled once: the first waiter's attempt goes out while the lock is held;
+    // its busy reply is not read before the end of the test's setup.
+    let mut first = Box::pin(lock.lock());
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(first.as_mut().poll(&mut cx).is_pending());
+    // Sent after that attempt on the same connection, the release runs after it,
+    // and publishes to nobody: nobody of this client listens yet.
+    holder.unlock().await.unwrap();
+    assert!(
+        server.keys().await.is_empty(),
+        "the first waiter's attempt ran after the release: nothing is tested"
+    );
+    // A second waiter parks behind the first, and subscribes the lock's channel.
+    let mut second = Box::pin(lock.lock());
+    assert!(second.as_mut().poll(&mut cx).is_pending());
+    assert!(
+        eventually(PROMPT, || async { server.subscribers(channel).await == 1 }).await,
+        "the parked waiter's subscription"
+    );
+    // The confirmation reaches the client a moment after the server has it.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // The lock is free and the lease 30 s: a waiter that slept on the message
+    // it missed would wake only at the end of that lease.
+    let guard = within(PROMPT, "the first waiter", first).await.unwrap();
+    guard.unlock().await.unwrap();
+    let guard = within(PROMPT, "the parked waiter", second).await.unwrap();
+    guard.unlock().await.unwrap();
+    crate::support::assert_nothing_left(&server, &[&client]).await;
+}

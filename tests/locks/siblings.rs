@@ -216,10 +216,10 @@ async fn server_state(server: &RedisServer) -> String {
     format!("keys {state:#?}, channels {:?}", server.channels().await)
 }
 
-/// Runs `jobs`, bounded by `T`; a hang fails with the progress and the server's
-/// state.
+/// Runs `jobs`, bounded by `T`; a hang fails with the progress, the server's
+/// state and the client's.
 async fn bounded(
-    server: &RedisServer,
+    (server, client): (&RedisServer, &Client),
     what: &str,
     occupancy: &Occupancy,
     jobs: impl Future<Output = ()>,
@@ -229,7 +229,7 @@ async fn bounded(
     if tokio::time::timeout(T, &mut jobs).await.is_err() {
         panic!(
             "{what} did not finish within {T:?}: {} of {JOBS} jobs done, {} in lock(), {} in \
-             unlock(); violations {:?}; {}",
+             unlock(); violations {:?}; {}; the client: {client:#?}",
             occupancy.done.load(Ordering::SeqCst),
             occupancy.locking.load(Ordering::SeqCst),
             occupancy.unlocking.load(Ordering::SeqCst),
@@ -273,7 +273,7 @@ async fn siblings_take_turns(kind: Kind) {
 
     // (a) tokio::join! of 5 lanes of 20 jobs each.
     let occupancy = Occupancy::default();
-    bounded(&server, "join! of lanes", &occupancy, async {
+    bounded((&server, &client), "join! of lanes", &occupancy, async {
         let lane = |lane: usize| {
             let (locks, occupancy) = (&locks, &occupancy);
             async move {
@@ -297,7 +297,7 @@ async fn siblings_take_turns(kind: Kind) {
     // guard dropped, which releases at once). The winner's guard is unlocked after
     // the race: a dropped unlock() may leave its hold to the lease, as documented.
     let occupancy = Occupancy::default();
-    bounded(&server, "select! races", &occupancy, async {
+    bounded((&server, &client), "select! races", &occupancy, async {
         for round in 0..JOBS {
             let name = round % 3;
             let job = 3 * round;
@@ -319,7 +319,7 @@ async fn siblings_take_turns(kind: Kind) {
     // (c) buffer_unordered(8), hand-written: one task polls up to 8 jobs at once.
     let occupancy = Occupancy::default();
     bounded(
-        &server,
+        (&server, &client),
         "buffer_unordered(8)",
         &occupancy,
         buffer_unordered((0..JOBS).map(|job| locks.job(job, job % 3, &occupancy)), 8),

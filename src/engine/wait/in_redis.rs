@@ -88,11 +88,31 @@ pub(crate) struct Listening {
     pub(crate) joined: Option<JoinedListening>,
 }
 
-/// A busy join sent with the subscription confirmed: on connection `epoch`
-/// (a reconnect since, and the wait tries at once), asking for `pause`.
+/// A busy join sent with the subscription confirmed (see [`FirstSent`]),
+/// asking for `pause`.
 pub(crate) struct JoinedListening {
-    pub(crate) epoch: u64,
+    pub(crate) sent: FirstSent,
     pub(crate) pause: Pause,
+}
+
+/// When a wait's first attempt (or the join that was it) went out, and on
+/// which connection: a busy reply to it may skip the attempt that must
+/// follow a new subscription only if the channel was confirmed before it
+/// went out, and no reconnect came since (see [`InRedis::sleep_first`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FirstSent {
+    pub(crate) epoch: u64,
+    pub(crate) at: Instant,
+}
+
+impl FirstSent {
+    /// Now, on `client`'s current connection.
+    pub(crate) fn now(client: &Engine) -> FirstSent {
+        FirstSent {
+            epoch: client.pubsub.connection_epoch(),
+            at: Instant::now(),
+        }
+    }
 }
 
 impl From<Subscription> for Listening {
@@ -181,17 +201,17 @@ impl<'a> InRedis<'a> {
                     return Ok(None);
                 }
             }
-            // The connection as the first attempt goes out: a subscription made
-            // early missed nothing if no reconnect came between. A join made with
-            // the subscription confirmed was that attempt.
-            let epoch;
+            // When and on which connection the first attempt goes out (see
+            // `sleep_first`). A join made with the subscription confirmed was
+            // that attempt.
+            let sent;
             let first_pause = match joined.filter(|_| early.is_some() && hold_back.is_none()) {
                 Some(joined) => {
-                    epoch = joined.epoch;
+                    sent = joined.sent;
                     Some(joined.pause)
                 }
                 None => {
-                    epoch = self.client.pubsub.connection_epoch();
+                    sent = FirstSent::now(self.client);
                     match self.first_attempt(tries, hold_back).await {
                         Ok(pause) => pause,
                         Err(done) => return done,
@@ -201,7 +221,7 @@ impl<'a> InRedis<'a> {
             if self.expired() {
                 return self.give_up().await;
             }
-            self.listen(tries, (early, epoch), first_pause, hold_back)
+            self.listen(tries, (early, sent), first_pause, hold_back)
                 .await
         }
     }
@@ -391,7 +411,7 @@ impl<'a> InRedis<'a> {
     async fn listen<T: Tries>(
         &mut self,
         tries: &T,
-        (early, epoch): (Option<Subscription>, u64),
+        (early, sent): (Option<Subscription>, FirstSent),
         first_pause: Option<Pause>,
         hold_back: Option<Instant>,
     ) -> Result<Option<T::Got>> {
@@ -400,7 +420,6 @@ impl<'a> InRedis<'a> {
             .head
             .is_none()
             .then(|| self.client.lines.join(self.name));
-        let subscribed_early = early.is_some();
         // A spin lock's waiters listen on no channel: its back-off wakes them.
         let spins = matches!(self.waits.between, Between::Spins(_));
         let mut subscription = match self.deferring {
@@ -417,9 +436,7 @@ impl<'a> InRedis<'a> {
                     self.waits.max_sleep().map_or(left, |most| left.min(most)),
                 ))
             }
-            (None, Some(subscription)) => {
-                self.sleep_first(subscription, subscribed_early, epoch, first_pause)
-            }
+            (None, Some(subscription)) => self.sleep_first(subscription, sent, first_pause),
             (None, None) => first_pause.map(|pause| self.spun(pause)),
         };
         let mut sleeper = Sleeper::new();
@@ -474,32 +491,44 @@ impl<'a> InRedis<'a> {
         self.give_up().await
     }
 
-    /// Whether to sleep before the second attempt. Joining other waiters of
-    /// this client that already listen for this lock (a channel can carry two
-    /// locks), right after a failed attempt, nothing can have been missed: an
-    /// unlock published since went to one of them (or left a permit for the
-    /// next to listen), and that one retries. So sleep first and skip the
-    /// immediate second attempt; on a new subscription the attempt must follow
-    /// it, or that unlock would be lost. Not for shared waiters: a "wake all"
-    /// (write release) that reached the others before this one joined would
-    /// leave it asleep on a lock it could share. Subscribed early, nothing can
-    /// have been missed if the subscription stood before the attempt and no
-    /// reconnect came in between.
+    /// Whether to sleep before the second attempt, after the busy first one
+    /// that went out as `sent` says. On a new subscription the attempt must
+    /// follow its confirmation, or a release in between would be lost. But if
+    /// the channel was confirmed before the first attempt went out (subscribed
+    /// early by this waiter, or by others of this client: a channel is shared)
+    /// and no reconnect came since, every release after that attempt published
+    /// to this client, and its message wakes one waiter of the lock here or
+    /// leaves a wake-up for the next to listen, which then tries: nothing can
+    /// have been missed, so sleep first and skip the immediate second attempt.
+    ///
+    /// Subscribed, or ready now, is not enough: a release that ran between the
+    /// attempt and the confirmation published to nobody, and a waiter asleep
+    /// on it slept out the holder's whole lease.
+    ///
+    /// Only for a waiter whose wake-up is kept for it: an exclusive waiter's
+    /// (a message wakes one waiter, or is kept for the next to listen, and
+    /// only one could use it), or a counted one's at the head of its client's
+    /// line (a one-permit semaphore: the client's one waiter in Redis). Not a
+    /// shared waiter's (a "wake all", a write release, wakes only those already
+    /// listening), nor a counted waiter's among others of its client (several
+    /// permits freed before they listen leave one wake-up between them).
     fn sleep_first(
         &self,
         subscription: &Subscription,
-        subscribed_early: bool,
-        epoch: u64,
+        sent: FirstSent,
         first_pause: Option<Pause>,
     ) -> Option<Pause> {
-        let ready = subscription.is_ready();
-        let stood_before =
-            subscribed_early && ready && self.client.pubsub.connection_epoch() == epoch;
-        let joined_others =
-            ready && subscription.joined_others() && self.waits.class == Class::Exclusive;
+        let kept_for_it = match self.waits.class {
+            Class::Exclusive => true,
+            Class::Counted => self.head.is_some(),
+            Class::Shared | Class::All => false,
+        };
+        let missed_nothing = kept_for_it
+            && subscription.confirmed_before(sent.at)
+            && self.client.pubsub.connection_epoch() == sent.epoch;
         first_pause
             .filter(|_| crate::engine::heuristics::heuristics().sleep_first)
-            .filter(|_| stood_before || joined_others)
+            .filter(|_| missed_nothing)
     }
 
     /// A hold-back behind the local holder is trusted only while the

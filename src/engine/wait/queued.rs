@@ -33,7 +33,7 @@ use tokio::time::Instant;
 
 use super::attempts::queue_place;
 use super::hold::{Hold, Terms};
-use super::in_redis::{JoinedListening, Listening};
+use super::in_redis::{FirstSent, JoinedListening, Listening};
 use super::lock::{join_line, wait_in_redis, Joined};
 use super::step::{within, within_boxed};
 use crate::engine::contract::{Acquirer, Wait};
@@ -244,11 +244,11 @@ async fn join_in_order(
         true => listen_before_joining(client, acquirer, deadline).await,
         false => None,
     };
-    let epoch = client.pubsub.connection_epoch();
+    let sent = FirstSent::now(client);
     match join_line(client, acquirer, *terms, deadline).await {
         Ok(Joined::InLine(pause)) => {
             client.lines.queued_behind_others(&acquirer.target().name);
-            let joined = JoinedListening { epoch, pause };
+            let joined = JoinedListening { sent, pause };
             let listening = listening.map(|subscription| {
                 Box::new(Listening {
                     subscription,
