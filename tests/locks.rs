@@ -23,6 +23,7 @@ mod locks {
     mod java;
     mod latch;
     mod leader;
+    mod liveness;
     mod local_line;
     mod max_hold;
     mod multi;

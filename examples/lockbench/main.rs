@@ -12,6 +12,9 @@
 //! cargo run --release --example lockbench -- --scale handoff-floor [--ops 2000]
 //!     [--hold-us 1000]
 //! cargo run --release --example lockbench -- --scale deadlocks
+//! cargo run --release --example lockbench -- --scale nested [--processes 4] [--tasks 4]
+//!     [--clients 1] [--seconds 10] [--mix fair-reentrant|all] [--without a,b]
+//!     [--each-heuristic [--rounds 3]]
 //! ```
 //!
 //! T tasks spread over C clients (separate client instances, as separate processes
@@ -26,8 +29,9 @@
 //!
 //! The modules: `options` (the flags), `workload` (the contended run), `contend`
 //! (what a task acquires), `observe` (the server's and the process's numbers),
-//! `floors` (the same work without the library), `scale` (the scale runs) and
-//! `deadlocks` (how long a deadlock takes to be named).
+//! `floors` (the same work without the library), `scale` (the scale runs),
+//! `deadlocks` (how long a deadlock takes to be named) and `nested` (nested
+//! locks across processes: liveness).
 
 use serde_json::json;
 
@@ -36,8 +40,13 @@ mod args;
 mod contend;
 mod deadlocks;
 mod floors;
+mod nested;
 mod observe;
 mod options;
+// The suite's progress checker, shared (its test module is the suite's).
+#[allow(unreachable_pub, dead_code)]
+#[path = "../../tests/support/progress.rs"]
+mod progress;
 #[cfg(feature = "metrics")]
 #[path = "../support/prometheus_recorder.rs"]
 mod prometheus_recorder;
@@ -104,6 +113,9 @@ fn install_metrics(on: bool) -> Result<Option<Scrape>, String> {
 
 /// The run the options ask for.
 async fn run_with(o: &Options) -> Result<serde_json::Value, String> {
+    if let (Some(run), Some(url)) = (&o.nested_child, &o.url) {
+        return nested::child(url, run, &o.nested).await;
+    }
     let (_server, url) = match &o.url {
         Some(url) => (None, url.clone()),
         None => {
@@ -141,6 +153,12 @@ async fn run_with(o: &Options) -> Result<serde_json::Value, String> {
     }
     if o.scale_deadlocks {
         return deadlocks::rings(&url).await;
+    }
+    if o.scale_nested && o.each_heuristic {
+        return nested::each_heuristic(&url, &o.nested, o.rounds).await;
+    }
+    if o.scale_nested {
+        return nested::nested(&url, &o.nested).await;
     }
     let mut report = workload::workload(o, &url).await?;
     if o.tasks == 1 && !matches!(o.kind, Kind::Multi | Kind::RedLock | Kind::Semaphore) {

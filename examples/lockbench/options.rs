@@ -90,6 +90,15 @@ pub(crate) struct Options {
     pub(crate) watchdog_ms: u64,
     /// `--metrics`: record the crate's metrics into a Prometheus recorder.
     pub(crate) metrics: bool,
+    /// `--scale nested`: nested locks across processes (see `nested.rs`).
+    pub(crate) scale_nested: bool,
+    /// `--nested-child`: one of those processes, of the run `--run`.
+    pub(crate) nested_child: Option<String>,
+    /// `--each-heuristic`: the nested run once per heuristic switched off.
+    pub(crate) each_heuristic: bool,
+    /// `--rounds`: how many times `--each-heuristic` runs its rows.
+    pub(crate) rounds: usize,
+    pub(crate) nested: crate::nested::Nested,
 }
 
 pub(crate) fn parse() -> Result<Options, String> {
@@ -113,7 +122,21 @@ pub(crate) fn parse() -> Result<Options, String> {
         watchdog_locks: 10_000,
         watchdog_ms: 3_000,
         metrics: false,
+        scale_nested: false,
+        nested_child: None,
+        each_heuristic: false,
+        rounds: 1,
+        nested: crate::nested::Nested {
+            processes: 4,
+            clients: 1,
+            tasks: 4,
+            seconds: 10.0,
+            all_kinds: false,
+            without: String::new(),
+        },
     };
+    let mut run = None;
+    let mut tasks_given = false;
     let mut args = Args::from_env(None);
     while let Some(flag) = args.next_flag() {
         let f = flag.as_str();
@@ -122,7 +145,10 @@ pub(crate) fn parse() -> Result<Options, String> {
             "--metrics" => o.metrics = true,
             "--kind" => o.kind = Kind::from_name(&args.value(f)?)?,
             "--scale" => scale(&mut o, &args.value(f)?)?,
-            "--tasks" => o.tasks = args.count(f)?,
+            "--tasks" => {
+                o.tasks = args.count(f)?;
+                tasks_given = true;
+            }
             "--waiters" => o.waiters = args.count(f)?,
             "--clients" => o.clients = args.count(f)?,
             "--locks" => o.locks = args.count(f)?,
@@ -139,12 +165,38 @@ pub(crate) fn parse() -> Result<Options, String> {
                 }
                 o.url = Some(format!("redis://127.0.0.1:{port}"));
             }
+            "--processes" => o.nested.processes = args.count(f)?,
+            "--seconds" => o.nested.seconds = args.parsed(f, "a number")?,
+            "--mix" => {
+                o.nested.all_kinds = match args.value(f)?.as_str() {
+                    "all" => true,
+                    "fair-reentrant" => false,
+                    other => return Err(format!("--mix: {other} (fair-reentrant or all)")),
+                }
+            }
+            "--without" => o.nested.without = args.value(f)?,
+            "--each-heuristic" => o.each_heuristic = true,
+            "--rounds" => o.rounds = args.count(f)?,
+            "--nested-child" => o.nested_child = Some(String::new()),
+            "--run" => run = Some(args.value(f)?),
             "--watchdog-locks" => o.watchdog_locks = args.count(f)?,
             "--watchdog-ms" => o.watchdog_ms = args.number(f)?,
             _ => return Err(args.unknown(f)),
         }
     }
+    if o.nested_child.is_some() {
+        o.nested_child = Some(run.ok_or("--nested-child needs --run")?);
+    }
+    // The nested run's tasks are per process, 4 unless --tasks says.
+    if (o.scale_nested || o.nested_child.is_some()) && !tasks_given {
+        o.tasks = o.nested.tasks;
+    }
+    o.nested.tasks = o.tasks;
+    o.nested.clients = o.clients;
     check(&o)?;
+    if !(o.nested.seconds.is_finite() && o.nested.seconds > 0.0 && o.nested.seconds <= 3600.0) {
+        return Err(format!("--seconds: {} (0 to 3600)", o.nested.seconds));
+    }
     Ok(o)
 }
 
@@ -156,9 +208,10 @@ fn scale(o: &mut Options, run: &str) -> Result<(), String> {
         "spread" => o.scale_spread = true,
         "handoff-floor" => o.handoff_floor = true,
         "deadlocks" => o.scale_deadlocks = true,
+        "nested" => o.scale_nested = true,
         other => {
             return Err(format!(
-                "unknown scale run {other} (watchdog, waiters, spread, handoff-floor, deadlocks)"
+                "unknown scale run {other} (watchdog, waiters, spread, handoff-floor, deadlocks, nested)"
             ))
         }
     }

@@ -168,6 +168,16 @@ pub struct Config {
     /// How long a fair-lock waiter may stay silent before the queue skips it
     /// (Redisson `fairLockWaitTimeout`). Default 300 s.
     pub fair_lock_wait_timeout: Duration,
+    /// The longest a waiter sleeps between two looks at what it waits for,
+    /// whatever the lock's lease says. A waiter sleeps on the unlock message,
+    /// which wakes it within moments of a release; this bounds what a freeing
+    /// that no message announces costs (an operator's `DEL`, a message lost
+    /// with a connection or a server's push), where a sleep bounded by the
+    /// lease alone would last the lease (30 s by default). Default 1 s: one
+    /// command a second per lock and client while a wait lasts that long
+    /// (only the first of a client's waiters for a lock looks; the others are
+    /// parked). Between 1 ms and [`MAX_DURATION`](crate::MAX_DURATION).
+    pub recheck_interval: Duration,
     /// Redis Cluster seed nodes, `redis://host:port` each (Redisson
     /// `clusterServersConfig.nodeAddresses`). Empty (the default): a single server
     /// at [`address`](Config::address). Set: cluster mode, `address` is ignored.
@@ -376,6 +386,7 @@ impl Default for Config {
             retry_interval: Duration::from_millis(1_500),
             lock_watchdog_timeout: Duration::from_millis(30_000),
             fair_lock_wait_timeout: Duration::from_millis(300_000),
+            recheck_interval: Duration::from_millis(1_000),
             tls: TlsConfig::default(),
             cluster_nodes: Vec::new(),
             sharded_pubsub: None,
@@ -512,6 +523,7 @@ impl Config {
             ("retry_interval", self.retry_interval),
             ("lock_watchdog_timeout", self.lock_watchdog_timeout),
             ("fair_lock_wait_timeout", self.fair_lock_wait_timeout),
+            ("recheck_interval", self.recheck_interval),
             ("replica_sync_timeout", self.replica_sync_timeout),
             ("self_wait_warning", self.self_wait_warning),
             ("deadlock_threshold", self.deadlock_threshold),
@@ -644,6 +656,7 @@ impl std::fmt::Debug for Config {
             retry_interval,
             lock_watchdog_timeout,
             fair_lock_wait_timeout,
+            recheck_interval,
             cluster_nodes,
             sharded_pubsub,
             sentinel_addresses,
@@ -679,6 +692,7 @@ impl std::fmt::Debug for Config {
             .field("retry_interval", retry_interval)
             .field("lock_watchdog_timeout", lock_watchdog_timeout)
             .field("fair_lock_wait_timeout", fair_lock_wait_timeout)
+            .field("recheck_interval", recheck_interval)
             .field("cluster_nodes", &redacted(cluster_nodes))
             .field("sharded_pubsub", sharded_pubsub)
             .field("sentinel_addresses", &redacted(sentinel_addresses))

@@ -2,7 +2,10 @@
 //! can be measured off against on with everything else in place (`lockbench`
 //! under `REDISSON_LOCKS_WITHOUT=name,...`; the table is in BENCHMARKS.md). None
 //! of them is needed for safety: each only skips a command or delays an
-//! attempt, and every wait stays bounded by a TTL without it.
+//! attempt. Each keeps DESIGN's liveness rule: a waiter sleeps only on a
+//! message it is surely subscribed to and surely sent, or else for a bound
+//! stated there (at most the re-check interval, never a lease), and
+//! `tests/locks/liveness.rs` makes each one's missed order on purpose.
 //!
 //! | name | what it does | where |
 //! |---|---|---|
@@ -11,7 +14,7 @@
 //! | `wake_jitter` | a waiter woken by another client's release yields a random few times before it tries | `wait/in_redis.rs` |
 //! | `sleep_first` | a waiter whose lock's channel stood confirmed (subscribed by it or by others of its client) before its first attempt went out sleeps before its second attempt | `wait/in_redis.rs` |
 //! | `fair_line` | a fair lock's waiters of one client wait in a local line: the first waits in Redis, the others are parked with their queue entries and send nothing else | `wait/queued.rs` |
-//! | `release_grant` | a fair release grants the lock to its client's next waiter when that one is first in line, and that waiter does not listen while a task of its client holds the lock | `successor.rs`, `release.rs` |
+//! | `release_grant` | a fair release grants the lock to its client's next waiter when that one is first in line, and that waiter defers its SUBSCRIBE (at most 20 ms) while a task of its client holds the lock | `successor.rs`, `release.rs` |
 //! | `unsubscribe_linger` | a channel's last waiter leaving waits up to 1 s to unsubscribe with others | `engine/mod.rs` (passed to `transport/pubsub.rs`) |
 //! | `listen_ahead` | while a client's fair waiters alternate with other clients', a head subscribes the next three parked heirs' channels with its own, in one SUBSCRIBE | `wait/in_redis.rs`, `successor.rs` |
 //! | `listen_before_join` | a fair waiter alone in its client's line, for a lock that client's waiters found busy in the last second, subscribes before it joins, and its join is its attempt after subscribing | `line.rs`, `wait/queued.rs` |

@@ -28,7 +28,7 @@ use tokio::time::Instant;
 
 use crate::engine::contract::{Acquirer, Target};
 use crate::transport::conn::Conn;
-use crate::transport::pubsub::Subscription;
+use crate::transport::pubsub::{Confirming, Subscription};
 
 /// A fair waiter that its own client's release may grant the lock to.
 pub(crate) struct Successor {
@@ -38,12 +38,14 @@ pub(crate) struct Successor {
     lease_ms: u64,
     state: Mutex<State>,
     /// Told of every outcome of a release that named it (but a pass-over
-    /// once it listens on its channel: a message wakes it when its turn
+    /// while it listens on its channel: a message wakes it when its turn
     /// comes).
     told: Notify,
-    /// Its subscription to its channel is confirmed: a message published
-    /// from now on reaches it.
-    listening: AtomicBool,
+    /// The subscription to its channel it listens on, read where it stands
+    /// (never a flag of its own, which outlived a subscription dropped under
+    /// it and left a passed-over heir asleep on a channel it no longer
+    /// listened on, for a whole lease).
+    ears: Mutex<Option<Confirming>>,
     /// A release that named it is on its way: its word will come.
     named: AtomicBool,
     /// It listened when the last release that named it was sent: whatever is
@@ -92,7 +94,7 @@ impl Successor {
             lease_ms,
             state: Mutex::new(State::Waiting),
             told: Notify::new(),
-            listening: AtomicBool::new(false),
+            ears: Mutex::new(None),
             named: AtomicBool::new(false),
             heard_when_named: AtomicBool::new(false),
             ahead: Mutex::new(None),
@@ -106,7 +108,7 @@ impl Successor {
     /// What a release names it by: its owner field and lease. From now on
     /// until it is told, a word is on its way.
     pub(crate) fn named(&self) -> (Arc<str>, u64) {
-        let heard = self.listening.load(Ordering::Acquire);
+        let heard = self.listens();
         self.heard_when_named.store(heard, Ordering::Release);
         self.named.store(true, Ordering::Release);
         (Arc::from(self.acquirer.owner()), self.lease_ms)
@@ -122,11 +124,6 @@ impl Successor {
 
     fn word_came(&self) {
         self.named.store(false, Ordering::Release);
-    }
-
-    /// The lock's name.
-    pub(crate) fn name(&self) -> &str {
-        self.acquirer.name()
     }
 
     /// Its lock and channel.
@@ -150,8 +147,14 @@ impl Successor {
     pub(crate) fn listen_ahead(&self, subscription: Subscription) {
         let mut ahead = self.ahead();
         if self.is_waiting() {
+            self.listens_on(&subscription);
             *ahead = Some(Box::new(subscription));
         }
+    }
+
+    /// Whether a subscription was made for it while it was parked.
+    pub(crate) fn has_listening_ahead(&self) -> bool {
+        self.ahead().is_some()
     }
 
     /// The subscription made for it while it was parked, if any.
@@ -163,7 +166,15 @@ impl Successor {
     /// holds the lock).
     fn stop_listening_ahead(&self) {
         let unused = self.ahead().take();
+        if unused.is_some() {
+            *self.ears() = None;
+        }
         drop(unused);
+    }
+
+    /// The lock's name.
+    pub(crate) fn name(&self) -> &str {
+        self.acquirer.name()
     }
 
     /// Its owner field.
@@ -217,10 +228,22 @@ impl Successor {
         }
     }
 
-    /// Its subscription is confirmed from now on (a reconnect wakes every
-    /// waiter, so that it tries on the new connection).
-    pub(crate) fn listens(&self) {
-        self.listening.store(true, Ordering::Release);
+    /// It listens on `subscription` to its channel from now on (made by it
+    /// as head, or for it while it was parked).
+    pub(crate) fn listens_on(&self, subscription: &Subscription) {
+        *self.ears() = Some(subscription.confirming());
+    }
+
+    /// Whether a message published to its channel now reaches it: the
+    /// subscription it listens on is confirmed on the current connection
+    /// (after a reconnect it is not, until confirmed again; the reconnect
+    /// itself wakes it, so that it tries on the new connection).
+    fn listens(&self) -> bool {
+        self.ears().as_ref().is_some_and(Confirming::is_confirmed)
+    }
+
+    fn ears(&self) -> std::sync::MutexGuard<'_, Option<Confirming>> {
+        self.ears.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether nothing was granted yet, nor taken, nor left: a waiter a
@@ -407,7 +430,14 @@ mod tests {
         heir.passed_over(true);
         assert!(told(&heir).await, "not listening when named: it tries");
 
-        heir.listens();
+        // Subscribed, not confirmed yet: a message sent now may be missed.
+        let (ears, confirm) = Confirming::detached();
+        *heir.ears() = Some(ears);
+        let _ = heir.named();
+        heir.passed_over(true);
+        assert!(told(&heir).await, "not confirmed when named: it tries");
+
+        confirm();
         let _ = heir.named();
         heir.passed_over(true);
         assert!(
@@ -420,6 +450,13 @@ mod tests {
             told(&heir).await,
             "freed for nobody, or still held: it tries, listening or not"
         );
+
+        // The subscription it listened on is gone (dropped under it): it
+        // does not listen, whatever it once did.
+        drop(confirm);
+        let _ = heir.named();
+        heir.passed_over(true);
+        assert!(told(&heir).await, "its subscription is gone: it tries");
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! without the owners, leases and renewal that a permit or a latch does not
 //! have. Between two attempts a waiter sleeps on the object's channel (one
 //! subscription per name and client), at most the attempt's hint (a permit's
-//! lease ends) or [`RECHECK`].
+//! lease ends) or the client's re-check interval, which bounds what a lost
+//! message (or a change made without one: a plain `SET`, `DEL` or `INCRBY`)
+//! costs, as for every waiter.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -10,6 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::config::MAX_DURATION;
 use crate::engine::cleanup::OnDrop;
 use crate::engine::contract::{Between, Wait, Waits};
 use crate::engine::wait::{through_the_line, InRedis, Object, Pause, Place, Tried, Tries};
@@ -17,12 +20,6 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::metrics::{Kind, Labels};
 use crate::transport::pubsub::Class;
-
-/// The longest a waiter sleeps between two attempts without a message. Nothing
-/// ends a semaphore's or a latch's wait by itself the way a lock's lease does,
-/// so this bounds what a lost message (or a change made without one: a plain
-/// `SET`, `DEL` or `INCRBY`) costs.
-pub(crate) const RECHECK: Duration = Duration::from_secs(5);
 
 /// What one attempt came to.
 #[derive(Debug)]
@@ -153,9 +150,10 @@ where
     async fn attempt(&self, _queue: bool, _start_by: Option<Instant>) -> Option<Result<Tried<T>>> {
         Some((self.0)().await.map(|attempt| match attempt {
             Attempt::Done(done) => Tried::Got(done),
-            Attempt::NotYet(hint) => {
-                Tried::Busy(Pause::For(hint.map_or(RECHECK, |hint| hint.min(RECHECK))))
-            }
+            // Nothing ends the wait by itself as a lease ends a lock's: the
+            // sleep is the re-check interval's (the wait loop's cap), or the
+            // hint's when sooner.
+            Attempt::NotYet(hint) => Tried::Busy(Pause::For(hint.unwrap_or(MAX_DURATION))),
         }))
     }
 }

@@ -194,6 +194,11 @@ impl Channels {
                     lock.wakeups.deliver(payload, lock.waiters);
                 }
             }
+            PushKind::Unsubscribe | PushKind::SUnsubscribe => {
+                if let Some(channel) = info.data.first().and_then(as_text) {
+                    self.ended_by_server(channel);
+                }
+            }
             PushKind::Disconnection => {
                 self.connections_lost.fetch_add(1, Ordering::SeqCst);
                 // Every subscription died with the connection: ask again (the
@@ -214,6 +219,33 @@ impl Channels {
                 }
             }
             _ => {}
+        }
+    }
+}
+
+impl Channels {
+    /// The server says `channel` is no longer subscribed. Our own
+    /// UNSUBSCRIBE's confirmation says so too, but for a channel that left
+    /// the table (or was subscribed again since, and is pending): a
+    /// confirmed subscription ended here was ended by the server, as a
+    /// cluster node does (Redis 7+, Valkey) to every sharded subscriber of a
+    /// slot that moved away, keeping the connection. Its waiters would sleep
+    /// on a channel that is dead: it is subscribed again (where the slot now
+    /// lives) and they are woken, to try once it is confirmed.
+    fn ended_by_server(&self, channel: &str) {
+        let table = self.table();
+        let Some(entry) = table.get(channel) else {
+            return;
+        };
+        if !entry.channel.status.is_ready() {
+            return;
+        }
+        crate::trace::info_event!(
+            "the server ended the subscription to {channel:?} (a slot moved away?): subscribing again, waking its waiters"
+        );
+        self.request_subscribe(&table, &entry.channel);
+        for lock in entry.locks.values() {
+            lock.wakeups.wake_all();
         }
     }
 }
@@ -561,6 +593,14 @@ pub(crate) struct Subscription {
 pub(crate) struct Confirming(Weak<Channel>);
 
 impl Confirming {
+    /// Is the subscription confirmed on the current connection (and the
+    /// channel still there)?
+    pub(crate) fn is_confirmed(&self) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|channel| channel.status.is_ready())
+    }
+
     /// Is the subscription still unconfirmed (neither ready nor failed)?
     pub(crate) fn is_pending(&self) -> bool {
         self.0
@@ -653,6 +693,16 @@ impl Subscription {
         }
     }
 
+    /// The wake-up this waiter was just woken by, to pass on if it does not
+    /// act on it (see [`WakeToken`]).
+    pub(crate) fn wake_token(&self) -> WakeToken {
+        WakeToken {
+            wakeups: self.wakeups.clone(),
+            class: self.class,
+            used: false,
+        }
+    }
+
     /// Becomes this client's poller of the lock (see `Wakeups::poller`) if
     /// nobody is; `None` when another waiter polls.
     pub(crate) fn try_poll(&self) -> Option<PollTurn> {
@@ -662,6 +712,35 @@ impl Subscription {
     /// Waits for this waiter's turn to poll the lock.
     pub(crate) async fn poll_turn(&self) -> PollTurn {
         self.wakeups.poller.clone().lock_owned().await
+    }
+}
+
+/// A wake-up that one waiter took from its lock's messages (see
+/// [`Subscription::wake_token`]). Dropped before [`WakeToken::used`], it is
+/// passed on to another waiter of this client for that lock: a message that
+/// wakes one waiter (a `notify_one`) is lost if that waiter then leaves
+/// without trying (out of time as it was woken, dropped before its attempt),
+/// and tokio passes a wake-up on only when its waiter is dropped before it
+/// was polled, not after.
+#[derive(Debug)]
+pub(crate) struct WakeToken {
+    wakeups: Arc<Wakeups>,
+    class: Class,
+    used: bool,
+}
+
+impl WakeToken {
+    /// The waiter acted on it: an attempt went out.
+    pub(crate) fn used(mut self) {
+        self.used = true;
+    }
+}
+
+impl Drop for WakeToken {
+    fn drop(&mut self) {
+        if !self.used {
+            self.wakeups.pass_on(self.class);
+        }
     }
 }
 

@@ -71,6 +71,19 @@ impl Wakeups {
         }
     }
 
+    /// Hands a wake-up of `class` that a waiter took and will not act on to
+    /// another waiter (or keeps it for the next to listen): a message that
+    /// wakes one waiter must reach one that tries.
+    pub(crate) fn pass_on(&self, class: Class) {
+        match class {
+            Class::Exclusive => self.exclusive.notify_one(),
+            Class::Shared => self.shared.notify_one(),
+            Class::Counted => self.counted.notify_one(),
+            // Every message wakes them all: nothing is kept for one.
+            Class::All => {}
+        }
+    }
+
     pub(crate) fn wake_all(&self) {
         self.exclusive.notify_waiters();
         self.shared.notify_waiters();

@@ -535,3 +535,50 @@ fn cluster_slot(name: &str) -> u16 {
     }
     crc % 16384
 }
+
+/// A slot moved away (a reshard): the node that gave it up pushes
+/// `sunsubscribe` to every sharded subscriber of its channels and keeps the
+/// connection. A waiter's subscription is then dead though it stood
+/// confirmed: it is made again where the slot now lives, and the waiter,
+/// woken, takes the lock when its holder releases it (the suite's clients
+/// re-check only every 40 s: a wake-up within PROMPT is the message's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_follow_their_channels_when_the_slot_moves() {
+    if !crate::support::server_has(7, 0, "sharded pub/sub") {
+        return;
+    }
+    let cluster = RedisCluster::start();
+    let holder = cluster.client().await;
+    let waiter = cluster.client().await;
+    for (fair, name) in [(false, "{moved}:reentrant"), (true, "{moved-fair}:fair")] {
+        let lock = |client: &redisson_locks::Client| match fair {
+            true => client.get_fair_lock(name).unwrap(),
+            false => client.get_lock(name).unwrap(),
+        };
+        let held = lock(&holder).lock().await.unwrap();
+        let waiting = {
+            let lock = lock(&waiter);
+            tokio::spawn(async move {
+                let guard = lock.lock().await.unwrap();
+                let took = tokio::time::Instant::now();
+                guard.unlock().await.unwrap();
+                took
+            })
+        };
+        assert!(
+            eventually(T, || async { waiter.waiting_for(name) == 1 }).await,
+            "{name}: the waiter is not waiting"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cluster.move_slot_of(name).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let released = tokio::time::Instant::now();
+        held.unlock().await.unwrap();
+        let took = within(T * 2, "the waiter", waiting).await.unwrap();
+        let waited = took.saturating_duration_since(released);
+        assert!(
+            waited < PROMPT,
+            "{name}: the waiter took the lock {waited:?} after the release on the slot's new node"
+        );
+    }
+}

@@ -62,13 +62,14 @@ async fn parked_fair_waiters_keep_their_entries_and_send_nothing_else() {
     assert_eq!(*order.lock().unwrap(), (0..WAITERS).collect::<Vec<_>>());
     // The holder's release woke the first; from then on each release granted
     // the next (even one whose task had not yet come to its turn): no
-    // message, no new subscription, one script per hand-off.
+    // message, one script per hand-off. A head that waited for its grant
+    // longer than it defers its subscription (20 ms: a loaded machine)
+    // subscribed and tried once: one script more each.
     let (scripts, published, subscribed) = serving.since(&server).await;
     assert_eq!(published, 1, "only the other client's release published");
-    assert_eq!(subscribed, 0, "no waiter subscribed while being served");
     assert!(
-        scripts <= WAITERS as u64 + 3,
-        "{scripts} scripts to serve {WAITERS} waiters"
+        scripts <= WAITERS as u64 + 3 + subscribed,
+        "{scripts} scripts to serve {WAITERS} waiters ({subscribed} subscribed)"
     );
     assert_nothing_left(&server, &[&holder, &client]).await;
 }

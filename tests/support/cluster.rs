@@ -170,6 +170,9 @@ impl RedisCluster {
         config.timeout = Duration::from_secs(2);
         config.retry_interval = Duration::from_millis(300);
         config.retry_attempts = 6;
+        // As the single server's (see `SUITE_RECHECK`): a wake-up within
+        // PROMPT is then a message's.
+        config.recheck_interval = super::SUITE_RECHECK;
         config
     }
 
@@ -227,6 +230,91 @@ impl RedisCluster {
             }
         }
         panic!("no primary serves slot {slot}");
+    }
+
+    /// The slot of `key` (CLUSTER KEYSLOT, asked of a live node).
+    pub fn slot_of(&self, key: &str) -> u16 {
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| n.is_running())
+            .expect("a live node");
+        let slot = Command::new("redis-cli")
+            .args(["-p", &node.port().to_string(), "cluster", "keyslot", key])
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&slot.stdout)
+            .trim()
+            .parse()
+            .expect("slot")
+    }
+
+    /// Moves the slot of `key` from the primary serving it to another
+    /// primary, as a reshard does on Redis 7: the target imports it, the
+    /// source migrates it, its keys are MIGRATEd, and every primary is told
+    /// the new owner. Returns the index of the new owner.
+    pub async fn move_slot_of(&self, key: &str) -> usize {
+        let slot = self.slot_of(key).to_string();
+        let from = self.primary_for(key);
+        let primaries: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].is_running() && self.is_primary(i))
+            .collect();
+        let to = *primaries
+            .iter()
+            .find(|&&i| i != from)
+            .expect("another primary");
+        let id = |i: usize| {
+            let out = Command::new("redis-cli")
+                .args(["-p", &self.nodes[i].port().to_string(), "cluster", "myid"])
+                .output()
+                .expect("redis-cli");
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        };
+        let (from_id, to_id) = (id(from), id(to));
+        let cli = |i: usize, args: &[&str]| {
+            let out = Command::new("redis-cli")
+                .args(["-p", &self.nodes[i].port().to_string()])
+                .args(args)
+                .output()
+                .expect("redis-cli");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        cli(to, &["cluster", "setslot", &slot, "importing", &from_id]);
+        cli(from, &["cluster", "setslot", &slot, "migrating", &to_id]);
+        loop {
+            let keys = cli(from, &["cluster", "getkeysinslot", &slot, "100"]);
+            let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+            if keys.is_empty() {
+                break;
+            }
+            let port = self.nodes[to].port().to_string();
+            let mut args = vec!["migrate", "127.0.0.1", &port, "", "0", "5000", "keys"];
+            args.extend(keys);
+            cli(from, &args);
+        }
+        for &i in std::iter::once(&to)
+            .chain(std::iter::once(&from))
+            .chain(&primaries)
+        {
+            cli(i, &["cluster", "setslot", &slot, "node", &to_id]);
+        }
+        to
+    }
+
+    /// Whether node `index` is a primary now (its own CLUSTER NODES line).
+    fn is_primary(&self, index: usize) -> bool {
+        let out = Command::new("redis-cli")
+            .args([
+                "-p",
+                &self.nodes[index].port().to_string(),
+                "cluster",
+                "nodes",
+            ])
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|line| line.contains("myself") && line.contains("master"))
     }
 
     /// How many wait in fair lock `name`'s line: LLEN of its queue on the node

@@ -31,6 +31,7 @@ pub mod fair;
 pub mod fake_resp;
 pub mod history;
 pub mod java;
+pub mod progress;
 pub mod proxy;
 pub mod sentinel;
 
@@ -262,12 +263,14 @@ impl RedisServer {
         self.server.pid().expect("server not running")
     }
 
-    /// A client configuration for this server with short timeouts for tests.
+    /// A client configuration for this server with short timeouts for tests,
+    /// re-checking a sleeping wait only every [`SUITE_RECHECK`].
     pub fn config(&self) -> Config {
         let mut config = Config::from_url(&self.url()).expect("url");
         config.connect_timeout = Duration::from_secs(2);
         config.timeout = Duration::from_secs(2);
         config.retry_interval = Duration::from_millis(200);
+        config.recheck_interval = SUITE_RECHECK;
         config
     }
 
@@ -540,9 +543,17 @@ pub const LATE: Duration = Duration::from_secs(5);
 /// other.
 pub const PROMPT: Duration = Duration::from_secs(10);
 
-/// The longest a semaphore's or a latch's waiter sleeps without a message
-/// (`RECHECK` in `src/sync/waiting.rs`): a wake-up well within it came from the
-/// message (or from a lease's end the waiter knew of), not from a recheck.
+/// How often the suite's clients re-check a sleeping wait
+/// (`Config::recheck_interval`, 1 s by default): longer than the default
+/// lease, so that a wake-up within [`PROMPT`] or [`SYNC_RECHECK`] came from a
+/// message (or from a lease's end the waiter knew of), never from the
+/// re-check, which would hide a lost message. The tests of the re-check set
+/// their own, and the campaigns run with the default.
+pub const SUITE_RECHECK: Duration = Duration::from_secs(40);
+
+/// A bound on a semaphore's or a latch's wake-up by a message: a wake-up
+/// well within it came from the message (the suite's clients re-check only
+/// every [`SUITE_RECHECK`]).
 pub const SYNC_RECHECK: Duration = Duration::from_secs(5);
 
 /// Runs `attempt`, which must give up (answer `false`) on time: not before

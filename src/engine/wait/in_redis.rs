@@ -21,6 +21,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -32,13 +33,21 @@ use crate::engine::line::{HeldHere, Turn};
 use crate::engine::successor::Successor;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::transport::pubsub::{Class, Subscription};
+use crate::transport::pubsub::{Class, Subscription, WakeToken};
 
 /// How many parked heirs' channels a fair head subscribes with its own while
 /// its client's waiters alternate with other clients' (see
 /// [`InRedis::subscribe`]): one SUBSCRIBE for every four heads, and at most
 /// three channels a lock kept for waiters that do not listen yet.
 const LISTEN_AHEAD: usize = 3;
+
+/// How long a fair head behind a hold of its own client's sleeps without
+/// listening on its channel, at most (see [`InRedis::defers_listening`]):
+/// that hold's release grants it the lock or tells it to try, and under
+/// short holds (one client's tasks taking turns) that comes first, with no
+/// SUBSCRIBE. Anything else that frees the lock meanwhile (a force, a lost
+/// key) is found when it then subscribes and tries: this late at most.
+const DEFER_LISTENING_AT_MOST: Duration = Duration::from_millis(20);
 
 /// Notified by nobody: what a waiter on no channel (a spin lock's) is woken by.
 /// Static, so that it costs a waiter nothing.
@@ -60,8 +69,7 @@ pub(crate) struct InRedis<'a> {
     /// release tells it wakes it, and a grant is taken without a command.
     heir: Option<&'a Arc<Successor>>,
     /// A fair head behind a hold of its own client's does not listen yet
-    /// (see [`InRedis::defers_listening`]), until its client's release tells
-    /// it something or that hold's lease is over.
+    /// (see [`InRedis::defers_listening`]), for its first sleep only.
     deferring: bool,
     /// The task before in the local line left holding the lock.
     after_holder: Option<HeldHere>,
@@ -178,7 +186,7 @@ impl<'a> InRedis<'a> {
     ) -> impl Future<Output = Result<Option<T::Got>>> + 's + use<'s, 'a, T> {
         async move {
             let hold_back = self.hold_back();
-            self.deferring = self.defers_listening(hold_back);
+            self.deferring = self.defers_listening(hold_back, listening.is_some());
             let (early, joined) = match listening {
                 Some(Listening {
                     subscription,
@@ -186,7 +194,12 @@ impl<'a> InRedis<'a> {
                 }) => (self.early_subscription(Some(subscription)), joined),
                 None => (self.early_subscription(None), None),
             };
-            if let Some(early) = &early {
+            // Held back, it makes no first attempt, so nothing waits for the
+            // subscription's confirmation: it sleeps at once, on its channel
+            // (once confirmed) and on its client's release (a fair head), and
+            // a grant is taken without waiting for a SUBSCRIBE's round trip.
+            let confirm_first = early.as_ref().filter(|_| hold_back.is_none());
+            if let Some(early) = confirm_first {
                 if within(self.deadline, Box::pin(self.confirmed(early)))
                     .await
                     .is_none()
@@ -284,37 +297,28 @@ impl<'a> InRedis<'a> {
         })
     }
 
-    /// A fair head behind a hold of this client's own: that hold's release
-    /// grants it the lock or tells it to try (see `successor.rs`), so it need
-    /// not listen on its channel while that hold lasts. It still sleeps at
-    /// most its longest sleep, and tries then (keeping its place in line and
-    /// the line's TTL fresh); it listens once the release told it something
-    /// or the hold's lease is over, so a lost word costs at most that lease,
-    /// as a lost message would.
+    /// A fair head behind a hold of this client's own, with no subscription
+    /// yet: that hold's release grants it the lock or tells it to try (see
+    /// `successor.rs`), so under short holds it need not subscribe at all.
+    /// It defers its SUBSCRIBE for its first sleep, at most
+    /// [`DEFER_LISTENING_AT_MOST`]; then it subscribes, and tries once
+    /// confirmed, so that a freeing its client's release did not make (a
+    /// force, a lost key) costs that much, never the hold's lease. (It once
+    /// deferred for the whole lease, deaf to anything but its client's
+    /// release: a force-unlock's message reached nobody, 29.4 s.)
     ///
-    /// Not while this client's releases pass their heirs over (its waiters
-    /// alternate in Redis's line with other clients'): then it listens at
-    /// once, still without trying behind that hold, so that a release that
-    /// passes it over finds it listening and need not make it try (the next
-    /// message to it is its turn's).
-    fn defers_listening(&self, hold_back: Option<Instant>) -> bool {
+    /// Not when it listens already (subscribed before it joined, or ahead for
+    /// it while parked): that subscription is kept, and a release that passes
+    /// it over leaves it asleep on it. Not while this client's releases pass
+    /// their heirs over (its waiters alternate in Redis's line with other
+    /// clients'): then it listens at once, so that such a release finds it
+    /// listening and the next message to it is its turn's.
+    fn defers_listening(&self, hold_back: Option<Instant>, listening: bool) -> bool {
         hold_back.is_some()
-            && self.heir.is_some()
+            && !listening
+            && self.heir.is_some_and(|heir| !heir.has_listening_ahead())
             && self.after_holder.is_some()
             && self.client.lines.grants(self.name)
-    }
-
-    /// A deferring head listens from now on when its client's release told
-    /// it something (`told`: it was passed over, or the outcome is unknown),
-    /// or the lease of the hold it waited behind is over.
-    fn stop_deferring(&mut self, told: bool) {
-        let held_on = self
-            .after_holder
-            .as_ref()
-            .is_some_and(|held| held.until > Instant::now());
-        if told || !held_on {
-            self.deferring = false;
-        }
     }
 
     /// Whether a grant waits for this head (then no command is needed).
@@ -347,9 +351,7 @@ impl<'a> InRedis<'a> {
         own
     }
 
-    /// Waits for `subscription` to be confirmed; a fair head offered as heir
-    /// says from then on that it listens (a release that names it then need
-    /// not make it try, see [`Successor::passed_over`]).
+    /// Waits for `subscription` to be confirmed.
     async fn confirmed(&self, subscription: &Subscription) -> Result<()> {
         // A head leaves word while its server has yet to confirm, and is due a
         // reply timeout from the confirmation: 10,000 heads subscribing behind
@@ -364,11 +366,7 @@ impl<'a> InRedis<'a> {
         if let Some(head) = pending {
             head.confirmed(Instant::now() + self.client.config.timeout);
         }
-        confirmed?;
-        if let Some(heir) = self.heir {
-            heir.listens();
-        }
-        Ok(())
+        confirmed
     }
 
     /// The uncontended path: one attempt, no subscription. However short the
@@ -407,7 +405,7 @@ impl<'a> InRedis<'a> {
 
     /// Waits on the kind's channel (a spin lock: on its back-off alone):
     /// attempts, and sleeps until woken (or the pause the busy reply asked for,
-    /// or the deadline) in between.
+    /// or the deadline, or the re-check interval) in between.
     async fn listen<T: Tries>(
         &mut self,
         tries: &T,
@@ -422,29 +420,24 @@ impl<'a> InRedis<'a> {
             .then(|| self.client.lines.join(self.name));
         // A spin lock's waiters listen on no channel: its back-off wakes them.
         let spins = matches!(self.waits.between, Between::Spins(_));
-        let mut subscription = match self.deferring {
-            true => None,
-            false => early.or_else(|| (!spins).then(|| self.subscribe())),
-        };
-        let mut sleep_first = match (hold_back, &subscription) {
-            // Held back behind a hand-off: sleep until woken or the window
-            // closes (a fair head: at most its longest sleep, so that it keeps
-            // its place in line fresh).
-            (Some(until), _) => {
-                let left = until.saturating_duration_since(Instant::now());
-                Some(Pause::For(
-                    self.waits.max_sleep().map_or(left, |most| left.min(most)),
-                ))
-            }
-            (None, Some(subscription)) => self.sleep_first(subscription, sent, first_pause),
-            (None, None) => first_pause.map(|pause| self.spun(pause)),
-        };
-        let mut sleeper = Sleeper::new();
+        let mut subscription = early;
+        // The first pass's pause, decided once its wake-up is armed.
+        let mut first = Some(first_pause);
+        // A wake-up this waiter took and has not acted on yet: passed on to
+        // another waiter of this client if it never does.
+        let mut unused_wake: Option<WakeToken> = None;
+        let mut sleeper = Sleeper::new(self.client.config.recheck_interval);
         loop {
-            // A fair head that deferred listening listens once it no longer
-            // defers, unless a grant waits for it.
+            // Listening from the start, unless a grant waits (a fair head
+            // granted before it came to its turn takes it without one) or it
+            // defers its first sleep's.
             if subscription.is_none() && !spins && !self.deferring && !self.granted() {
                 subscription = Some(self.subscribe());
+            }
+            if let (Some(heir), Some(subscription)) = (self.heir, &subscription) {
+                // A release that names it reads from the subscription itself
+                // whether every later message to it reaches it.
+                heir.listens_on(subscription);
             }
             // Armed before the attempt: a message published between the
             // attempt's reply and the sleep below still wakes this waiter.
@@ -460,11 +453,16 @@ impl<'a> InRedis<'a> {
             let word = std::sync::atomic::AtomicBool::new(false);
             let woken = std::pin::pin!(woken_or_told(woken, told, &word));
             self.due(Instant::now() + self.client.config.timeout);
-            let pause_first = sleep_first
-                .take()
-                .filter(|_| self.trusts_hold_back(subscription.as_ref(), hold_back));
+            let pause_first = first.take().and_then(|first_pause| {
+                self.first_pause(subscription.as_ref(), sent, first_pause, hold_back)
+            });
             let step = Box::pin(self.step(tries, subscription.as_ref(), pause_first));
-            let pause = match within(self.deadline, step).await {
+            let stepped = within(self.deadline, step).await;
+            // An attempt went out (or the wait ended): a wake-up it took is used.
+            if let Some(used) = unused_wake.take().filter(|_| stepped.is_some()) {
+                used.used();
+            }
+            let pause = match stepped {
                 None => break,
                 Some(Ok(Step::Got(got))) => {
                     self.client.lines.taken(self.name);
@@ -480,7 +478,17 @@ impl<'a> InRedis<'a> {
                     self.due(by)
                 })
                 .await;
-            self.stop_deferring(word.load(std::sync::atomic::Ordering::Relaxed));
+            let told = word.load(std::sync::atomic::Ordering::Relaxed);
+            // A deferred subscription is made for the next pass, which tries
+            // once it is confirmed.
+            self.deferring = false;
+            // A message's wake-up goes to one waiter of this client (a
+            // `notify_one`): if this one leaves before its next attempt (out of
+            // time now, dropped in the jitter), another must have it.
+            unused_wake = subscription
+                .as_ref()
+                .filter(|_| slept.woken && !told)
+                .map(Subscription::wake_token);
             if slept.woken && self.wants_wake_jitter(slept.at) {
                 crate::engine::line::wake_jitter().await;
             }
@@ -488,7 +496,38 @@ impl<'a> InRedis<'a> {
                 break;
             }
         }
+        drop(unused_wake);
         self.give_up().await
+    }
+
+    /// What the first pass does before any attempt: sleep behind a hand-off
+    /// or a hold of this client's (`hold_back`), or after a busy first
+    /// attempt since which nothing can have been missed ([`Self::sleep_first`]).
+    /// Decided with the wake-up armed, so that a reconnect after it wakes
+    /// this waiter, and one before it shows in the connection epoch.
+    fn first_pause(
+        &mut self,
+        subscription: Option<&Subscription>,
+        sent: FirstSent,
+        first_pause: Option<Pause>,
+        hold_back: Option<Instant>,
+    ) -> Option<Pause> {
+        let pause = match (hold_back, subscription) {
+            // Held back behind a hand-off or a hold: sleep until woken or the
+            // window closes (a fair head: at most its longest sleep, so that
+            // it keeps its place in line fresh).
+            (Some(until), _) => {
+                let left = until.saturating_duration_since(Instant::now());
+                let left = self.waits.max_sleep().map_or(left, |most| left.min(most));
+                Some(Pause::For(match self.deferring {
+                    true => left.min(DEFER_LISTENING_AT_MOST),
+                    false => left,
+                }))
+            }
+            (None, Some(subscription)) => self.sleep_first(subscription, sent, first_pause),
+            (None, None) => first_pause.map(|pause| self.spun(pause)),
+        };
+        pause.filter(|_| self.trusts_hold_back(subscription, hold_back))
     }
 
     /// Whether to sleep before the second attempt, after the busy first one

@@ -65,18 +65,23 @@ enum Nap<'s> {
     UntilPollTurn(&'s Subscription),
 }
 
-/// One waiter's sleeps: its turn to poll a lock held without expiry, and the
-/// pause before its next poll.
+/// One waiter's sleeps: its turn to poll a lock held without expiry, the
+/// pause before its next poll, and the longest it sleeps at all.
 pub(super) struct Sleeper {
     poll_turn: Option<PollTurn>,
     poll_backoff: Duration,
+    /// No sleep lasts longer (`Config::recheck_interval`): a freeing that no
+    /// message announces (a `DEL`, a message lost with a connection or a
+    /// server's push) costs at most this, not the lease the pause came from.
+    recheck: Duration,
 }
 
 impl Sleeper {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(recheck: Duration) -> Self {
         Sleeper {
             poll_turn: None,
             poll_backoff: NO_TTL_POLL_FIRST,
+            recheck,
         }
     }
 
@@ -117,8 +122,9 @@ impl Sleeper {
         due: impl Fn(Instant),
     ) -> Slept {
         let at = Instant::now();
+        let recheck = self.recheck;
         let until = |sleep: Duration| {
-            let until = at + sleep;
+            let until = at + sleep.min(recheck);
             deadline.map_or(until, |deadline| until.min(deadline))
         };
         match self.nap(pause, subscription) {
