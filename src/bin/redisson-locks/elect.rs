@@ -6,7 +6,8 @@ use std::time::Duration;
 use redisson_locks::{Client, Leader, LeaderChange};
 use serde_json::json;
 
-use crate::child::{run_while_held, take, Stops};
+use crate::child::{run_while_held, take};
+use crate::signals::Stops;
 use crate::exit::{words, Code, Failure};
 use crate::{out, units};
 
@@ -17,7 +18,7 @@ pub(crate) struct Options<'a> {
     pub(crate) listen: bool,
     pub(crate) count: Option<u64>,
     pub(crate) wait: Option<Duration>,
-    pub(crate) grace: Duration,
+    pub(crate) grace: Option<Duration>,
     pub(crate) command: &'a [String],
     pub(crate) json: bool,
 }
@@ -31,6 +32,8 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
     if options.listen {
         return listen(election.observe(), options.count, options.json).await;
     }
+    let spans = crate::deadline::spans(client.config(), None, None);
+    let grace = crate::deadline::grace(options.grace, &spans)?;
     let what = format!("leadership of '{name}'");
     let leadership = take(
         "cannot campaign",
@@ -48,7 +51,7 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
         ("REDISSON_LEADER_EPOCH", leadership.epoch().to_string()),
     ];
     let what = format!("{what} (epoch {})", leadership.epoch());
-    run_while_held(&what, leadership, options.command, &env, options.grace).await
+    run_while_held(&what, leadership, options.command, &env, grace).await
 }
 
 /// Prints each change of leader, the leader at start first, until `count`

@@ -53,6 +53,10 @@ pub(crate) enum Failure {
     /// The command `run` ran ended with this status, which the tool passes
     /// on: nothing to say.
     Status(u8),
+    /// The tool (or the command's group) was told to stop by this signal:
+    /// the tool dies of it, so that whoever started it sees "interrupted",
+    /// not an exit code (a shell loop stops on it).
+    Signal(rustix::process::Signal),
 }
 
 impl Failure {
@@ -103,6 +107,7 @@ pub(crate) fn finish(result: Result<(), Failure>) -> ExitCode {
     match result {
         Ok(()) | Err(Failure::ReaderGone) => ExitCode::SUCCESS,
         Err(Failure::Status(status)) => ExitCode::from(status),
+        Err(Failure::Signal(signal)) => crate::signals::die_of(signal),
         Err(Failure::Said { code, message }) => {
             // With stderr gone too there is nobody left to tell; the code still says it.
             // Escaped: the message may quote a name or what the server said.

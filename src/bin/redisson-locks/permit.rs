@@ -18,7 +18,7 @@ pub(crate) struct Options<'a> {
     pub(crate) name: &'a str,
     pub(crate) permits: Option<u32>,
     pub(crate) wait: Option<Duration>,
-    pub(crate) grace: Duration,
+    pub(crate) grace: Option<Duration>,
     pub(crate) command: &'a [String],
 }
 
@@ -28,6 +28,8 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
     let semaphore = client
         .get_permit_expirable_semaphore(name)
         .map_err(|e| Failure::new(Code::Usage, words(&e)))?;
+    let spans = crate::deadline::spans(client.config(), None, None);
+    let grace = crate::deadline::grace(options.grace, &spans)?;
     let failed = |doing: &str, e| Failure::of(doing, &e).with_code(Code::ToolFailed);
     if let Some(permits) = options.permits {
         let set = semaphore
@@ -62,7 +64,7 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
         permit,
         options.command,
         &env,
-        options.grace,
+        grace,
     )
     .await
 }
