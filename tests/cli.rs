@@ -1487,7 +1487,10 @@ fn state(pid: u32) -> Option<char> {
 fn alive_in(snapshot: &str) -> Vec<&str> {
     snapshot
         .lines()
-        .filter(|line| line.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+        .filter(|line| {
+            line.rsplit_once(") ")
+                .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+        })
         .collect()
 }
 
@@ -1495,7 +1498,11 @@ fn alive_in(snapshot: &str) -> Vec<&str> {
 /// `pids` still live at the moment it starts.
 fn snapshot_of(pids: &[u32], into: &std::path::Path) -> String {
     let stats: Vec<String> = pids.iter().map(|pid| format!("/proc/{pid}/stat")).collect();
-    format!("cat {} > {} 2>/dev/null; true", stats.join(" "), into.display())
+    format!(
+        "cat {} > {} 2>/dev/null; true",
+        stats.join(" "),
+        into.display()
+    )
 }
 
 /// Kills what a failing test left running, so that it does not outlive the test.
@@ -1581,9 +1588,13 @@ async fn the_lock_is_held_until_what_the_command_left_running_has_exited() {
     std::fs::write(&go, "").expect("let the leftover end");
     busy.exited(124);
     assert!(still_running, "the tool waits for the leftover");
-    let status = within(SOON, "the tool ends after the leftover", tool_process.wait())
-        .await
-        .expect("wait");
+    let status = within(
+        SOON,
+        "the tool ends after the leftover",
+        tool_process.wait(),
+    )
+    .await
+    .expect("wait");
     assert_eq!(status.code(), Some(0), "the command's status: {status:?}");
     assert!(!alive(leftover));
     assert!(server.keys().await.is_empty(), "released at the end");
@@ -1593,7 +1604,9 @@ async fn the_lock_is_held_until_what_the_command_left_running_has_exited() {
     let script = format!("sleep 60 & echo $! > {}; exit 0", pidfile.display());
     let ran = tool(
         &server,
-        &["run", "left2", "--lease", "1500ms", "--", "sh", "-c", &script],
+        &[
+            "run", "left2", "--lease", "1500ms", "--", "sh", "-c", &script,
+        ],
     )
     .await;
     let leftover = pids_in(&pidfile).await[0];
@@ -1661,19 +1674,26 @@ async fn sigkill_lands_before_the_hold_stops_being_valid() {
         all.extend_from_slice(args);
         all.extend_from_slice(&["--", "true"]);
         let ran = tool(&server, &all).await;
-        assert!(ran.exited(2).stderr.contains("--grace"), "{args:?}: {ran:#?}");
+        assert!(
+            ran.exited(2).stderr.contains("--grace"),
+            "{args:?}: {ran:#?}"
+        );
     }
     // Renewed holds: a grace over a third of the watchdog's lease would stop
     // a command whose renewals are only running late.
     let config = short_watchdog_config(&server, &dir);
     let ran = run(
-        &["--config", &config, "run", "g", "--grace", "1s", "--", "true"],
+        &[
+            "--config", &config, "run", "g", "--grace", "1s", "--", "true",
+        ],
         None,
     )
     .await;
     assert!(ran.exited(2).stderr.contains("--grace"), "{ran:#?}");
     run(
-        &["--config", &config, "run", "g", "--grace", "400ms", "--", "true"],
+        &[
+            "--config", &config, "run", "g", "--grace", "400ms", "--", "true",
+        ],
         None,
     )
     .await
@@ -1688,7 +1708,10 @@ async fn a_zero_lease_or_term_is_a_usage_error() {
     for flag in ["--lease", "--max-hold"] {
         for zero in ["0", "0s", "0.0001ms"] {
             let ran = tool(&server, &["run", "z", flag, zero, "--", "true"]).await;
-            assert!(ran.exited(2).stderr.contains(flag), "{flag} {zero}: {ran:#?}");
+            assert!(
+                ran.exited(2).stderr.contains(flag),
+                "{flag} {zero}: {ran:#?}"
+            );
         }
     }
 }
@@ -1733,7 +1756,11 @@ async fn a_signal_ignored_at_start_stays_ignored_and_is_not_passed_on() {
     let status = within(SOON, "the tool ends", tool_process.wait())
         .await
         .expect("wait");
-    assert_eq!(ignored & 1, 1, "SIGHUP is ignored in the command: {ignored:x}");
+    assert_eq!(
+        ignored & 1,
+        1,
+        "SIGHUP is ignored in the command: {ignored:x}"
+    );
     assert!(!hung_up, "a hangup ended the tool or its command");
     assert_eq!(status.code(), Some(0), "{status:?}");
     assert!(server.keys().await.is_empty());
@@ -1776,7 +1803,10 @@ async fn a_stopped_tool_stops_its_command_and_continues_it() {
     let status = within(SOON, "the tool ends", tool_process.wait())
         .await
         .expect("wait");
-    assert!(both_stopped, "the tool and its command stop together: {states:?}");
+    assert!(
+        both_stopped,
+        "the tool and its command stop together: {states:?}"
+    );
     assert!(both_run, "and continue together");
     assert_eq!(status.code(), Some(0), "{status:?}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -1852,7 +1882,10 @@ async fn a_command_run_at_a_terminal_can_read_it() {
     pty.type_keys(b"hello\n");
     let status = tokio::time::timeout(SOON, tool_process.wait()).await;
     let read = std::fs::read_to_string(&got).unwrap_or_default();
-    assert_eq!(read, "got hello\n", "the command read the terminal ({status:?})");
+    assert_eq!(
+        read, "got hello\n",
+        "the command read the terminal ({status:?})"
+    );
     assert_eq!(status.expect("ends").expect("wait").code(), Some(0));
     assert!(server.keys().await.is_empty());
     let _ = std::fs::remove_dir_all(&dir);
@@ -1918,7 +1951,10 @@ async fn ctrl_z_at_a_terminal_stops_the_tool_and_its_command_together() {
     let status = within(SOON, "the tool ends", tool_process.wait())
         .await
         .expect("wait");
-    assert!(both_stopped, "Ctrl-Z stops the tool and its command: {states:?}");
+    assert!(
+        both_stopped,
+        "Ctrl-Z stops the tool and its command: {states:?}"
+    );
     assert!(both_run, "and SIGCONT continues both");
     assert_eq!(status.code(), Some(0), "{status:?}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -189,14 +189,23 @@ mod tests {
     fn sigterm_goes_out_a_grace_before_the_validity_ends_and_sigkill_by_then() {
         let start = Instant::now();
         let mut deadline = Deadline::new(2 * S);
-        assert_eq!(deadline.step(Some(10 * S), start), Step::Wait(Some(start + 8 * S)));
+        assert_eq!(
+            deadline.step(Some(10 * S), start),
+            Step::Wait(Some(start + 8 * S))
+        );
         // A renewal moved the validity on: wait again.
         let later = start + 8 * S;
-        assert_eq!(deadline.step(Some(9 * S), later), Step::Wait(Some(later + 7 * S)));
+        assert_eq!(
+            deadline.step(Some(9 * S), later),
+            Step::Wait(Some(later + 7 * S))
+        );
         let late = later + 7 * S;
         assert_eq!(deadline.step(Some(2 * S), late), Step::Terminate);
         // Renewed after SIGTERM: still no later than the grace.
-        assert_eq!(deadline.step(Some(20 * S), late), Step::Wait(Some(late + 2 * S)));
+        assert_eq!(
+            deadline.step(Some(20 * S), late),
+            Step::Wait(Some(late + 2 * S))
+        );
         // The validity now ends before the grace would: SIGKILL by then.
         let sooner = late + S / 2;
         assert_eq!(deadline.step(Some(S), sooner), Step::Wait(Some(sooner + S)));
@@ -228,6 +237,9 @@ mod tests {
             grace(None, &[Span::Renewed(1_500 * S / 1000)]).ok(),
             Some(S / 2)
         );
-        assert_eq!(grace(None, &[Span::Fixed(3 * S), Span::Renewed(60 * S)]).ok(), Some(S));
+        assert_eq!(
+            grace(None, &[Span::Fixed(3 * S), Span::Renewed(60 * S)]).ok(),
+            Some(S)
+        );
     }
 }

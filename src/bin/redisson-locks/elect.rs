@@ -7,8 +7,8 @@ use redisson_locks::{Client, Leader, LeaderChange};
 use serde_json::json;
 
 use crate::child::{run_while_held, take};
-use crate::signals::Stops;
 use crate::exit::{words, Code, Failure};
+use crate::signals::Stops;
 use crate::{out, units};
 
 /// What the command line asked of `elect`.

@@ -16,7 +16,10 @@ pub(crate) fn others_live_in(group: Pid) -> bool {
     };
     entries.flatten().any(|entry| {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else {
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
             return false;
         };
         pid != me

@@ -46,7 +46,10 @@ const LOOK_EVERY: Duration = Duration::from_millis(200);
 /// the group did (see the module's docs).
 pub(crate) async fn run(tool: i32, terminal: bool, command: &[String]) -> Result<(), Failure> {
     let failed = |doing: &str, e: std::io::Error| {
-        Failure::new(Code::ToolFailed, format!("the command's guard cannot {doing}: {e}"))
+        Failure::new(
+            Code::ToolFailed,
+            format!("the command's guard cannot {doing}: {e}"),
+        )
     };
     let tool = Pid::from_raw(tool).ok_or_else(|| Failure::new(Code::Usage, "no tool pid"))?;
     // Listened for before the kernel is asked to send it, so it cannot be lost.

@@ -37,7 +37,9 @@ pub(crate) fn record_ignored_at_start() -> u64 {
 
 /// The `SigIgn:` mask of a `/proc/<pid>/status` text.
 fn ignored_mask(status: &str) -> Option<u64> {
-    let mask = status.lines().find_map(|line| line.strip_prefix("SigIgn:"))?;
+    let mask = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))?;
     u64::from_str_radix(mask.trim(), 16).ok()
 }
 

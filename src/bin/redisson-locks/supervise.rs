@@ -164,7 +164,10 @@ impl Guard {
             .process_group(0)
             .spawn()
             .map_err(|e| {
-                Failure::new(Code::ToolFailed, format!("cannot start the command's guard: {e}"))
+                Failure::new(
+                    Code::ToolFailed,
+                    format!("cannot start the command's guard: {e}"),
+                )
             })?;
         let pid = i32::try_from(child.id())
             .ok()
@@ -211,10 +214,12 @@ impl Guard {
         self.reap();
         if terminal && crate::terminal::foreground() == Some(self.pid) {
             if let Err(e) = crate::terminal::give_to(rustix::process::getpgrp()) {
-                note(&format!("redisson-locks: note: cannot take the terminal back: {e}"));
+                note(&format!(
+                    "redisson-locks: note: cannot take the terminal back: {e}"
+                ));
             }
         }
-        match status.signal().and_then(|n| Signal::from_named_raw(n)) {
+        match status.signal().and_then(Signal::from_named_raw) {
             Some(stop) if signals::STOPS.contains(&stop) => Ended::Told(stop),
             Some(signal) => {
                 note(&format!(
@@ -246,7 +251,10 @@ impl Drop for Guard {
 }
 
 fn waiting(e: rustix::io::Errno) -> Failure {
-    Failure::new(Code::ToolFailed, format!("cannot wait for the command: {e}"))
+    Failure::new(
+        Code::ToolFailed,
+        format!("cannot wait for the command: {e}"),
+    )
 }
 
 /// An exit status as a shell reports it: the code, or 128+N for a death by
