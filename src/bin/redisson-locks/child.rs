@@ -65,12 +65,12 @@ impl Held for redisson_locks::Leadership {
 /// or the command's group was told to stop by a signal, death by that signal.
 pub(crate) async fn run_while_held(
     what: &str,
-    held: impl Held,
+    (held, stops): (impl Held, Stops),
     command: &[String],
     env: &[(&str, String)],
     grace: Duration,
 ) -> Result<(), Failure> {
-    let ended = supervise(what, command, env, &held, grace).await;
+    let ended = supervise(what, command, env, (&held, stops), grace).await;
     // Given back however the command ended, before anything is reported.
     let released = held.release().await;
     let lost_first = match released {
@@ -117,21 +117,23 @@ pub(crate) async fn run_while_held(
 /// What `taking` (a wait for a lock, a permit, a win) came to, unless the
 /// tool is told to stop first (SIGINT, SIGTERM, SIGHUP, SIGQUIT): then the
 /// wait is dropped, which leaves nothing behind (no hold, no queue entry),
-/// and the tool dies of that signal. Otherwise what it took; or
-/// [`Code::NotAcquired`] saying `not_acquired` when the wait ran out, or
-/// [`Code::ToolFailed`] saying what `doing` failed.
+/// and the tool dies of that signal. Otherwise what it took, with the
+/// listener for those signals, which [`run_while_held`] goes on with (so
+/// that one arriving in between is not lost); or [`Code::NotAcquired`]
+/// saying `not_acquired` when the wait ran out, or [`Code::ToolFailed`]
+/// saying what `doing` failed.
 pub(crate) async fn take<T>(
     doing: &str,
     not_acquired: String,
     taking: impl Future<Output = redisson_locks::Result<Option<T>>>,
-) -> Result<T, Failure> {
+) -> Result<(T, Stops), Failure> {
     let mut stops = Stops::listen()?;
     let taken = tokio::select! {
         taken = taking => taken,
         signal = stops.next() => return Err(Failure::Signal(signal)),
     };
     match taken {
-        Ok(Some(taken)) => Ok(taken),
+        Ok(Some(taken)) => Ok((taken, stops)),
         Ok(None) => Err(Failure::new(Code::NotAcquired, not_acquired)),
         Err(e) => Err(Failure::of(doing, &e).with_code(Code::ToolFailed)),
     }

@@ -35,7 +35,7 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
     let spans = crate::deadline::spans(client.config(), None, None);
     let grace = crate::deadline::grace(options.grace, &spans)?;
     let what = format!("leadership of '{name}'");
-    let leadership = take(
+    let (leadership, stops) = take(
         "cannot campaign",
         format!("{what} was not won within the wait: another participant leads"),
         async {
@@ -51,7 +51,7 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
         ("REDISSON_LEADER_EPOCH", leadership.epoch().to_string()),
     ];
     let what = format!("{what} (epoch {})", leadership.epoch());
-    run_while_held(&what, leadership, options.command, &env, grace).await
+    run_while_held(&what, (leadership, stops), options.command, &env, grace).await
 }
 
 /// Prints each change of leader, the leader at start first, until `count`

@@ -20,11 +20,12 @@ pub(crate) enum Code {
     NotConfirmed = 4,
     /// `deadlocks` found at least one cycle of waits.
     DeadlockFound = 5,
-    /// A name no lock can have (empty, too long): a wrong command line, as
-    /// clap's own 2.
+    /// A name no lock can have (empty, too long), a `--grace` that cannot
+    /// end before the hold does: a wrong command line, as clap's own 2.
     Usage = 2,
-    /// `run`, `run-permit`, `elect`: what was held was lost while the command
-    /// ran, and the command was stopped.
+    /// `run`, `run-permit`, `elect`: what was held was lost, or about to be,
+    /// while the command ran, and the command was stopped (or it was lost
+    /// before the command ended).
     HoldLost = 123,
     /// `run`, `run-permit`, `elect`: not acquired within `--wait`.
     NotAcquired = 124,

@@ -24,11 +24,15 @@
 //! Signals sent to the group reach the guard too: it handles the ones that
 //! would end it (see [`crate::signals::survive_group_signals`]) and lets the
 //! stop signals (SIGTSTP, SIGTTIN, SIGTTOU) stop it, which is how the tool
-//! learns that the job was stopped. What escapes it: a process that leaves
-//! the group (`setsid`, `setpgid`), a guard killed with SIGKILL while the
-//! tool lives (the tool then kills the group), and signals a command sends
-//! to its group that the guard cannot handle (SIGSEGV and the like; the
-//! guard then dies and the tool kills the group).
+//! learns that the job was stopped.
+//!
+//! What escapes it: a process that leaves the group (`setsid`, `setpgid`):
+//! it is neither waited for nor stopped. What it cannot tell apart: a stop
+//! signal the command sends its own group (`kill 0`, the `trap 'kill 0'
+//! EXIT` idiom) from one the job was sent, so the tool then dies of it too.
+//! What ends it early, and safely: SIGKILL while the tool lives, or a signal
+//! the command sends its group that the guard cannot handle (SIGSEGV and the
+//! like): the tool sees the guard die and kills the group.
 
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -52,6 +56,9 @@ pub(crate) async fn run(tool: i32, terminal: bool, command: &[String]) -> Result
         )
     };
     let tool = Pid::from_raw(tool).ok_or_else(|| Failure::new(Code::Usage, "no tool pid"))?;
+    // Started as /proc/self/exe, it would show as `exe` in ps and top. Only a
+    // name: failing changes nothing else.
+    let _ = rustix::thread::set_name(c"redisson-locks");
     // Listened for before the kernel is asked to send it, so it cannot be lost.
     let mut children = signals::listen(Signal::CHILD)?
         .ok_or_else(|| Failure::new(Code::ToolFailed, "SIGCHLD is ignored: cannot wait"))?;

@@ -44,7 +44,7 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
         }
     }
     let what = format!("a permit of '{name}'");
-    let permit = take(
+    let (permit, stops) = take(
         &format!("cannot take {what}"),
         format!("{what} was not acquired within the wait: all are out"),
         async {
@@ -61,7 +61,7 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
     ];
     run_while_held(
         &format!("{what} ({})", permit.id()),
-        permit,
+        (permit, stops),
         options.command,
         &env,
         grace,

@@ -32,7 +32,7 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
     let spans = crate::deadline::spans(client.config(), options.hold.lease, options.max_hold);
     let grace = crate::deadline::grace(options.hold.grace, &spans)?;
     let what = format!("the {} '{name}'", kind_words(options.kind));
-    let guard = take(
+    let (guard, stops) = take(
         &format!("cannot take {what}"),
         format!("{what} was not acquired within the wait: it is held"),
         acquire(&lock, options.hold),
@@ -43,7 +43,7 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
         let token = lock_token(client, name).await?;
         env.push(("REDISSON_LOCK_TOKEN", token.to_string()));
     }
-    run_while_held(&what, guard, options.command, &env, grace).await
+    run_while_held(&what, (guard, stops), options.command, &env, grace).await
 }
 
 /// The lock the flags name; a name no lock can have is a usage error.

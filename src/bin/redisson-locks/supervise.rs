@@ -36,7 +36,7 @@ pub(crate) enum Ended {
 
 /// Runs `command` with `env` added to the tool's environment, under `held`
 /// (named `what` in messages), until its process group is gone; then says
-/// how it ended. The command gets SIGTERM and SIGKILL as `held` ends, with
+/// how it ended. `stops` listens for the signals to pass on. The command gets SIGTERM and SIGKILL as `held` ends, with
 /// `grace` between them (see `deadline.rs`).
 ///
 /// # Errors
@@ -47,13 +47,12 @@ pub(crate) async fn supervise(
     what: &str,
     command: &[String],
     env: &[(&str, String)],
-    held: &impl Held,
+    (held, mut stops): (&impl Held, Stops),
     grace: Duration,
 ) -> Result<Ended, Failure> {
     // Listened for before the guard starts, so no change of it is missed.
     let mut children = signals::listen(Signal::CHILD)?
         .ok_or_else(|| Failure::new(Code::ToolFailed, "SIGCHLD is ignored: cannot wait"))?;
-    let mut stops = Stops::listen()?;
     let mut suspends = signals::listen(Signal::TSTP)?;
     let mut continues = signals::listen(Signal::CONT)?;
     let terminal = crate::terminal::ours();
@@ -62,7 +61,7 @@ pub(crate) async fn supervise(
     let mut told = None;
     loop {
         if let Some(status) = guard.ended()? {
-            let ended = guard.end(status, terminal);
+            let ended = guard.end(status);
             return Ok(match (deadline.acted(), told, ended) {
                 (true, _, _) => Ended::Stopped,
                 (false, Some(stop), _) => Ended::Told(stop),
@@ -114,7 +113,9 @@ pub(crate) async fn supervise(
                 // Continued (`fg`, `bg`): the command too, unless its hold ran
                 // out meanwhile (then the next step kills it).
                 if held.valid_for().is_some() {
-                    if terminal && crate::terminal::ours() {
+                    // In the terminal's foreground now (`fg`, also after
+                    // starting in the background): the command's group too.
+                    if crate::terminal::ours() {
                         let _ = crate::terminal::give_to(guard.pid);
                     }
                     guard.signal(Signal::CONT);
@@ -210,9 +211,9 @@ impl Guard {
     /// After it ended with `status`: nothing of its group outlives it (a
     /// guard killed from outside leaves its command behind), it is reaped,
     /// and the terminal, if the group still has it, comes back to the tool.
-    fn end(mut self, status: ExitStatus, terminal: bool) -> Ended {
+    fn end(mut self, status: ExitStatus) -> Ended {
         self.reap();
-        if terminal && crate::terminal::foreground() == Some(self.pid) {
+        if crate::terminal::foreground() == Some(self.pid) {
             if let Err(e) = crate::terminal::give_to(rustix::process::getpgrp()) {
                 note(&format!(
                     "redisson-locks: note: cannot take the terminal back: {e}"
