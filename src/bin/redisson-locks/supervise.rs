@@ -116,6 +116,8 @@ pub(crate) async fn supervise(
                     // In the terminal's foreground now (`fg`, also after
                     // starting in the background): the command's group too.
                     if crate::terminal::ours() {
+                        // Failing, the command runs in the background: if it
+                        // reads the terminal, the job stops again, and says so.
                         let _ = crate::terminal::give_to(guard.pid);
                     }
                     guard.signal(Signal::CONT);
