@@ -98,6 +98,10 @@ pub struct TestServer {
     port: u16,
     binary: String,
     args: Vec<String>,
+    /// The `--requirepass` among `args`: the kit's own connections (the
+    /// faults, the check that the server answering is this one) and
+    /// [`config`](TestServer::config) authenticate with it.
+    password: Option<String>,
 }
 
 /// Tells apart the directories of one process's servers.
@@ -127,7 +131,9 @@ impl TestServer {
     /// [`start_from`](TestServer::start_from) with more server arguments
     /// (`["--requirepass", "secret"]`, `["--maxclients", "10000"]`). A port
     /// found free can be taken by another process before the server binds it:
-    /// a few free ports are tried.
+    /// a few free ports are tried. A `--requirepass` is remembered: the kit's
+    /// faults authenticate with it, and [`config`](TestServer::config)
+    /// carries it.
     ///
     /// ```no_run
     /// use redisson_locks::testing::{default_binary, TestServer};
@@ -158,7 +164,10 @@ impl TestServer {
     /// too), in a temp dir of its own, and waits until it listens.
     ///
     /// # Errors
-    /// As [`start`](TestServer::start), and when the port is taken.
+    /// As [`start`](TestServer::start), and when the port is taken: by
+    /// anything (the server exits), or by another Redis server, which is
+    /// never taken for this one (the server that answers must be the process
+    /// started, by its `INFO server` `process_id`).
     pub fn start_on(
         binary: impl AsRef<std::ffi::OsStr>,
         port: u16,
@@ -178,9 +187,10 @@ impl TestServer {
             port,
             binary: binary.as_ref().to_string_lossy().into_owned(),
             args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+            password: required_password(args),
         };
         // Dropped on failure: the directory goes with it.
-        server.spawn()?;
+        server.spawn().map_err(Error::from)?;
         Ok(server)
     }
 
@@ -217,25 +227,31 @@ impl TestServer {
     /// the same port, as a restart after a crash: clients reconnect to it.
     ///
     /// # Errors
-    /// As [`start`](TestServer::start), when it does not start again within 10 s.
+    /// As [`start`](TestServer::start), when it does not start again within
+    /// 10 s; at once when another Redis server listens on its port now.
     pub fn restart(&mut self) -> Result<()> {
         self.kill();
         let deadline = Instant::now() + START_LIMIT;
         loop {
             match self.spawn() {
                 Ok(()) => return Ok(()),
+                Err(Spawn::Taken(e)) => return Err(e),
                 // The old process's port may linger for a moment.
                 Err(_) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
         }
     }
 
     /// Runs the binary on this server's port and directory, and waits until it
-    /// listens (or exits: the port was taken, most likely).
-    fn spawn(&mut self) -> Result<()> {
+    /// listens (or exits: the port was taken, most likely). A server already
+    /// answering there, or answering in its place, is another's: refused.
+    fn spawn(&mut self) -> std::result::Result<(), Spawn> {
+        if let Some(other) = server_pid(self.port, self.password.as_deref()) {
+            return Err(Spawn::Taken(self.taken(other)));
+        }
         let spawned = Command::new(&self.binary)
             .current_dir(&self.dir)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
@@ -255,18 +271,32 @@ impl TestServer {
             } else {
                 ""
             };
-            Error::Config(format!("the test kit cannot start '{binary}': {e}{hint}"))
+            Spawn::Failed(Error::Config(format!(
+                "the test kit cannot start '{binary}': {e}{hint}"
+            )))
         })?;
+        let own = child.id();
         self.child = Some(child);
         let started = Instant::now();
-        while !answers(self.port) {
+        loop {
+            if answers(self.port) {
+                match server_pid(self.port, self.password.as_deref()) {
+                    Some(pid) if pid == own => return Ok(()),
+                    Some(other) => {
+                        self.kill();
+                        return Err(Spawn::Taken(self.taken(other)));
+                    }
+                    // Not ready to say yet (loading): asked again.
+                    None => {}
+                }
+            }
             let exited = self
                 .child
                 .as_mut()
                 .is_some_and(|child| matches!(child.try_wait(), Ok(Some(_))));
             if exited || started.elapsed() > START_LIMIT {
                 self.kill();
-                return Err(Error::Config(format!(
+                return Err(Spawn::Failed(Error::Config(format!(
                     "the test kit's '{binary}' did not listen on port {} within 10 s{}",
                     self.port,
                     if exited {
@@ -274,11 +304,19 @@ impl TestServer {
                     } else {
                         ""
                     }
-                )));
+                ))));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        Ok(())
+    }
+
+    /// The error for this server's port, found taken by the Redis server `other`.
+    fn taken(&self, other: u32) -> Error {
+        Error::Config(format!(
+            "the test kit cannot start '{}' on port {}: the port is taken by another Redis \
+             server (process {other}), which is not this test's",
+            self.binary, self.port
+        ))
     }
 
     /// Its address: `redis://127.0.0.1:<port>`.
@@ -286,13 +324,15 @@ impl TestServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    /// A configuration for it: [`Config::new`] with its address, and a
-    /// watchdog lease of [`TEST_WATCHDOG`] (renewals every 500 ms, so that a
+    /// A configuration for it: [`Config::new`] with its address, the
+    /// password it was started with (`--requirepass`), and a watchdog lease
+    /// of [`TEST_WATCHDOG`] (renewals every 500 ms, so that a
     /// lease ended by [`end_lease`](TestServer::end_lease) is found lost
     /// within half a second; the default 30 s would take up to 10 s).
     pub fn config(&self) -> Config {
         let mut config = Config::new(self.url());
         config.lock_watchdog_timeout = TEST_WATCHDOG;
+        config.password = self.password.clone();
         config
     }
 
@@ -397,13 +437,88 @@ impl TestServer {
         Ok(cut)
     }
 
-    /// A plain connection of the kit's own, for the faults.
+    /// A plain connection of the kit's own, for the faults: authenticated
+    /// with the password the server was started with.
     async fn admin(&self) -> Result<redis::aio::MultiplexedConnection> {
-        redis::Client::open(self.url())
+        use redis::IntoConnectionInfo as _;
+        let mut info = self.url().into_connection_info().map_err(Error::redis)?;
+        if let Some(password) = &self.password {
+            let settings = info.redis_settings().clone().set_password(password);
+            info = info.set_redis_settings(settings);
+        }
+        redis::Client::open(info)
             .map_err(Error::redis)?
             .get_multiplexed_async_connection()
             .await
             .map_err(Error::redis)
+    }
+}
+
+/// Why a server did not start: [`Taken`](Spawn::Taken) is final (another
+/// Redis server has the port), a [`Failed`](Spawn::Failed) start may be tried
+/// again once the port is free.
+#[derive(Debug)]
+enum Spawn {
+    Taken(Error),
+    Failed(Error),
+}
+
+impl From<Spawn> for Error {
+    fn from(spawn: Spawn) -> Error {
+        match spawn {
+            Spawn::Taken(e) | Spawn::Failed(e) => e,
+        }
+    }
+}
+
+/// The value of the last `--requirepass` in a server's arguments.
+fn required_password(args: &[&str]) -> Option<String> {
+    args.windows(2)
+        .rev()
+        .find(|pair| pair[0] == "--requirepass")
+        .map(|pair| pair[1].to_owned())
+        .filter(|password| !password.is_empty())
+}
+
+/// The process id of the Redis server answering on loopback `port`, by its
+/// `INFO server` (after `AUTH password`, if one is given); `None` when none
+/// answers that.
+fn server_pid(port: u16, password: Option<&str>) -> Option<u32> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    let command = |parts: &[&str]| {
+        let mut wire = format!("*{}\r\n", parts.len());
+        for part in parts {
+            wire.push_str(&format!("${}\r\n{part}\r\n", part.len()));
+        }
+        wire
+    };
+    let mut request = String::new();
+    if let Some(password) = password {
+        request.push_str(&command(&["AUTH", password]));
+    }
+    request.push_str(&command(&["INFO", "server"]));
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&reply);
+        if let Some(rest) = text.split("process_id:").nth(1) {
+            if let Some((pid, _)) = rest.split_once("\r\n") {
+                return pid.trim().parse().ok();
+            }
+        }
+        // An error (the password refused, INFO unknown) or the end: no answer.
+        if text.lines().any(|line| line.starts_with('-')) {
+            return None;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => reply.extend_from_slice(&chunk[..n]),
+        }
     }
 }
 

@@ -1121,7 +1121,7 @@ async fn a_command_that_outlives_a_forced_unlock_is_killed_within_the_grace() {
         pidfile.display()
     );
     let mut tool_process = command(&[
-        "--config", &config, "run", "forced", "--grace", "1s", "--", "sh", "-c", &script,
+        "--config", &config, "run", "forced", "--grace", "500ms", "--", "sh", "-c", &script,
     ])
     .spawn()
     .expect("spawn the tool");
@@ -1138,7 +1138,7 @@ async fn a_command_that_outlives_a_forced_unlock_is_killed_within_the_grace() {
         .await
         .expect("wait");
     assert_eq!(status.code(), Some(123), "{status:?}");
-    // Found at the next renewal (within 500 ms), then the 1 s grace.
+    // Found at the next renewal (within 500 ms); no grace is left then.
     assert!(
         forced.elapsed() < Duration::from_secs(5),
         "stopped {:?} after the force",
@@ -1165,10 +1165,12 @@ async fn a_lease_that_runs_out_stops_the_command() {
 }
 
 /// SIGINT to the tool reaches the command (once: it runs in its own process
-/// group), the tool waits for it to exit, passes its status on, and the lock
-/// is released.
+/// group), the tool waits for it to exit, the lock is released, and then the
+/// tool dies of SIGINT itself, as flock(1) and timeout(1) do, so that a shell
+/// loop around it stops (whatever the command made of the signal).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigint_to_the_tool_reaches_the_command_and_the_lock_is_released() {
+    use std::os::unix::process::ExitStatusExt as _;
     let server = RedisServer::start();
     let dir = scratch("sigint");
     let (pidfile, got) = (dir.join("pid"), dir.join("got"));
@@ -1187,7 +1189,7 @@ async fn sigint_to_the_tool_reaches_the_command_and_the_lock_is_released() {
     let status = within(SOON, "the tool ends after the command", tool_process.wait())
         .await
         .expect("wait");
-    assert_eq!(status.code(), Some(5), "the command's status: {status:?}");
+    assert_eq!(status.signal(), Some(2), "died of SIGINT: {status:?}");
     assert_eq!(
         std::fs::read_to_string(&got).unwrap(),
         "INT\n",
@@ -1197,10 +1199,11 @@ async fn sigint_to_the_tool_reaches_the_command_and_the_lock_is_released() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// SIGTERM to a tool still waiting for the lock ends the wait: exit 143,
-/// nothing run, no place left in a fair lock's queue.
+/// SIGTERM to a tool still waiting for the lock ends the wait: the tool dies
+/// of it, nothing run, no place left in a fair lock's queue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signal_while_waiting_leaves_no_queue_entry() {
+    use std::os::unix::process::ExitStatusExt as _;
     let server = RedisServer::start();
     let holder = server.client().await;
     let guard = holder.get_fair_lock("line").unwrap().lock().await.unwrap();
@@ -1219,7 +1222,7 @@ async fn a_signal_while_waiting_leaves_no_queue_entry() {
     let status = within(SOON, "the wait ends", waiting.wait())
         .await
         .expect("wait");
-    assert_eq!(status.code(), Some(143), "{status:?}");
+    assert_eq!(status.signal(), Some(15), "died of SIGTERM: {status:?}");
     assert_eq!(support::fair::queue_len(&server, "line").await, 0);
     guard.unlock().await.unwrap();
 }
@@ -1321,7 +1324,7 @@ async fn elect_runs_the_leader_and_listen_prints_each_change_in_order() {
         "vacant at start"
     );
     // Three leaders in turn, each SIGKILLed while it leads (the tool: its
-    // command is left behind, its hold ends with its 1.5 s lease).
+    // command dies with it, its hold ends with its 1.5 s lease).
     let mut epochs = Vec::new();
     for round in 0..3 {
         let pidfile = dir.join(format!("pid{round}"));
@@ -1337,7 +1340,10 @@ async fn elect_runs_the_leader_and_listen_prints_each_change_in_order() {
         epochs.push(epoch);
         signal(leader.id().expect("running"), "-KILL");
         let _ = leader.wait().await;
-        signal(command_pid, "-KILL");
+        assert!(
+            eventually(SOON, || async { !alive(command_pid) }).await,
+            "the leader's command died with its tool"
+        );
         assert_eq!(
             next_json(&mut lines).await["leader"],
             Value::Null,
@@ -1447,4 +1453,509 @@ async fn deadlocks_prints_a_cycle_of_two_clients_and_exits_5() {
         side.abort();
         let _ = side.await;
     }
+}
+
+// ---- run: the command never outlives its hold ------------------------------
+
+/// The pids a child wrote on one line to `path`, waiting for the whole line.
+async fn pids_in(path: &std::path::Path) -> Vec<u32> {
+    within(SOON, "the command writes its pids", async {
+        loop {
+            if let Ok(text) = std::fs::read_to_string(path) {
+                if text.ends_with('\n') {
+                    return text
+                        .split_whitespace()
+                        .map(|pid| pid.parse().expect("a pid"))
+                        .collect();
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+/// The state letter of process `pid` (`R`, `S`, `T` for stopped, `Z`), or
+/// `None` when it is gone.
+fn state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// The processes a `cat /proc/<pid>/stat ...` snapshot shows alive (a zombie
+/// counts as gone): the lines of `snapshot` whose state is not `Z`.
+fn alive_in(snapshot: &str) -> Vec<&str> {
+    snapshot
+        .lines()
+        .filter(|line| {
+            line.rsplit_once(") ")
+                .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+        })
+        .collect()
+}
+
+/// A shell command that records, as the command of a second hold, which of
+/// `pids` still live at the moment it starts.
+fn snapshot_of(pids: &[u32], into: &std::path::Path) -> String {
+    let stats: Vec<String> = pids.iter().map(|pid| format!("/proc/{pid}/stat")).collect();
+    format!(
+        "cat {} > {} 2>/dev/null; true",
+        stats.join(" "),
+        into.display()
+    )
+}
+
+/// Kills what a failing test left running, so that it does not outlive the test.
+fn kill_leftovers(pids: &[u32]) {
+    for pid in pids {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// The tool killed with SIGKILL (the OOM killer) while its command runs: the
+/// command and what it started in its process group die with it, so that the
+/// next holder, who gets the lock once the dead tool's lease runs out, never
+/// runs beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_killed_with_sigkill_takes_its_command_and_group_with_it() {
+    let server = RedisServer::start();
+    let dir = scratch("sigkill");
+    let config = short_watchdog_config(&server, &dir);
+    let pidfile = dir.join("pids");
+    let script = format!("sleep 60 & echo $$ $! > {}; wait", pidfile.display());
+    let mut first = command(&["--config", &config, "run", "one", "--", "sh", "-c", &script])
+        .spawn()
+        .expect("spawn the tool");
+    let pids = pids_in(&pidfile).await;
+    signal(first.id().expect("running"), "-KILL");
+    let _ = first.wait().await;
+    let seen = dir.join("seen");
+    let second = run(
+        &[
+            "--config",
+            &config,
+            "run",
+            "one",
+            "--wait",
+            "20s",
+            "--",
+            "sh",
+            "-c",
+            &snapshot_of(&pids, &seen),
+        ],
+        None,
+    )
+    .await;
+    let snapshot = std::fs::read_to_string(&seen).unwrap_or_default();
+    kill_leftovers(&pids);
+    second.exited(0);
+    assert_eq!(
+        alive_in(&snapshot),
+        Vec::<&str>::new(),
+        "the first command's group still ran when the second hold's command started"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `sh -c 'work & exit 0'`: the lock is held (and renewed) until the work left
+/// in the command's process group has exited too, as flock(1) holds until
+/// the last holder of its descriptor exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lock_is_held_until_what_the_command_left_running_has_exited() {
+    let server = RedisServer::start();
+    let dir = scratch("leftover");
+    let (pidfile, go) = (dir.join("pids"), dir.join("go"));
+    let script = format!(
+        "(while [ ! -e {go} ]; do sleep 0.05; done) & echo $$ $! > {pids}; exit 0",
+        go = go.display(),
+        pids = pidfile.display()
+    );
+    let url = server.url();
+    let mut tool_process = command(&["--url", &url, "run", "left", "--", "sh", "-c", &script])
+        .spawn()
+        .expect("spawn the tool");
+    let pids = pids_in(&pidfile).await;
+    let (shell, leftover) = (pids[0], pids[1]);
+    assert!(
+        eventually(SOON, || async { !alive(shell) }).await,
+        "the command exits at once"
+    );
+    let busy = tool(&server, &["run", "left", "--wait", "0", "--", "true"]).await;
+    let still_running = tool_process.try_wait().expect("try_wait").is_none();
+    std::fs::write(&go, "").expect("let the leftover end");
+    busy.exited(124);
+    assert!(still_running, "the tool waits for the leftover");
+    let status = within(
+        SOON,
+        "the tool ends after the leftover",
+        tool_process.wait(),
+    )
+    .await
+    .expect("wait");
+    assert_eq!(status.code(), Some(0), "the command's status: {status:?}");
+    assert!(!alive(leftover));
+    assert!(server.keys().await.is_empty(), "released at the end");
+
+    // A leftover still running when the hold ends is stopped like the command.
+    let pidfile = dir.join("pids2");
+    let script = format!("sleep 60 & echo $! > {}; exit 0", pidfile.display());
+    let ran = tool(
+        &server,
+        &[
+            "run", "left2", "--lease", "1500ms", "--", "sh", "-c", &script,
+        ],
+    )
+    .await;
+    let leftover = pids_in(&pidfile).await[0];
+    let lived = alive(leftover);
+    kill_leftovers(&[leftover]);
+    assert!(ran.exited(123).stderr.contains("lost"), "{ran:#?}");
+    assert!(!lived, "the leftover was stopped with the hold");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A command that ignores SIGTERM is killed no later than the moment its hold
+/// stops being surely valid: SIGTERM goes out a grace before that, so the next
+/// holder never runs beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_lands_before_the_hold_stops_being_valid() {
+    let server = RedisServer::start();
+    let dir = scratch("grace");
+    let pidfile = dir.join("pids");
+    let script = format!(
+        "trap '' TERM; sleep 60 & echo $$ $! > {}; wait; sleep 60",
+        pidfile.display()
+    );
+    let url = server.url();
+    let mut first = command(&[
+        "--url", &url, "run", "graced", "--lease", "3s", "--grace", "1s", "--", "sh", "-c", &script,
+    ])
+    .spawn()
+    .expect("spawn the tool");
+    let pids = pids_in(&pidfile).await;
+    let seen = dir.join("seen");
+    let second = tool(
+        &server,
+        &[
+            "run",
+            "graced",
+            "--wait",
+            "20s",
+            "--",
+            "sh",
+            "-c",
+            &snapshot_of(&pids, &seen),
+        ],
+    )
+    .await;
+    let snapshot = std::fs::read_to_string(&seen).unwrap_or_default();
+    kill_leftovers(&pids);
+    second.exited(0);
+    assert_eq!(
+        alive_in(&snapshot),
+        Vec::<&str>::new(),
+        "the first command still ran when the next holder's started"
+    );
+    let status = within(SOON, "the first tool ends", first.wait())
+        .await
+        .expect("wait");
+    assert_eq!(status.code(), Some(123), "{status:?}");
+
+    // A grace that cannot end before the hold does is a usage error.
+    for args in [
+        &["--lease", "1s", "--grace", "1s"][..],
+        &["--lease", "1s", "--grace", "5s"],
+        &["--max-hold", "2s", "--grace", "2s"],
+    ] {
+        let mut all = vec!["run", "g"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--", "true"]);
+        let ran = tool(&server, &all).await;
+        assert!(
+            ran.exited(2).stderr.contains("--grace"),
+            "{args:?}: {ran:#?}"
+        );
+    }
+    // Renewed holds: a grace over a third of the watchdog's lease would stop
+    // a command whose renewals are only running late.
+    let config = short_watchdog_config(&server, &dir);
+    let ran = run(
+        &[
+            "--config", &config, "run", "g", "--grace", "1s", "--", "true",
+        ],
+        None,
+    )
+    .await;
+    assert!(ran.exited(2).stderr.contains("--grace"), "{ran:#?}");
+    run(
+        &[
+            "--config", &config, "run", "g", "--grace", "400ms", "--", "true",
+        ],
+        None,
+    )
+    .await
+    .exited(0);
+    assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_lease_or_term_is_a_usage_error() {
+    let server = RedisServer::start();
+    for flag in ["--lease", "--max-hold"] {
+        for zero in ["0", "0s", "0.0001ms"] {
+            let ran = tool(&server, &["run", "z", flag, zero, "--", "true"]).await;
+            assert!(
+                ran.exited(2).stderr.contains(flag),
+                "{flag} {zero}: {ran:#?}"
+            );
+        }
+    }
+}
+
+/// Started with SIGHUP ignored (`nohup`), the tool leaves it ignored: a
+/// hangup neither ends it nor reaches the command, which runs with it ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_ignored_at_start_stays_ignored_and_is_not_passed_on() {
+    let server = RedisServer::start();
+    let dir = scratch("nohup");
+    let (pidfile, go) = (dir.join("pids"), dir.join("go"));
+    let script = format!(
+        "echo $$ > {pids}; while [ ! -e {go} ]; do sleep 0.05; done",
+        go = go.display(),
+        pids = pidfile.display()
+    );
+    let url = server.url();
+    let mut nohup = tokio::process::Command::new("nohup");
+    nohup
+        .arg(BIN)
+        .args(["--url", &url, "run", "hup", "--", "sh", "-c", &script])
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut tool_process = nohup.spawn().expect("spawn nohup");
+    let command_pid = pids_in(&pidfile).await[0];
+    let status = std::fs::read_to_string(format!("/proc/{command_pid}/status")).unwrap();
+    let ignored = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))
+        .map(|mask| u64::from_str_radix(mask.trim(), 16).unwrap())
+        .unwrap();
+    let tool_pid = tool_process.id().expect("running");
+    signal(tool_pid, "-HUP");
+    let hung_up = eventually(Duration::from_millis(500), || async {
+        !alive(command_pid) || !alive(tool_pid)
+    })
+    .await;
+    std::fs::write(&go, "").expect("let the command end");
+    let status = within(SOON, "the tool ends", tool_process.wait())
+        .await
+        .expect("wait");
+    assert_eq!(
+        ignored & 1,
+        1,
+        "SIGHUP is ignored in the command: {ignored:x}"
+    );
+    assert!(!hung_up, "a hangup ended the tool or its command");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(server.keys().await.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGTSTP to the tool (as `kill -TSTP` or a job-control shell sends it)
+/// stops the job as a whole, the command included; SIGCONT continues both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_tool_stops_its_command_and_continues_it() {
+    let server = RedisServer::start();
+    let dir = scratch("tstp");
+    let url = server.url();
+    let (pidfile, go) = (dir.join("pids"), dir.join("go"));
+    let script = format!(
+        "echo $$ > {pids}; while [ ! -e {go} ]; do sleep 0.05; done",
+        go = go.display(),
+        pids = pidfile.display()
+    );
+    let mut tool_process = command(&["--url", &url, "run", "tstp", "--", "sh", "-c", &script])
+        .spawn()
+        .expect("spawn the tool");
+    let command_pid = pids_in(&pidfile).await[0];
+    let tool_pid = tool_process.id().expect("running");
+    signal(tool_pid, "-TSTP");
+    let both_stopped = eventually(SOON, || async {
+        state(tool_pid) == Some('T') && state(command_pid) == Some('T')
+    })
+    .await;
+    let states = (state(tool_pid), state(command_pid));
+    signal(tool_pid, "-CONT");
+    let both_run = eventually(SOON, || async {
+        !matches!(state(tool_pid), Some('T')) && !matches!(state(command_pid), Some('T'))
+    })
+    .await;
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &command_pid.to_string()])
+        .status();
+    std::fs::write(&go, "").expect("let the command end");
+    let status = within(SOON, "the tool ends", tool_process.wait())
+        .await
+        .expect("wait");
+    assert!(
+        both_stopped,
+        "the tool and its command stop together: {states:?}"
+    );
+    assert!(both_run, "and continue together");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---- run at a terminal ------------------------------------------------------
+
+/// A pseudo-terminal: the tool runs with its slave as stdin, stdout, stderr
+/// and controlling terminal (`setsid -c`, so the tool leads a session and its
+/// process group is the terminal's foreground, as a shell's job would be);
+/// the test types on its master. What the terminal prints is drained.
+struct Pty {
+    master: std::fs::File,
+    slave: std::path::PathBuf,
+}
+
+impl Pty {
+    fn open() -> Pty {
+        use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
+        let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("openpt");
+        grantpt(&master).expect("grantpt");
+        unlockpt(&master).expect("unlockpt");
+        let slave = ptsname(&master, Vec::new()).expect("ptsname");
+        let master = std::fs::File::from(master);
+        let mut drain = master.try_clone().expect("clone the master");
+        // Ends when the last slave closes (EIO), or with the test process.
+        std::thread::spawn(move || std::io::copy(&mut drain, &mut std::io::sink()));
+        Pty {
+            master,
+            slave: std::path::PathBuf::from(slave.to_string_lossy().into_owned()),
+        }
+    }
+
+    /// Runs the tool with `args` on the terminal.
+    fn spawn(&self, args: &[&str]) -> tokio::process::Child {
+        use rustix::fs::{Mode, OFlags};
+        let open = || {
+            let fd = rustix::fs::open(&self.slave, OFlags::RDWR | OFlags::NOCTTY, Mode::empty())
+                .expect("open the slave");
+            Stdio::from(std::fs::File::from(fd))
+        };
+        tokio::process::Command::new("setsid")
+            .arg("-c")
+            .arg(BIN)
+            .args(args)
+            .env_remove("REDIS_URL")
+            .stdin(open())
+            .stdout(open())
+            .stderr(open())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the tool on the terminal")
+    }
+
+    /// Types `keys` (`\x03` is Ctrl-C, `\x1a` Ctrl-Z).
+    fn type_keys(&mut self, keys: &[u8]) {
+        use std::io::Write as _;
+        self.master.write_all(keys).expect("type");
+    }
+}
+
+/// `run L -- vim` at a terminal: the command reads the terminal (it is given
+/// the terminal's foreground) rather than being stopped by SIGTTIN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_run_at_a_terminal_can_read_it() {
+    let server = RedisServer::start();
+    let dir = scratch("tty-read");
+    let got = dir.join("got");
+    let script = format!("read line; echo \"got $line\" > {}", got.display());
+    let mut pty = Pty::open();
+    let url = server.url();
+    let mut tool_process = pty.spawn(&["--url", &url, "run", "tty", "--", "sh", "-c", &script]);
+    pty.type_keys(b"hello\n");
+    let status = tokio::time::timeout(SOON, tool_process.wait()).await;
+    let read = std::fs::read_to_string(&got).unwrap_or_default();
+    assert_eq!(
+        read, "got hello\n",
+        "the command read the terminal ({status:?})"
+    );
+    assert_eq!(status.expect("ends").expect("wait").code(), Some(0));
+    assert!(server.keys().await.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ctrl-C at the terminal reaches the command, and the tool, once it gave
+/// the lock back, dies of SIGINT as the command did: a shell loop around it
+/// stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_at_a_terminal_ends_the_tool_by_sigint_after_the_release() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let server = RedisServer::start();
+    let dir = scratch("tty-int");
+    let pidfile = dir.join("pids");
+    let script = format!("echo $$ > {}; sleep 60", pidfile.display());
+    let mut pty = Pty::open();
+    let url = server.url();
+    let mut tool_process = pty.spawn(&["--url", &url, "run", "tty", "--", "sh", "-c", &script]);
+    let command_pid = pids_in(&pidfile).await[0];
+    pty.type_keys(b"\x03");
+    let status = within(SOON, "the tool ends on Ctrl-C", tool_process.wait())
+        .await
+        .expect("wait");
+    assert_eq!(status.signal(), Some(2), "died of SIGINT: {status:?}");
+    assert!(!alive(command_pid));
+    assert!(server.keys().await.is_empty(), "released");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ctrl-Z at the terminal stops the job as a whole (the command, which has
+/// the terminal, and the tool); SIGCONT to the tool, as `fg` sends it,
+/// continues both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_z_at_a_terminal_stops_the_tool_and_its_command_together() {
+    let server = RedisServer::start();
+    let dir = scratch("tty-tstp");
+    let (pidfile, go) = (dir.join("pids"), dir.join("go"));
+    let script = format!(
+        "echo $$ > {pids}; while [ ! -e {go} ]; do sleep 0.05; done",
+        go = go.display(),
+        pids = pidfile.display()
+    );
+    let mut pty = Pty::open();
+    let url = server.url();
+    let mut tool_process = pty.spawn(&["--url", &url, "run", "tty", "--", "sh", "-c", &script]);
+    let command_pid = pids_in(&pidfile).await[0];
+    let tool_pid = tool_process.id().expect("running");
+    pty.type_keys(b"\x1a");
+    let both_stopped = eventually(SOON, || async {
+        state(tool_pid) == Some('T') && state(command_pid) == Some('T')
+    })
+    .await;
+    let states = (state(tool_pid), state(command_pid));
+    signal(tool_pid, "-CONT");
+    let both_run = eventually(SOON, || async {
+        !matches!(state(tool_pid), Some('T')) && !matches!(state(command_pid), Some('T'))
+    })
+    .await;
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &command_pid.to_string()])
+        .status();
+    std::fs::write(&go, "").expect("let the command end");
+    let status = within(SOON, "the tool ends", tool_process.wait())
+        .await
+        .expect("wait");
+    assert!(
+        both_stopped,
+        "Ctrl-Z stops the tool and its command: {states:?}"
+    );
+    assert!(both_run, "and SIGCONT continues both");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -263,3 +263,60 @@ fn a_taken_port_is_a_clear_error() {
     assert!(matches!(e, Error::Config(_)), "{e:?}");
     assert!(e.to_string().contains(&port.to_string()), "{e}");
 }
+
+/// Another Redis already listening on the port is not taken for the kit's
+/// own server: starting or restarting there fails, saying the port is taken,
+/// rather than handing the test someone else's server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_another_redis_listens_on_is_a_clear_error() {
+    let binary = redisson_locks::testing::default_binary();
+    let other = TestServer::start().unwrap();
+    let e = TestServer::start_on(&binary, other.port(), &[]).unwrap_err();
+    assert!(matches!(e, Error::Config(_)), "{e:?}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&other.port().to_string()) && text.contains("taken"),
+        "{text}"
+    );
+
+    // Its port taken while it was down: the restart fails the same way.
+    let mut server = TestServer::start().unwrap();
+    server.kill();
+    let squatter = TestServer::start_on(&binary, server.port(), &[]).unwrap();
+    let e = server.restart().unwrap_err();
+    assert!(
+        e.to_string().contains("taken") && !server.is_running(),
+        "{e}"
+    );
+    drop(squatter);
+}
+
+/// The documented `--requirepass` server: the client made from its
+/// configuration and every fault authenticate with the password it was
+/// started with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_faults_work_on_a_server_started_with_a_password() {
+    let binary = redisson_locks::testing::default_binary();
+    let server = TestServer::start_with(&binary, &["--requirepass", "secret"]).unwrap();
+    let mut config = server.config();
+    config.password = Some("secret".into());
+    let client = Client::connect(config).await.unwrap();
+    let guard = client.get_lock("pw").unwrap().lock().await.unwrap();
+    assert!(server.end_lease("pw").await.unwrap(), "the lease was ended");
+    tokio::time::timeout(SOON, guard.lease_lost())
+        .await
+        .expect("the holder finds out");
+    server.pause(Duration::from_millis(10)).await.unwrap();
+    assert!(server.cut_connections().await.unwrap() >= 1);
+    // Its configuration carries the password too.
+    let again = server.client().await.unwrap();
+    again
+        .get_lock("pw")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}

@@ -46,6 +46,7 @@ Exit codes:
   3  show, force-unlock: no lock, semaphore or latch under the name
   4  force-unlock: not confirmed (answered no, or stdin is not a terminal and
      --yes is absent)
+  5  deadlocks: at least one cycle of waits was found
   run, run-permit, elect: the command's own exit status, or 128+N when it died
   of signal N; and these of the tool's own:
   123  the hold was lost while the command ran (lease lost, term over, forced
@@ -122,7 +123,7 @@ Examples:
 Each cycle is printed once, with each wait's owner, its process (host, pid,
 name) when its client announced itself, the lock it waits for, since when,
 and the owner that holds that lock. PATTERN keeps the cycles with a lock whose
-name matches it. Exits with 4 when a cycle is found, 0 when none is.
+name matches it. Exits with 5 when a cycle is found, 0 when none is.
 
 What cannot be seen: a Java Redisson client writes no records, so a Java
 thread is seen waiting only as an entry in the queue of a fair lock that a
@@ -231,7 +232,7 @@ Examples:
         hold: HoldOptions,
         /// End the hold after this long even if the command still runs (the
         /// command is then stopped, exit 123): a term limit for a wedged job.
-        #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+        #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_span)]
         max_hold: Option<std::time::Duration>,
         /// The command and its arguments, after `--`.
         #[arg(required = true, last = true, value_name = "COMMAND")]
@@ -255,11 +256,12 @@ Examples:
         /// it takes.
         #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
         wait: Option<std::time::Duration>,
-        /// After a lost permit, how long the command has between SIGTERM and
-        /// SIGKILL.
-        #[arg(long, value_name = "DURATION", default_value = "10s",
-              value_parser = crate::units::parse_duration)]
-        grace: std::time::Duration,
+        /// How long the command has between SIGTERM and SIGKILL when what it
+        /// runs under is ending: SIGKILL lands before that stops being surely
+        /// valid. At most a third of the watchdog's lease [default: 10s, or a
+        /// third of that lease]
+        #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+        grace: Option<std::time::Duration>,
         /// The command and its arguments, after `--`.
         #[arg(required = true, last = true, value_name = "COMMAND")]
         command: Vec<String>,
@@ -285,17 +287,32 @@ Examples:
         /// without it, as long as it takes.
         #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
         wait: Option<std::time::Duration>,
-        /// After leadership is lost, how long the command has between SIGTERM
-        /// and SIGKILL.
-        #[arg(long, value_name = "DURATION", default_value = "10s",
-              value_parser = crate::units::parse_duration)]
-        grace: std::time::Duration,
+        /// How long the command has between SIGTERM and SIGKILL when what it
+        /// runs under is ending: SIGKILL lands before that stops being surely
+        /// valid. At most a third of the watchdog's lease [default: 10s, or a
+        /// third of that lease]
+        #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+        grace: Option<std::time::Duration>,
         /// The command and its arguments, after `--` (not with --listen).
         #[arg(
             last = true,
             value_name = "COMMAND",
             required_unless_present = "listen"
         )]
+        command: Vec<String>,
+    },
+    /// The guard `run`, `run-permit` and `elect` start in their command's
+    /// place (see `guard.rs`): not for people, so not in the help.
+    #[command(name = "__guard", hide = true)]
+    Guard {
+        /// The tool's pid: the guard's parent, whose death it watches for.
+        #[arg(long)]
+        tool: i32,
+        /// Take the terminal's foreground for the command's group.
+        #[arg(long)]
+        terminal: bool,
+        /// The command and its arguments, after `--`.
+        #[arg(required = true, last = true)]
         command: Vec<String>,
     },
 }
@@ -337,15 +354,17 @@ pub(crate) struct HoldOptions {
     /// takes. A number is seconds; or 500ms, 30s, 5m, 1h.
     #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
     pub(crate) wait: Option<std::time::Duration>,
-    /// Hold for this long at most, not renewed: when it ends the command is
+    /// Hold for this long at most, not renewed: before it ends the command is
     /// stopped (exit 123). Without it the hold is renewed while the command
     /// runs (the watchdog).
-    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_span)]
     pub(crate) lease: Option<std::time::Duration>,
-    /// After a lost hold, how long the command has between SIGTERM and SIGKILL.
-    #[arg(long, value_name = "DURATION", default_value = "10s",
-          value_parser = crate::units::parse_duration)]
-    pub(crate) grace: std::time::Duration,
+    /// How long the command has between SIGTERM and SIGKILL when its hold is
+    /// ending: SIGKILL lands before the hold stops being surely valid.
+    /// Shorter than --lease and --max-hold, and at most a third of the
+    /// watchdog's lease [default: 10s, or a third of the shortest of these]
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+    pub(crate) grace: Option<std::time::Duration>,
 }
 
 /// What the commands that run a command have in common, for their help (a
@@ -354,13 +373,32 @@ macro_rules! child_help {
     () => {
         "\
 The command runs in a process group of its own, with the tool's stdin, stdout
-and stderr. SIGINT, SIGTERM and SIGHUP sent to the tool are passed on to it;
-what is held is given back once it has exited. When what is held is lost
-before the command ends (its lease ran out unrenewed, a renewal found it gone,
-an operator forced it open, its term ended), the command's process group gets
-SIGTERM, then SIGKILL after --grace, and the tool exits with 123. (A tool
-killed with SIGKILL itself leaves nothing to stop the command: what it held
-then ends with its lease.)
+and stderr. When the tool runs in the foreground of a terminal, the command's
+group is given the terminal (so it can read it, and Ctrl-C and Ctrl-Z reach
+it), and the tool takes the terminal back once the group is gone.
+
+The command does not outlive the tool (Linux): a guard, the tool itself run
+again, waits in the command's group and kills the whole group with SIGKILL the
+moment the tool dies, even of SIGKILL. (A process that leaves the group, as
+setsid does, escapes it.)
+
+What is held is given back once the command, and whatever it left running in
+its process group, has exited: `sh -c 'work & exit 0'` holds, renewed, until
+`work` ends. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to the tool are passed on
+to the command's group; once the group is gone and what was held is given
+back, the tool dies of the signal itself, as it does when Ctrl-C or Ctrl-\\ at
+the terminal reached the command's group, so that a shell loop around it
+stops. SIGTSTP (Ctrl-Z) stops the tool and the command together, SIGCONT (fg,
+bg) continues both. A signal ignored when the tool started (nohup) stays
+ignored, by the command too, and is not passed on.
+
+When what is held is ending (its renewals fail, its lease or --max-hold runs
+out, an operator forced it open, leadership is lost), the command's group gets
+SIGTERM --grace before it stops being surely valid, and SIGKILL at the latest
+when it does (at once when it was lost outright); the tool exits with 123. A
+--grace that cannot end in time (not shorter than --lease or --max-hold, or
+over a third of the watchdog's lease, which renewals that run late would
+reach) is a wrong command line; the default, 10s, is shortened to fit.
 
 Exit status: the command's own, or 128+N when it died of signal N; 123 hold
 lost; 124 not acquired within --wait; 125 the tool failed (could not connect,
@@ -425,3 +463,98 @@ Examples:
   redisson-locks elect scheduler -- ./run-scheduler
   redisson-locks elect scheduler --listen"
 );
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+    use crate::exit::Code;
+
+    /// Every exit code, in the order `--help` lists them: the match is
+    /// exhaustive, so a code added to the enum does not compile until it is
+    /// placed here.
+    fn after(code: Option<Code>) -> Option<Code> {
+        match code {
+            None => Some(Code::Failed),
+            Some(Code::Failed) => Some(Code::Usage),
+            Some(Code::Usage) => Some(Code::NotFound),
+            Some(Code::NotFound) => Some(Code::NotConfirmed),
+            Some(Code::NotConfirmed) => Some(Code::DeadlockFound),
+            Some(Code::DeadlockFound) => Some(Code::HoldLost),
+            Some(Code::HoldLost) => Some(Code::NotAcquired),
+            Some(Code::NotAcquired) => Some(Code::ToolFailed),
+            Some(Code::ToolFailed) => Some(Code::CannotExecute),
+            Some(Code::CannotExecute) => Some(Code::CommandNotFound),
+            Some(Code::CommandNotFound) => None,
+        }
+    }
+
+    fn all_codes() -> Vec<u8> {
+        std::iter::successors(after(None), |code| after(Some(*code)))
+            .map(|code| code as u8)
+            .collect()
+    }
+
+    /// The numbers that open the lines of the top-level help's "Exit codes:".
+    fn listed_codes() -> Vec<u8> {
+        let (_, section) = AFTER_HELP.split_once("Exit codes:\n").expect("a section");
+        section
+            .lines()
+            .filter_map(|line| line.split_whitespace().next()?.parse().ok())
+            .collect()
+    }
+
+    #[test]
+    fn the_help_lists_every_exit_code_the_tool_has() {
+        let mut expected = vec![0];
+        expected.extend(all_codes());
+        assert_eq!(listed_codes(), expected);
+    }
+
+    #[test]
+    fn each_command_names_its_own_exit_codes_as_the_enum_numbers_them() {
+        let cli = Cli::command();
+        let help = |name: &str| {
+            cli.find_subcommand(name)
+                .and_then(|command| command.get_after_help())
+                .map(|text| text.to_string())
+                .unwrap_or_default()
+        };
+        let deadlocks = help("deadlocks");
+        assert!(
+            deadlocks.contains(&format!(
+                "Exits with {} when a cycle is found",
+                Code::DeadlockFound as u8
+            )),
+            "{deadlocks}"
+        );
+        let show = help("show");
+        assert!(
+            show.contains(&format!("Exits with {} when no", Code::NotFound as u8)),
+            "{show}"
+        );
+        let force = help("force-unlock");
+        assert!(
+            force.contains(&format!("(exit {})", Code::NotConfirmed as u8))
+                && force.contains(&format!("Exits with {} when nothing", Code::NotFound as u8)),
+            "{force}"
+        );
+        for name in ["run", "run-permit", "elect"] {
+            let text = help(name);
+            for code in [
+                Code::HoldLost,
+                Code::NotAcquired,
+                Code::ToolFailed,
+                Code::CannotExecute,
+                Code::CommandNotFound,
+                Code::Usage,
+            ] {
+                assert!(
+                    text.contains(&format!("{} ", code as u8)),
+                    "{name} names {code:?}: {text}"
+                );
+            }
+        }
+    }
+}

@@ -1,37 +1,21 @@
 //! The command `run`, `run-permit` and `elect` run while they hold something:
-//! started in a process group of its own, passed the signals the tool gets,
-//! and stopped (SIGTERM, then SIGKILL after a grace) the moment what is held
-//! is no longer surely valid.
-//!
-//! Its own process group, as `timeout(1)` does it: a Ctrl-C at the terminal
-//! reaches the tool alone, which passes it on once (a command in the tool's
-//! group would get it twice), and stopping the command stops whatever it
-//! started too (a shell script's own children).
+//! what it runs under ([`Held`]), taking that unless the tool is told to stop
+//! first, and giving it back however the command ended. The command's
+//! process and its signals are `supervise.rs`'s and `guard.rs`'s.
 
 use std::future::Future;
-use std::process::ExitStatus;
 use std::time::Duration;
-
-use rustix::process::{kill_process_group, Pid, Signal};
-use tokio::process::{Child, Command};
-use tokio::signal::unix::{signal, SignalKind};
 
 use crate::exit::{Code, Failure};
 use crate::out::note;
-
-/// How the command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ended {
-    /// By itself (or by a signal passed on): its status as a shell reports
-    /// it, 128+N for a death by signal N.
-    Exited(u8),
-    /// Stopped because what was held was lost.
-    Stopped,
-}
+use crate::signals::Stops;
+use crate::supervise::{supervise, Ended};
 
 /// What the command runs under: a lock's hold, a permit, leadership. It can
-/// say when it is lost, and be given back.
+/// say how long it is surely valid and when it is lost, and be given back.
 pub(crate) trait Held {
+    /// How much longer it is surely valid; `None` once lost.
+    fn valid_for(&self) -> Option<Duration>;
     /// Completes once it is no longer surely valid.
     fn lost(&self) -> impl Future<Output = ()> + '_;
     /// Gives it back; `NotHeld` when it was lost meanwhile.
@@ -39,6 +23,9 @@ pub(crate) trait Held {
 }
 
 impl Held for redisson_locks::LockGuard {
+    fn valid_for(&self) -> Option<Duration> {
+        redisson_locks::LockGuard::valid_for(self)
+    }
     fn lost(&self) -> impl Future<Output = ()> + '_ {
         self.lease_lost()
     }
@@ -48,6 +35,9 @@ impl Held for redisson_locks::LockGuard {
 }
 
 impl Held for redisson_locks::Permit {
+    fn valid_for(&self) -> Option<Duration> {
+        redisson_locks::Permit::valid_for(self)
+    }
     fn lost(&self) -> impl Future<Output = ()> + '_ {
         self.lease_lost()
     }
@@ -57,6 +47,9 @@ impl Held for redisson_locks::Permit {
 }
 
 impl Held for redisson_locks::Leadership {
+    fn valid_for(&self) -> Option<Duration> {
+        redisson_locks::Leadership::valid_for(self)
+    }
     fn lost(&self) -> impl Future<Output = ()> + '_ {
         redisson_locks::Leadership::lost(self)
     }
@@ -67,203 +60,81 @@ impl Held for redisson_locks::Leadership {
 
 /// Runs `command` with `env` while `held` lasts (see [`supervise`]), gives
 /// `held` back however the command ended, and says how it went: the
-/// command's status, or [`Code::HoldLost`] when `held` (named `what` in
-/// messages) was lost before the command ended.
+/// command's status; [`Code::HoldLost`] when `held` (named `what` in
+/// messages) was ending or lost before the command ended; or, when the tool
+/// or the command's group was told to stop by a signal, death by that signal.
 pub(crate) async fn run_while_held(
     what: &str,
-    held: impl Held,
+    (held, stops): (impl Held, Stops),
     command: &[String],
     env: &[(&str, String)],
     grace: Duration,
 ) -> Result<(), Failure> {
-    let ended = supervise(command, env, held.lost(), grace).await;
+    let ended = supervise(what, command, env, (&held, stops), grace).await;
     // Given back however the command ended, before anything is reported.
     let released = held.release().await;
+    let lost_first = match released {
+        Err(e) if e.is_not_held() => true,
+        Err(e) => {
+            note(&format!(
+                "redisson-locks: warning: could not release {what}: {} (it ends with its \
+                 lease)",
+                crate::exit::words(&e)
+            ));
+            false
+        }
+        Ok(()) => false,
+    };
     match ended? {
         Ended::Stopped => Err(Failure::new(
             Code::HoldLost,
-            format!("{what} was lost while the command ran: the command was stopped"),
+            format!(
+                "{what} was lost, or about to be, while the command ran: the command was \
+                 stopped, and its work was not surely protected"
+            ),
         )),
-        Ended::Exited(status) => match released {
-            Err(e) if e.is_not_held() => Err(Failure::new(
-                Code::HoldLost,
-                format!(
-                    "{what} was lost before the command ended (it exited with {status}): \
-                     its work was not surely protected"
-                ),
-            )),
-            Err(e) => {
+        Ended::Told(signal) => {
+            if lost_first {
                 note(&format!(
-                    "redisson-locks: warning: could not release {what}: {} (it ends with its \
-                     lease)",
-                    crate::exit::words(&e)
+                    "redisson-locks: warning: {what} was lost before the command ended: its \
+                     work was not surely protected"
                 ));
-                passed_on(status)
             }
-            Ok(()) => passed_on(status),
-        },
-    }
-}
-
-/// The command's status as the tool's own outcome.
-fn passed_on(status: u8) -> Result<(), Failure> {
-    match status {
-        0 => Ok(()),
-        status => Err(Failure::Status(status)),
-    }
-}
-
-/// Runs `command` (program and arguments) with `env` added to the tool's
-/// environment until it ends, or until `lost` completes: then its group gets
-/// SIGTERM, and SIGKILL after `grace`.
-///
-/// # Errors
-/// [`Code::CommandNotFound`] or [`Code::CannotExecute`] when it cannot be
-/// started; [`Code::ToolFailed`] when the signals cannot be listened for.
-pub(crate) async fn supervise(
-    command: &[String],
-    env: &[(&str, String)],
-    lost: impl Future<Output = ()>,
-    grace: Duration,
-) -> Result<Ended, Failure> {
-    let (program, args) = command
-        .split_first()
-        .ok_or_else(|| Failure::new(Code::Usage, "no command to run was given after --"))?;
-    let mut child = Command::new(program)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .process_group(0)
-        // Whatever becomes of the tool, the command never outlives its hold
-        // unnoticed: dropped, the child is killed.
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| {
-            let code = match e.kind() {
-                std::io::ErrorKind::NotFound => Code::CommandNotFound,
-                _ => Code::CannotExecute,
-            };
-            Failure::new(code, format!("cannot run '{program}': {e}"))
-        })?;
-    let group = child
-        .id()
-        .and_then(|id| Pid::from_raw(i32::try_from(id).ok()?));
-    let mut stops = Stops::listen()?;
-    let mut lost = std::pin::pin!(lost);
-    loop {
-        tokio::select! {
-            status = child.wait() => return Ok(Ended::Exited(status_code(status.map_err(waiting)?))),
-            () = &mut lost => {
-                stop(&mut child, group, grace).await?;
-                return Ok(Ended::Stopped);
-            }
-            signal = stops.next() => pass_on(group, signal),
+            Err(Failure::Signal(signal))
         }
-    }
-}
-
-/// `acquiring` (a wait for a lock, a permit, a win), unless the tool is told
-/// to stop first (SIGINT, SIGTERM, SIGHUP): then the wait is dropped, which
-/// leaves nothing behind (no hold, no queue entry), and the tool ends with
-/// 128+N, as if the signal had ended it.
-async fn unless_stopped<T>(acquiring: impl Future<Output = T>) -> Result<T, Failure> {
-    let mut stops = Stops::listen()?;
-    tokio::select! {
-        done = acquiring => Ok(done),
-        signal = stops.next() => {
-            let number = u8::try_from(signal.as_raw()).unwrap_or(0);
-            Err(Failure::Status(128 + number))
-        }
-    }
-}
-
-/// The signals that tell the tool to stop: SIGINT, SIGTERM, SIGHUP. Once
-/// listened for, they no longer end the process by themselves.
-pub(crate) struct Stops {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
-    hangup: tokio::signal::unix::Signal,
-}
-
-impl Stops {
-    pub(crate) fn listen() -> Result<Stops, Failure> {
-        let listen = |kind| {
-            signal(kind).map_err(|e| {
-                Failure::new(Code::ToolFailed, format!("cannot listen for signals: {e}"))
-            })
-        };
-        Ok(Stops {
-            interrupt: listen(SignalKind::interrupt())?,
-            terminate: listen(SignalKind::terminate())?,
-            hangup: listen(SignalKind::hangup())?,
-        })
-    }
-
-    /// The next of them to arrive.
-    pub(crate) async fn next(&mut self) -> Signal {
-        tokio::select! {
-            _ = self.interrupt.recv() => Signal::INT,
-            _ = self.terminate.recv() => Signal::TERM,
-            _ = self.hangup.recv() => Signal::HUP,
-        }
+        Ended::Exited(status) if lost_first => Err(Failure::new(
+            Code::HoldLost,
+            format!(
+                "{what} was lost before the command ended (it exited with {status}): its \
+                 work was not surely protected"
+            ),
+        )),
+        Ended::Exited(0) => Ok(()),
+        Ended::Exited(status) => Err(Failure::Status(status)),
     }
 }
 
 /// What `taking` (a wait for a lock, a permit, a win) came to, unless the
-/// tool was told to stop first ([`unless_stopped`]): what it took; or
-/// [`Code::NotAcquired`] saying `not_acquired` when the wait ran out, or
-/// [`Code::ToolFailed`] saying what `doing` failed.
+/// tool is told to stop first (SIGINT, SIGTERM, SIGHUP, SIGQUIT): then the
+/// wait is dropped, which leaves nothing behind (no hold, no queue entry),
+/// and the tool dies of that signal. Otherwise what it took, with the
+/// listener for those signals, which [`run_while_held`] goes on with (so
+/// that one arriving in between is not lost); or [`Code::NotAcquired`]
+/// saying `not_acquired` when the wait ran out, or [`Code::ToolFailed`]
+/// saying what `doing` failed.
 pub(crate) async fn take<T>(
     doing: &str,
     not_acquired: String,
     taking: impl Future<Output = redisson_locks::Result<Option<T>>>,
-) -> Result<T, Failure> {
-    match unless_stopped(taking).await? {
-        Ok(Some(taken)) => Ok(taken),
+) -> Result<(T, Stops), Failure> {
+    let mut stops = Stops::listen()?;
+    let taken = tokio::select! {
+        taken = taking => taken,
+        signal = stops.next() => return Err(Failure::Signal(signal)),
+    };
+    match taken {
+        Ok(Some(taken)) => Ok((taken, stops)),
         Ok(None) => Err(Failure::new(Code::NotAcquired, not_acquired)),
         Err(e) => Err(Failure::of(doing, &e).with_code(Code::ToolFailed)),
-    }
-}
-
-/// Sends `signal` to the command's process group; one that is gone already
-/// needs none.
-fn pass_on(group: Option<Pid>, signal: Signal) {
-    if let Some(group) = group {
-        let _ = kill_process_group(group, signal);
-    }
-}
-
-/// SIGTERM to the command's group, then SIGKILL if it has not exited within
-/// `grace`; waits for it.
-async fn stop(child: &mut Child, group: Option<Pid>, grace: Duration) -> Result<(), Failure> {
-    pass_on(group, Signal::TERM);
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
-        note(&format!(
-            "redisson-locks: the command did not end within {} of SIGTERM: killing it",
-            crate::units::duration(grace)
-        ));
-        pass_on(group, Signal::KILL);
-        // The group's leader is our child: make sure it is reaped even when
-        // the group signal could not be sent.
-        let _ = child.start_kill();
-    }
-    child.wait().await.map_err(waiting)?;
-    Ok(())
-}
-
-fn waiting(e: std::io::Error) -> Failure {
-    Failure::new(
-        Code::ToolFailed,
-        format!("cannot wait for the command: {e}"),
-    )
-}
-
-/// An exit status as a shell reports it: the code, or 128+N for a death by
-/// signal N.
-fn status_code(status: ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt as _;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
-        (None, Some(signal)) => u8::try_from(128 + (signal & 0x7f)).unwrap_or(255),
-        (None, None) => 1,
     }
 }

@@ -6,8 +6,9 @@ use std::time::Duration;
 use redisson_locks::{Client, Leader, LeaderChange};
 use serde_json::json;
 
-use crate::child::{run_while_held, take, Stops};
+use crate::child::{run_while_held, take};
 use crate::exit::{words, Code, Failure};
+use crate::signals::Stops;
 use crate::{out, units};
 
 /// What the command line asked of `elect`.
@@ -17,7 +18,7 @@ pub(crate) struct Options<'a> {
     pub(crate) listen: bool,
     pub(crate) count: Option<u64>,
     pub(crate) wait: Option<Duration>,
-    pub(crate) grace: Duration,
+    pub(crate) grace: Option<Duration>,
     pub(crate) command: &'a [String],
     pub(crate) json: bool,
 }
@@ -31,8 +32,10 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
     if options.listen {
         return listen(election.observe(), options.count, options.json).await;
     }
+    let spans = crate::deadline::spans(client.config(), None, None);
+    let grace = crate::deadline::grace(options.grace, &spans)?;
     let what = format!("leadership of '{name}'");
-    let leadership = take(
+    let (leadership, stops) = take(
         "cannot campaign",
         format!("{what} was not won within the wait: another participant leads"),
         async {
@@ -48,7 +51,7 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
         ("REDISSON_LEADER_EPOCH", leadership.epoch().to_string()),
     ];
     let what = format!("{what} (epoch {})", leadership.epoch());
-    run_while_held(&what, leadership, options.command, &env, options.grace).await
+    run_while_held(&what, (leadership, stops), options.command, &env, grace).await
 }
 
 /// Prints each change of leader, the leader at start first, until `count`

@@ -20,11 +20,12 @@ pub(crate) enum Code {
     NotConfirmed = 4,
     /// `deadlocks` found at least one cycle of waits.
     DeadlockFound = 5,
-    /// A name no lock can have (empty, too long): a wrong command line, as
-    /// clap's own 2.
+    /// A name no lock can have (empty, too long), a `--grace` that cannot
+    /// end before the hold does: a wrong command line, as clap's own 2.
     Usage = 2,
-    /// `run`, `run-permit`, `elect`: what was held was lost while the command
-    /// ran, and the command was stopped.
+    /// `run`, `run-permit`, `elect`: what was held was lost, or about to be,
+    /// while the command ran, and the command was stopped (or it was lost
+    /// before the command ended).
     HoldLost = 123,
     /// `run`, `run-permit`, `elect`: not acquired within `--wait`.
     NotAcquired = 124,
@@ -53,6 +54,10 @@ pub(crate) enum Failure {
     /// The command `run` ran ended with this status, which the tool passes
     /// on: nothing to say.
     Status(u8),
+    /// The tool (or the command's group) was told to stop by this signal:
+    /// the tool dies of it, so that whoever started it sees "interrupted",
+    /// not an exit code (a shell loop stops on it).
+    Signal(rustix::process::Signal),
 }
 
 impl Failure {
@@ -103,6 +108,7 @@ pub(crate) fn finish(result: Result<(), Failure>) -> ExitCode {
     match result {
         Ok(()) | Err(Failure::ReaderGone) => ExitCode::SUCCESS,
         Err(Failure::Status(status)) => ExitCode::from(status),
+        Err(Failure::Signal(signal)) => crate::signals::die_of(signal),
         Err(Failure::Said { code, message }) => {
             // With stderr gone too there is nobody left to tell; the code still says it.
             // Escaped: the message may quote a name or what the server said.

@@ -8,8 +8,13 @@
 //! - `connect.rs`: a URL or a Redisson file, to a client that holds nothing.
 //! - `list.rs`, `show.rs`, `watch.rs`, `force.rs`: one command each.
 //! - `run.rs`, `permit.rs`, `elect.rs`: a command run while holding a lock, a
-//!   permit, leadership; `child.rs`: that command's process, its signals,
-//!   and stopping it when the hold is lost.
+//!   permit, leadership; `child.rs`: what it runs under, taken and given
+//!   back; `supervise.rs`: its process group, its signals, the terminal, and
+//!   stopping it as the hold ends (`deadline.rs`: when); `guard.rs`: the
+//!   process that keeps the command from outliving the tool (`group.rs`:
+//!   who is left in its group); `signals.rs`: the signals that stop the
+//!   tool, and the ones it found ignored; `terminal.rs`: the terminal's
+//!   foreground.
 //! - `page.rs`, `units.rs`: text layout, and times and owners in words.
 //! - `out.rs`: stdout, stderr and `--json`; `escape.rs`: what a terminal
 //!   would act on, shown escaped in text output.
@@ -18,17 +23,23 @@
 mod args;
 mod child;
 mod connect;
+mod deadline;
 mod deadlocks;
 mod elect;
 mod escape;
 mod exit;
 mod force;
+mod group;
+mod guard;
 mod list;
 mod out;
 mod page;
 mod permit;
 mod run;
 mod show;
+mod signals;
+mod supervise;
+mod terminal;
 mod units;
 mod watch;
 
@@ -41,9 +52,13 @@ use args::{Cli, Command};
 use exit::{Code, Failure};
 
 fn main() -> ExitCode {
+    // Before anything installs a handler: what was ignored stays so.
+    signals::record_ignored_at_start();
     // Bad arguments, --help and --version end here, with clap's exit codes.
     let cli = Cli::parse();
     // One thread is plenty: the client runs its connection on its own thread.
+    // And it must be this one: the guard of a command the tool runs is told
+    // of the tool's death when the thread that started it ends.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -56,6 +71,14 @@ fn main() -> ExitCode {
             )))
         }
     };
+    if let Command::Guard {
+        tool,
+        terminal,
+        command,
+    } = &cli.command
+    {
+        return exit::finish(runtime.block_on(guard::run(*tool, *terminal, command)));
+    }
     exit::finish(runtime.block_on(run(cli)))
 }
 
@@ -126,6 +149,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             };
             permit::run(&client, options).await
         }
+        Command::Guard { .. } => Err(Failure::new(Code::Usage, "the guard runs on its own")),
         Command::Elect {
             name,
             listen,

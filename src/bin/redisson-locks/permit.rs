@@ -18,7 +18,7 @@ pub(crate) struct Options<'a> {
     pub(crate) name: &'a str,
     pub(crate) permits: Option<u32>,
     pub(crate) wait: Option<Duration>,
-    pub(crate) grace: Duration,
+    pub(crate) grace: Option<Duration>,
     pub(crate) command: &'a [String],
 }
 
@@ -28,6 +28,8 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
     let semaphore = client
         .get_permit_expirable_semaphore(name)
         .map_err(|e| Failure::new(Code::Usage, words(&e)))?;
+    let spans = crate::deadline::spans(client.config(), None, None);
+    let grace = crate::deadline::grace(options.grace, &spans)?;
     let failed = |doing: &str, e| Failure::of(doing, &e).with_code(Code::ToolFailed);
     if let Some(permits) = options.permits {
         let set = semaphore
@@ -42,7 +44,7 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
         }
     }
     let what = format!("a permit of '{name}'");
-    let permit = take(
+    let (permit, stops) = take(
         &format!("cannot take {what}"),
         format!("{what} was not acquired within the wait: all are out"),
         async {
@@ -59,10 +61,10 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
     ];
     run_while_held(
         &format!("{what} ({})", permit.id()),
-        permit,
+        (permit, stops),
         options.command,
         &env,
-        options.grace,
+        grace,
     )
     .await
 }

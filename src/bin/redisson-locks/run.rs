@@ -1,7 +1,7 @@
 //! `run NAME -- COMMAND`: `flock(1)` across machines. Takes the lock, runs the
 //! command while holding it (renewed by the watchdog, or for a fixed lease),
-//! and releases it when the command ends; stops the command the moment the
-//! hold is no longer surely valid.
+//! and releases it once the command's process group is gone; stops the
+//! command before the hold stops being surely valid.
 
 use std::time::Duration;
 
@@ -29,8 +29,10 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
         Some(limit) => lock.with_max_hold(limit),
         None => lock,
     };
+    let spans = crate::deadline::spans(client.config(), options.hold.lease, options.max_hold);
+    let grace = crate::deadline::grace(options.hold.grace, &spans)?;
     let what = format!("the {} '{name}'", kind_words(options.kind));
-    let guard = take(
+    let (guard, stops) = take(
         &format!("cannot take {what}"),
         format!("{what} was not acquired within the wait: it is held"),
         acquire(&lock, options.hold),
@@ -41,7 +43,7 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
         let token = lock_token(client, name).await?;
         env.push(("REDISSON_LOCK_TOKEN", token.to_string()));
     }
-    run_while_held(&what, guard, options.command, &env, options.hold.grace).await
+    run_while_held(&what, (guard, stops), options.command, &env, grace).await
 }
 
 /// The lock the flags name; a name no lock can have is a usage error.

@@ -50,6 +50,21 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("'{text}' is too long a duration"))
 }
 
+/// A duration that must be some time at all: what clap calls for `--lease`
+/// and `--max-hold`. A lease of 0 would end the hold as it is taken, so 0 is
+/// a wrong command line (exit 2), said before anything runs, not a failure of
+/// the tool when the server refuses it.
+pub(crate) fn parse_span(text: &str) -> Result<Duration, String> {
+    let span = parse_duration(text)?;
+    if span < Duration::from_millis(1) {
+        return Err(format!(
+            "'{}' is no time at all: a lease or a term lasts at least 1ms",
+            text.trim()
+        ));
+    }
+    Ok(span)
+}
+
 /// An optional lease: `28.4s`, or `none` (no TTL: it never expires by itself).
 pub(crate) fn lease(d: Option<Duration>) -> String {
     d.map_or_else(|| "none".to_owned(), duration)
@@ -191,6 +206,14 @@ mod tests {
             ".",
         ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_lease_or_term_is_some_time_at_all() {
+        assert_eq!(parse_span("1ms"), Ok(Duration::from_millis(1)));
+        for zero in ["0", "0s", "0.5ms"] {
+            assert!(parse_span(zero).unwrap_err().contains("1ms"), "{zero}");
         }
     }
 
