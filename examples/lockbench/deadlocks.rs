@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redisson_locks::{Client, Config};
+use redisson_locks::Client;
 use serde_json::json;
 use tokio::sync::Barrier;
 
@@ -30,7 +30,7 @@ async fn ring(url: &str, size: usize) -> Result<serde_json::Value, String> {
     let mut clients = Vec::with_capacity(size);
     for _ in 0..size {
         clients.push(
-            Client::connect(Config::from_url(url).map_err(err)?)
+            Client::connect(crate::options::client_config(url)?)
                 .await
                 .map_err(err)?,
         );

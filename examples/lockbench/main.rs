@@ -4,7 +4,7 @@
 //! cargo run --release --example lockbench -- \
 //!     [--kind reentrant|fair|read|write|rw-mix|fenced|spin|non-reentrant|multi|group|redlock|semaphore] [--tasks 16] [--clients 1]
 //!     [--locks 1] [--ops 100] [--hold-us 100] [--max-seconds 60]
-//!     [--write-pct 20] [--url redis://... | --port N] [--metrics]
+//!     [--write-pct 20] [--url redis://... | --port N] [--metrics] [--recheck-ms 1000]
 //! cargo run --release --example lockbench -- --scale watchdog [--watchdog-locks 10000]
 //!     [--watchdog-ms 3000]
 //! cargo run --release --example lockbench -- --scale waiters|spread [--waiters 10000]

@@ -19,7 +19,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redisson_locks::{Client, Config, LockGuard};
+use redisson_locks::{Client, LockGuard};
 use serde_json::json;
 
 use crate::options::err;
@@ -227,7 +227,7 @@ pub(crate) async fn child(
     run: &str,
     nested: &Nested,
 ) -> Result<serde_json::Value, String> {
-    let config = Config::from_url(url).map_err(err)?;
+    let config = crate::options::client_config(url)?;
     let mut clients = Vec::new();
     for _ in 0..nested.clients {
         clients.push(Client::connect(config.clone()).await.map_err(err)?);
@@ -314,6 +314,9 @@ pub(crate) async fn nested(url: &str, nested: &Nested) -> Result<serde_json::Val
             .stdout(std::process::Stdio::piped());
         if nested.all_kinds {
             command.args(["--mix", "all"]);
+        }
+        if let Some(recheck) = crate::options::recheck_flag() {
+            command.args(["--recheck-ms", &recheck]);
         }
         children.push(command.spawn().map_err(err)?);
     }

@@ -179,6 +179,9 @@ pub(crate) fn parse() -> Result<Options, String> {
             "--rounds" => o.rounds = args.count(f)?,
             "--nested-child" => o.nested_child = Some(String::new()),
             "--run" => run = Some(args.value(f)?),
+            "--recheck-ms" => {
+                let _ = RECHECK.set(Duration::from_millis(args.number(f)?));
+            }
             "--watchdog-locks" => o.watchdog_locks = args.count(f)?,
             "--watchdog-ms" => o.watchdog_ms = args.number(f)?,
             _ => return Err(args.unknown(f)),
@@ -253,6 +256,23 @@ fn check(o: &Options) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `--recheck-ms`: the clients' re-check interval, when not the default.
+static RECHECK: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+
+/// A client configuration for `url`, as the flags ask (`--recheck-ms`).
+pub(crate) fn client_config(url: &str) -> Result<redisson_locks::Config, String> {
+    let mut config = redisson_locks::Config::from_url(url).map_err(err)?;
+    if let Some(recheck) = RECHECK.get() {
+        config.recheck_interval = *recheck;
+    }
+    Ok(config)
+}
+
+/// The `--recheck-ms` flag to pass on to a child process, if one was given.
+pub(crate) fn recheck_flag() -> Option<String> {
+    RECHECK.get().map(|recheck| recheck.as_millis().to_string())
 }
 
 pub(crate) fn err(e: impl std::fmt::Display) -> String {

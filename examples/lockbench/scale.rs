@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redisson_locks::{Client, Config, RLock};
+use redisson_locks::{Client, RLock};
 use serde_json::json;
 
 use crate::observe::{rss_kib, Observer};
@@ -46,7 +46,7 @@ pub(crate) async fn waiters_scale(
 ) -> Result<serde_json::Value, String> {
     let mut observer = Observer::new(url).await?;
     reset_slowlog(&mut observer).await?;
-    let config = Config::from_url(url).map_err(err)?;
+    let config = crate::options::client_config(url)?;
     let holder = Client::connect(config.clone()).await.map_err(err)?;
     let client = Client::connect(config).await.map_err(err)?;
     let scale = ScaleLocks {
@@ -208,7 +208,7 @@ async fn slowlog(observer: &mut Observer) -> Result<(usize, i64, HashMap<String,
 /// 10,000 locks held under the watchdog for two renewal periods: how many renewal
 /// script calls per period, and how many connections.
 pub(crate) async fn watchdog_scale(o: &Options, url: &str) -> Result<serde_json::Value, String> {
-    let mut config = Config::from_url(url).map_err(err)?;
+    let mut config = crate::options::client_config(url)?;
     config.lock_watchdog_timeout = Duration::from_millis(o.watchdog_ms);
     let client = Client::connect(config).await.map_err(err)?;
     let mut observer = Observer::new(url).await?;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redisson_locks::{Client, Config};
+use redisson_locks::Client;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
@@ -104,7 +104,7 @@ pub(crate) async fn workload(o: &Options, url: &str) -> Result<serde_json::Value
 
 /// `--clients` clients of the library.
 async fn connect(o: &Options, url: &str) -> Result<Vec<Client>, String> {
-    let config = Config::from_url(url).map_err(err)?;
+    let config = crate::options::client_config(url)?;
     let mut clients = Vec::new();
     for _ in 0..o.clients {
         clients.push(Client::connect(config.clone()).await.map_err(err)?);

@@ -245,7 +245,10 @@ mod tests {
             waits: vec![wait(400, 500)],
             ..idle
         };
-        assert_eq!(StallReport::of(&stalls(Admits::One, &waited), 50.0).over_bound, 1);
+        assert_eq!(
+            StallReport::of(&stalls(Admits::One, &waited), 50.0).over_bound,
+            1
+        );
     }
 
     #[test]
