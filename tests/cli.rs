@@ -1786,6 +1786,19 @@ async fn a_stopped_tool_stops_its_command_and_continues_it() {
     let command_pid = pids_in(&pidfile).await[0];
     let tool_pid = tool_process.id().expect("running");
     signal(tool_pid, "-TSTP");
+    stop_and_continue_together(&mut tool_process, command_pid, &go).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The job (`tool`, running `command_pid`) was just told to stop: both stop,
+/// SIGCONT to the tool (as `fg` sends it) continues both, and once `go`
+/// exists the command, and the tool with it, ends with 0.
+async fn stop_and_continue_together(
+    tool: &mut tokio::process::Child,
+    command_pid: u32,
+    go: &std::path::Path,
+) {
+    let tool_pid = tool.id().expect("running");
     let both_stopped = eventually(SOON, || async {
         state(tool_pid) == Some('T') && state(command_pid) == Some('T')
     })
@@ -1799,8 +1812,8 @@ async fn a_stopped_tool_stops_its_command_and_continues_it() {
     let _ = std::process::Command::new("kill")
         .args(["-CONT", &command_pid.to_string()])
         .status();
-    std::fs::write(&go, "").expect("let the command end");
-    let status = within(SOON, "the tool ends", tool_process.wait())
+    std::fs::write(go, "").expect("let the command end");
+    let status = within(SOON, "the tool ends", tool.wait())
         .await
         .expect("wait");
     assert!(
@@ -1809,7 +1822,6 @@ async fn a_stopped_tool_stops_its_command_and_continues_it() {
     );
     assert!(both_run, "and continue together");
     assert_eq!(status.code(), Some(0), "{status:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ---- run at a terminal ------------------------------------------------------
@@ -1932,30 +1944,7 @@ async fn ctrl_z_at_a_terminal_stops_the_tool_and_its_command_together() {
     let url = server.url();
     let mut tool_process = pty.spawn(&["--url", &url, "run", "tty", "--", "sh", "-c", &script]);
     let command_pid = pids_in(&pidfile).await[0];
-    let tool_pid = tool_process.id().expect("running");
     pty.type_keys(b"\x1a");
-    let both_stopped = eventually(SOON, || async {
-        state(tool_pid) == Some('T') && state(command_pid) == Some('T')
-    })
-    .await;
-    let states = (state(tool_pid), state(command_pid));
-    signal(tool_pid, "-CONT");
-    let both_run = eventually(SOON, || async {
-        !matches!(state(tool_pid), Some('T')) && !matches!(state(command_pid), Some('T'))
-    })
-    .await;
-    let _ = std::process::Command::new("kill")
-        .args(["-CONT", &command_pid.to_string()])
-        .status();
-    std::fs::write(&go, "").expect("let the command end");
-    let status = within(SOON, "the tool ends", tool_process.wait())
-        .await
-        .expect("wait");
-    assert!(
-        both_stopped,
-        "Ctrl-Z stops the tool and its command: {states:?}"
-    );
-    assert!(both_run, "and SIGCONT continues both");
-    assert_eq!(status.code(), Some(0), "{status:?}");
+    stop_and_continue_together(&mut tool_process, command_pid, &go).await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use redisson_locks::Client;
+use redisson_locks::{Client, RLock};
 
 use crate::support::fair::queue_len;
 use crate::support::{eventually, holds_until_told, within, RedisServer, LATE};
@@ -39,16 +39,19 @@ async fn until_queued(server: &RedisServer, name: &str, count: usize) {
     );
 }
 
-/// A task that takes the fair lock `name` of `client` and answers when it
-/// took it.
-fn takes_fair(client: &Client, name: &str) -> tokio::task::JoinHandle<Instant> {
-    let lock = client.get_fair_lock(name).unwrap();
+/// A task that takes `lock`, releases it, and answers when it took it.
+fn takes(lock: RLock) -> tokio::task::JoinHandle<Instant> {
     tokio::spawn(async move {
         let guard = lock.lock().await.unwrap();
         let took = Instant::now();
         guard.unlock().await.unwrap();
         took
     })
+}
+
+/// [`takes`] the fair lock `name` of `client`.
+fn takes_fair(client: &Client, name: &str) -> tokio::task::JoinHandle<Instant> {
+    takes(client.get_fair_lock(name).unwrap())
 }
 
 /// The review's smallest form: a fair head that subscribed before it joined
@@ -168,15 +171,7 @@ async fn a_deleted_lock_is_found_free_at_the_next_recheck() {
         // waiter is parked behind it, and the holder takes the lock.
         let own_holder = own.then(|| holds_until_told(lock(&waiter)));
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let waiting = {
-            let lock = lock(&waiter);
-            tokio::spawn(async move {
-                let guard = lock.lock().await.unwrap();
-                let took = Instant::now();
-                guard.unlock().await.unwrap();
-                took
-            })
-        };
+        let waiting = takes(lock(&waiter));
         tokio::time::sleep(Duration::from_millis(100)).await;
         let own_holder = match own_holder {
             Some((task, has, release)) => {
@@ -226,16 +221,8 @@ async fn the_next_in_line_behind_its_clients_hold_hears_a_force_unlock() {
     let b = client_rechecking(&server, NO_RECHECK).await;
     let held_by_b = b.get_lock(name).unwrap().lock().await.unwrap();
     let (h1, h1_has, _h1_release) = holds_until_told(a.get_lock(name).unwrap());
-    let n = {
-        let lock = a.get_lock(name).unwrap();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        tokio::spawn(async move {
-            let guard = lock.lock().await.unwrap();
-            let took = Instant::now();
-            guard.unlock().await.unwrap();
-            took
-        })
-    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let n = takes(a.get_lock(name).unwrap());
     tokio::time::sleep(Duration::from_millis(200)).await;
     held_by_b.unlock().await.unwrap();
     within(T, "H1 taking the lock", h1_has).await.unwrap();
@@ -301,15 +288,7 @@ async fn a_waiter_that_slept_first_wakes_when_its_connection_is_cut() {
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let second = {
-        let lock = client.get_lock(name).unwrap().with_owner_id(2);
-        tokio::spawn(async move {
-            let guard = lock.lock().await.unwrap();
-            let took = Instant::now();
-            guard.unlock().await.unwrap();
-            took
-        })
-    };
+    let second = takes(client.get_lock(name).unwrap().with_owner_id(2));
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The waiters' connection is cut (the holder's is not, it has no
     // subscription) and, before it is back, the lock is released: its
@@ -385,18 +364,12 @@ async fn a_wake_up_taken_and_not_acted_on_is_passed_on() {
             assert!(poll_once(&mut a).await, "A took a held lock");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let b = {
-            let b_lock = client
+        let b = takes(
+            client
                 .get_lock(name)
                 .unwrap()
-                .with_owner_id(101 + 2 * round);
-            tokio::spawn(async move {
-                let guard = b_lock.lock().await.unwrap();
-                let took = Instant::now();
-                guard.unlock().await.unwrap();
-                took
-            })
-        };
+                .with_owner_id(101 + 2 * round),
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
         held.unlock().await.unwrap();
         let released = Instant::now();

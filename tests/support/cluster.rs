@@ -190,14 +190,7 @@ impl RedisCluster {
             .iter()
             .find(|n| n.is_running())
             .expect("a live node");
-        let slot = Command::new("redis-cli")
-            .args(["-p", &node.port().to_string(), "cluster", "keyslot", key])
-            .output()
-            .expect("redis-cli");
-        let slot: u16 = String::from_utf8_lossy(&slot.stdout)
-            .trim()
-            .parse()
-            .expect("slot");
+        let slot = self.slot_of(key);
         let nodes = Command::new("redis-cli")
             .args(["-p", &node.port().to_string(), "cluster", "nodes"])
             .output()

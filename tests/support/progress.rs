@@ -84,21 +84,18 @@ pub fn stalls(admits: Admits, history: &LockHistory) -> Vec<Stall> {
     // (instant, change to: write holds, read holds, writers waiting,
     // readers waiting); an end that never came (u64::MAX) never applies.
     let mut changes: Vec<(u64, [i64; 4])> = Vec::new();
-    for h in &history.holds {
-        let i = if h.read { 1 } else { 0 };
+    let mut count = |i: usize, from_ns: u64, to_ns: u64| {
         let (mut on, mut off) = ([0; 4], [0; 4]);
         on[i] = 1;
         off[i] = -1;
-        changes.push((h.from_ns, on));
-        changes.push((h.to_ns, off));
+        changes.push((from_ns, on));
+        changes.push((to_ns, off));
+    };
+    for h in &history.holds {
+        count(usize::from(h.read), h.from_ns, h.to_ns);
     }
     for w in &history.waits {
-        let i = if w.read { 3 } else { 2 };
-        let (mut on, mut off) = ([0; 4], [0; 4]);
-        on[i] = 1;
-        off[i] = -1;
-        changes.push((w.from_ns, on));
-        changes.push((w.to_ns, off));
+        count(2 + usize::from(w.read), w.from_ns, w.to_ns);
     }
     changes.retain(|(t, _)| *t != u64::MAX);
     changes.sort_by_key(|(t, _)| *t);

@@ -108,7 +108,7 @@ pub(crate) fn finish(result: Result<(), Failure>) -> ExitCode {
     match result {
         Ok(()) | Err(Failure::ReaderGone) => ExitCode::SUCCESS,
         Err(Failure::Status(status)) => ExitCode::from(status),
-        Err(Failure::Signal(signal)) => crate::signals::die_of(signal),
+        Err(Failure::Signal(signal)) => die_of(signal),
         Err(Failure::Said { code, message }) => {
             // With stderr gone too there is nobody left to tell; the code still says it.
             // Escaped: the message may quote a name or what the server said.
@@ -117,4 +117,22 @@ pub(crate) fn finish(result: Result<(), Failure>) -> ExitCode {
             ExitCode::from(code as u8)
         }
     }
+}
+
+/// Ends the process by `signal`, as its default action does: the way a shell
+/// (or `flock`, or `timeout`) tells "interrupted" from "exited 130". SIGQUIT
+/// dumps no core: the tool did not crash.
+pub(crate) fn die_of(signal_: rustix::process::Signal) -> ! {
+    if signal_ == rustix::process::Signal::QUIT {
+        let none = rustix::process::Rlimit {
+            current: Some(0),
+            maximum: rustix::process::getrlimit(rustix::process::Resource::Core).maximum,
+        };
+        // Failing leaves at worst a core file of a tool that did not crash.
+        let _ = rustix::process::setrlimit(rustix::process::Resource::Core, none);
+    }
+    // Restores the default action and raises the signal: for these signals
+    // it does not return (it aborts should the signal fail to end the process).
+    let _ = signal_hook::low_level::emulate_default_handler(signal_.as_raw());
+    std::process::exit(128 + signal_.as_raw())
 }

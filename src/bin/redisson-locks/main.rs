@@ -31,6 +31,7 @@ mod exit;
 mod force;
 mod group;
 mod guard;
+mod held;
 mod list;
 mod out;
 mod page;

@@ -94,24 +94,6 @@ impl Stops {
     }
 }
 
-/// Ends the process by `signal`, as its default action does: the way a shell
-/// (or `flock`, or `timeout`) tells "interrupted" from "exited 130". SIGQUIT
-/// dumps no core: the tool did not crash.
-pub(crate) fn die_of(signal_: Signal) -> ! {
-    if signal_ == Signal::QUIT {
-        let none = rustix::process::Rlimit {
-            current: Some(0),
-            maximum: rustix::process::getrlimit(rustix::process::Resource::Core).maximum,
-        };
-        // Failing leaves at worst a core file of a tool that did not crash.
-        let _ = rustix::process::setrlimit(rustix::process::Resource::Core, none);
-    }
-    // Restores the default action and raises the signal: for these signals
-    // it does not return (it aborts should the signal fail to end the process).
-    let _ = signal_hook::low_level::emulate_default_handler(signal_.as_raw());
-    std::process::exit(128 + signal_.as_raw())
-}
-
 /// Stops the process as SIGTSTP's default action would, whatever handler
 /// the tool has for it; returns once it is continued.
 pub(crate) fn stop_self() {

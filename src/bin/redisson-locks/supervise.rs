@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use rustix::process::{kill_process_group, Pid, Signal, WaitId, WaitIdOptions};
 
-use crate::child::Held;
 use crate::deadline::{Deadline, Step};
 use crate::exit::{Code, Failure};
+use crate::held::Held;
 use crate::out::note;
 use crate::signals::{self, Stops};
 
