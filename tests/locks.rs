@@ -24,6 +24,7 @@ mod locks {
     mod latch;
     mod leader;
     mod liveness;
+    mod liveness_campaigns;
     mod local_line;
     mod max_hold;
     mod multi;

@@ -58,11 +58,21 @@ async fn child_process_entry() {
     };
     let var = |name: &str| std::env::var(format!("LOCKS_{name}")).expect(name);
     let mut config = Config::from_url(&var("URL")).unwrap();
+    // As the suite's own clients (see `SUITE_RECHECK`), unless told.
+    config.recheck_interval = match std::env::var("LOCKS_RECHECK_MS") {
+        Ok(ms) => Duration::from_millis(ms.parse().unwrap()),
+        Err(_) => crate::support::SUITE_RECHECK,
+    };
     if let Ok(ms) = std::env::var("LOCKS_WATCHDOG_MS") {
         config.lock_watchdog_timeout = Duration::from_millis(ms.parse().unwrap());
     }
     if let Ok(ms) = std::env::var("LOCKS_FAIR_WAIT_MS") {
         config.fair_lock_wait_timeout = Duration::from_millis(ms.parse().unwrap());
+    }
+    if mode == "nested" {
+        let run_for = Duration::from_millis(var("RUN_MS").parse().unwrap());
+        super::liveness_campaigns::nested_child(config, var("DIR"), var("NAME"), run_for).await;
+        return;
     }
     let client = Client::connect(config).await.unwrap();
     match mode.as_str() {

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use crate::support::child::ChildHolder;
 use crate::support::history::{
-    check, merge, FencedMutex, Latch, Mutex, Op, Operation, Outcome, Permits, ReadWrite, Recorder,
-    ReentrantMutex,
+    check, close_killed_waits, merge, progress_report, FencedMutex, Latch, Mutex, Op, Operation,
+    Outcome, Permits, ReadWrite, Recorder, ReentrantMutex,
 };
+use crate::support::progress::Admits;
 use crate::support::proxy::{Mode, Proxy};
 use crate::support::sentinel::SentinelSetup;
 use crate::support::{within, RedisServer};
@@ -37,6 +38,7 @@ fn op(
         } else {
             to
         },
+        returned_ns: to,
     }
 }
 
@@ -341,6 +343,8 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
             config.address = proxy.url();
         }
         config.timeout = Duration::from_millis(500);
+        // The default re-check: a fault may swallow a message.
+        config.recheck_interval = default_recheck();
         clients.push(redisson_locks::Client::connect(config).await.unwrap());
     }
     set_campaign_counts(&clients[0]).await;
@@ -397,9 +401,26 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
     );
     eprintln!("campaign seed {seed}: {}", latch_tally(&history));
     check_or_keep(&history, &dir, &seed.to_string(), &format!("seed {seed}"));
+    check_progress(
+        &history,
+        (&dir, &seed.to_string(), &format!("campaign seed {seed}")),
+        CUTS_SETTLE,
+        CUTS_STALL_BOUND,
+    );
     assert!(history.len() > 100, "the tasks ran: {}", history.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// How long an outcome nobody knows may keep a lock held in the campaign of
+/// cuts and pauses: its settle asks again every `retry_interval` (200 ms),
+/// each try bounded by the reply timeout (500 ms), three times.
+const CUTS_SETTLE: Duration = Duration::from_millis(2_100);
+
+/// The longest a waiter may wait on a lock free for it under cuts, write
+/// pauses and partitions of 300 ms: the fault itself, a reply timeout and a
+/// retry's pause (what a waiter cut off needs to try again), and the
+/// re-check interval (1 s) for a message the fault swallowed.
+const CUTS_STALL_BOUND: Duration = Duration::from_millis(3_000);
 
 /// One permit of the permit-expirable semaphore (a 30 s lease, outlasting
 /// every fault), taken and given back by id, recorded.
@@ -515,7 +536,7 @@ struct Faults {
 
 /// The campaign's seed: `CAMPAIGN_SEED` when set (a replay), else a fresh
 /// one; printed either way, so a failing run can be replayed.
-fn campaign_seed(what: &str) -> u64 {
+pub(super) fn campaign_seed(what: &str) -> u64 {
     let seed = std::env::var("CAMPAIGN_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -525,7 +546,7 @@ fn campaign_seed(what: &str) -> u64 {
 }
 
 /// A small generator (xorshift) drawn from `seed`: `next(n)` is in `0..n`.
-fn seeded(mut seed: u64) -> impl FnMut(u64) -> u64 {
+pub(super) fn seeded(mut seed: u64) -> impl FnMut(u64) -> u64 {
     move |n: u64| {
         seed ^= seed << 13;
         seed ^= seed >> 7;
@@ -617,13 +638,47 @@ impl CampaignTasks {
     }
 }
 
-/// Checks a campaign's merged `history`; when no order explains it, keeps
-/// the recorded files of `dir` under `target/histories/<kept>/` and fails,
-/// naming the `run` (its seed, or what it struck) and the place.
-fn check_or_keep(history: &[Operation], dir: &std::path::Path, kept: &str, run: &str) {
-    let Err(why) = check_campaign(history) else {
-        return;
-    };
+/// The campaign's locks as the progress checker reads them: how each admits
+/// its waiters, and its kind (the latch is no lock).
+pub(super) fn campaign_kind(lock: &str) -> Option<(Admits, &'static str)> {
+    match lock {
+        "camp-lock" => Some((Admits::One, "reentrant")),
+        "camp-fenced" => Some((Admits::One, "fenced")),
+        "camp-fair" => Some((Admits::One, "fair")),
+        "camp-rw" => Some((Admits::ReadersOrWriter, "read-write")),
+        "camp-slots" => Some((Admits::Permits(2), "semaphore")),
+        "camp-pes" => Some((Admits::Permits(2), "expiring permits")),
+        _ => None,
+    }
+}
+
+/// The progress check of a campaign's `history` (see `progress.rs`): the
+/// longest stall of each kind, said on stderr as `run`, and the run fails
+/// (its history kept, as [`check_or_keep`] keeps it) when one passed
+/// `bound`. `settle`: how long an outcome nobody knows may keep a lock held
+/// (its settle's budget, or a killed holder's lease).
+fn check_progress(
+    history: &[Operation],
+    (dir, kept, run): (&std::path::Path, &str, &str),
+    settle: Duration,
+    bound: Duration,
+) {
+    let (report, within_bound) = progress_report(
+        history,
+        campaign_kind,
+        settle.as_nanos() as u64,
+        bound.as_secs_f64() * 1e3,
+    );
+    eprintln!("{run}: progress: {report}");
+    if !within_bound {
+        keep(dir, kept);
+        panic!("{run}: a waiter waited on a lock free for it past {bound:?}: {report}");
+    }
+}
+
+/// Keeps the recorded files of `dir` under `target/histories/<kept>/`;
+/// where.
+pub(super) fn keep(dir: &std::path::Path, kept: &str) -> std::path::PathBuf {
     let kept = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/histories")
         .join(kept);
@@ -631,6 +686,17 @@ fn check_or_keep(history: &[Operation], dir: &std::path::Path, kept: &str, run: 
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let _ = std::fs::copy(entry.path(), kept.join(entry.file_name()));
     }
+    kept
+}
+
+/// Checks a campaign's merged `history`; when no order explains it, keeps
+/// the recorded files of `dir` under `target/histories/<kept>/` and fails,
+/// naming the `run` (its seed, or what it struck) and the place.
+fn check_or_keep(history: &[Operation], dir: &std::path::Path, kept: &str, run: &str) {
+    let Err(why) = check_campaign(history) else {
+        return;
+    };
+    let kept = keep(dir, kept);
     panic!("{run}: {why}; the history is kept in {}", kept.display());
 }
 
@@ -1132,6 +1198,7 @@ fn close_killed(history: &mut Vec<Operation>, killed: &[(String, u64)]) {
                     value: None,
                     invoked_ns: *killed_ns,
                     completed_ns: u64::MAX,
+                    returned_ns: *killed_ns,
                 });
             }
         }
@@ -1165,6 +1232,8 @@ async fn a_campaign_of_killed_and_frozen_processes_leaves_linearizable_histories
             ("DIR", dir.display().to_string()),
             ("NAME", format!("p{n}")),
             ("WATCHDOG_MS", "2000".to_owned()),
+            // The default re-check: a fault may swallow a message.
+            ("RECHECK_MS", default_recheck().as_millis().to_string()),
         ]);
         assert!(child.wait_for_line("READY"), "child p{n} started");
         (format!("p{n}"), child)
@@ -1202,6 +1271,7 @@ async fn a_campaign_of_killed_and_frozen_processes_leaves_linearizable_histories
     }
     let mut history = merge(&dir);
     close_killed(&mut history, &killed);
+    close_killed_waits(&mut history, &killed);
     let unknown = history.iter().filter(|o| o.outcome == Unknown).count();
     eprintln!(
         "process campaign seed {seed}: {} operations ({unknown} unknown), {freezes} freezes, {kills} kills",
@@ -1214,9 +1284,38 @@ async fn a_campaign_of_killed_and_frozen_processes_leaves_linearizable_histories
         &format!("processes-{seed}"),
         &format!("seed {seed}"),
     );
+    check_progress(
+        &history,
+        (
+            &dir,
+            &format!("processes-{seed}"),
+            &format!("process campaign seed {seed}"),
+        ),
+        PROCESSES_SETTLE,
+        PROCESSES_STALL_BOUND,
+    );
     assert!(history.len() > 100, "the processes ran: {}", history.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The library's default re-check interval, which the fault campaigns run
+/// with (the suite's other clients re-check far less often, see
+/// `SUITE_RECHECK`): a fault may swallow a message, and the re-check is what
+/// bounds that.
+fn default_recheck() -> Duration {
+    redisson_locks::Config::default().recheck_interval
+}
+
+/// How long a killed process's hold keeps its lock: its 2 s lease, from its
+/// last renewal (before the kill).
+const PROCESSES_SETTLE: Duration = Duration::from_millis(2_000);
+
+/// The longest a waiter may wait on a lock free for it while processes are
+/// frozen (300 ms) and killed: a frozen waiter cannot take it, and a fair
+/// lock's head that was killed holds its line until its deadline, which a
+/// release brings to the 2 s grace at most; the re-check interval (1 s) on
+/// top for a wake-up the fault swallowed.
+const PROCESSES_STALL_BOUND: Duration = Duration::from_millis(3_500);
 
 #[test]
 fn the_read_write_checker_lets_readers_share_and_never_a_writer_in() {

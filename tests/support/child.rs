@@ -17,6 +17,12 @@ impl ChildHolder {
     /// Starts a child with `orders` (variable name -> value, names without the
     /// `LOCKS_` prefix).
     pub fn spawn(orders: &[(&str, String)]) -> ChildHolder {
+        Self::spawn_with_env(orders, &[])
+    }
+
+    /// [`spawn`](Self::spawn), with `env` set as it is (no prefix): the
+    /// library's own variables, such as `REDISSON_LOCKS_WITHOUT`.
+    pub fn spawn_with_env(orders: &[(&str, String)], env: &[(&str, String)]) -> ChildHolder {
         let exe = std::env::current_exe().expect("test binary path");
         let mut cmd = Command::new(exe);
         cmd.args([
@@ -26,11 +32,13 @@ impl ChildHolder {
             "--nocapture",
             "--test-threads=1",
         ]);
+        let raw = env;
         let env: HashMap<String, String> = orders
             .iter()
             .map(|(k, v)| (format!("LOCKS_{k}"), v.clone()))
             .collect();
         cmd.envs(env)
+            .envs(raw.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         let mut child = cmd.spawn().expect("spawn child holder");

@@ -57,6 +57,10 @@ pub enum Op {
     LatchCount,
     /// A latch's timed wait: `Ok` when it returned open.
     LatchWait,
+    /// An operator's force-unlock, or a `DEL` of the lock: every hold of the
+    /// lock ends (the safety models know no such thing: a campaign with it
+    /// checks progress only).
+    ForceRelease,
 }
 
 /// How an operation ended.
@@ -201,6 +205,9 @@ pub struct Operation {
     pub invoked_ns: u64,
     /// `u64::MAX` for an unknown outcome: it may take effect any time after.
     pub completed_ns: u64,
+    /// When the call returned, whatever its outcome (an unknown one too);
+    /// `u64::MAX` when it never did (its process was killed first).
+    pub returned_ns: u64,
 }
 
 /// Every process's history in `dir`, merged: one operation per call (an
@@ -242,6 +249,7 @@ pub fn merge(dir: &Path) -> Vec<Operation> {
                             value,
                             invoked_ns,
                             completed_ns,
+                            returned_ns: line.t,
                         });
                     }
                 }
@@ -258,6 +266,7 @@ pub fn merge(dir: &Path) -> Vec<Operation> {
             value: None,
             invoked_ns,
             completed_ns: u64::MAX,
+            returned_ns: u64::MAX,
         });
     }
     ops.sort_by_key(|o| (o.invoked_ns, o.completed_ns));
@@ -543,4 +552,154 @@ impl Model for Latch {
             _ => None,
         }
     }
+}
+
+/// Each lock's holds and waits in `history`, as the progress checker
+/// (`progress.rs`) reads them, for the locks `admits` names (a latch is no
+/// lock: left out).
+///
+/// - A wait is an acquire (write, read or permit) from its call to its
+///   return, whatever came of it; one that never returned (its process was
+///   killed) waited until the kill, which [`close_killed_waits`] records.
+/// - A hold runs from a granted acquire's completion to its owner's next
+///   release of the lock (its call: the release is asked for then). A
+///   release of unknown outcome ends it at the latest `settle_ns` later (its
+///   settle finds out and gives the hold back); with none at all (its holder
+///   died, see `close_killed`) the lease ends it. The checker takes the
+///   latest, so that a lock that may still be held is never called free.
+/// - An acquire of unknown outcome may have taken the lock, and its settle
+///   gives it back: it counts as a hold from its call until `settle_ns`
+///   after it returned.
+pub fn lock_histories(
+    history: &[Operation],
+    admits: impl Fn(&str) -> Option<super::progress::Admits>,
+    settle_ns: u64,
+) -> BTreeMap<String, (super::progress::Admits, super::progress::LockHistory)> {
+    use super::progress::{Held, LockHistory, Waited};
+    let later = |t: u64| t.saturating_add(settle_ns);
+    let mut out: BTreeMap<String, (super::progress::Admits, LockHistory)> = BTreeMap::new();
+    // Holds still open, per (owner, lock, read): when each began.
+    let mut open: HashMap<(&str, &str, bool), Vec<u64>> = HashMap::new();
+    let mut ops: Vec<&Operation> = history.iter().collect();
+    ops.sort_by_key(|o| o.invoked_ns);
+    for o in ops {
+        let Some(admitted) = admits(&o.lock) else {
+            continue;
+        };
+        let (_, lock) = out
+            .entry(o.lock.clone())
+            .or_insert_with(|| (admitted, LockHistory::default()));
+        let read = matches!(o.op, Op::ReadAcquire | Op::ReadRelease);
+        match o.op {
+            Op::Acquire | Op::ReadAcquire | Op::PermitAcquire => {
+                if o.returned_ns != u64::MAX {
+                    lock.waits.push(Waited {
+                        from_ns: o.invoked_ns,
+                        to_ns: o.returned_ns,
+                        read,
+                    });
+                }
+                match o.outcome {
+                    Outcome::Ok => open
+                        .entry((&o.owner, &o.lock, read))
+                        .or_default()
+                        .push(o.completed_ns),
+                    Outcome::Unknown => lock.holds.push(Held {
+                        from_ns: o.invoked_ns,
+                        to_ns: later(o.returned_ns),
+                        read,
+                    }),
+                    Outcome::Refused | Outcome::Fail => {}
+                }
+            }
+            // Every hold open ends by the time the force returned.
+            Op::ForceRelease => {
+                let name = o.lock.as_str();
+                for ((_, lock_name, read), begun) in open.iter_mut() {
+                    if *lock_name != name {
+                        continue;
+                    }
+                    for from_ns in begun.drain(..) {
+                        lock.holds.push(Held {
+                            from_ns,
+                            to_ns: o.returned_ns.min(o.completed_ns),
+                            read: *read,
+                        });
+                    }
+                }
+            }
+            Op::Release | Op::ReadRelease | Op::PermitRelease => {
+                let Some(from_ns) = open
+                    .get_mut(&(o.owner.as_str(), o.lock.as_str(), read))
+                    .and_then(|begun| (!begun.is_empty()).then(|| begun.remove(0)))
+                else {
+                    continue;
+                };
+                let to_ns = match o.outcome {
+                    Outcome::Unknown => later(o.invoked_ns),
+                    _ => o.invoked_ns,
+                };
+                lock.holds.push(Held {
+                    from_ns,
+                    to_ns,
+                    read,
+                });
+            }
+            _ => {}
+        }
+    }
+    for ((_, name, read), begun) in open {
+        if let Some((_, lock)) = out.get_mut(name) {
+            for from_ns in begun {
+                lock.holds.push(Held {
+                    from_ns,
+                    to_ns: u64::MAX,
+                    read,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Gives every call of a killed process that never returned the instant of
+/// the kill as its return: it waited (or held) until then, and no longer.
+pub fn close_killed_waits(history: &mut [Operation], killed: &[(String, u64)]) {
+    for o in history.iter_mut().filter(|o| o.returned_ns == u64::MAX) {
+        if let Some((_, at)) = killed.iter().find(|(process, _)| *process == o.process) {
+            o.returned_ns = (*at).max(o.invoked_ns);
+        }
+    }
+}
+
+/// The stalls of `history`'s locks (see `progress.rs`), by kind (`kind_of`
+/// each lock, with how it admits), against `bound_ms`, an unknown outcome
+/// settled within `settle_ns` (see [`lock_histories`]): the report, one line
+/// per kind, and whether every kind kept the bound.
+pub fn progress_report(
+    history: &[Operation],
+    kind_of: impl Fn(&str) -> Option<(super::progress::Admits, &'static str)>,
+    settle_ns: u64,
+    bound_ms: f64,
+) -> (String, bool) {
+    let locks = lock_histories(history, |lock| kind_of(lock).map(|(a, _)| a), settle_ns);
+    let reports = super::progress::report_by_kind(
+        locks
+            .iter()
+            .map(|(name, (admits, h))| (name.as_str(), *admits, h)),
+        |name| kind_of(name).map_or("?", |(_, kind)| kind).to_owned(),
+        bound_ms,
+    );
+    let kept = reports.values().all(|r| r.over_bound == 0);
+    let text = reports
+        .iter()
+        .map(|(kind, r)| {
+            format!(
+                "{kind}: {} stalls, longest {:.1} ms, p99 {:.1} ms, {} over {bound_ms} ms",
+                r.stalls, r.longest_ms, r.p99_ms, r.over_bound
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    (text, kept)
 }
