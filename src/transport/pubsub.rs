@@ -226,26 +226,52 @@ impl Channels {
 impl Channels {
     /// The server says `channel` is no longer subscribed. Our own
     /// UNSUBSCRIBE's confirmation says so too, but for a channel that left
-    /// the table (or was subscribed again since, and is pending): a
-    /// confirmed subscription ended here was ended by the server, as a
-    /// cluster node does (Redis 7+, Valkey) to every sharded subscriber of a
-    /// slot that moved away, keeping the connection. Its waiters would sleep
-    /// on a channel that is dead: it is subscribed again (where the slot now
-    /// lives) and they are woken, to try once it is confirmed.
+    /// the table: one still in it is wanted, and was ended by the server, as
+    /// a cluster node does (Redis 7+, Valkey) to every sharded subscriber of
+    /// a slot it no longer serves (a reshard, a failover), keeping the
+    /// connection. Its waiters would sleep on a channel that is dead: it is
+    /// subscribed again (where the slot now lives) and they are woken, to
+    /// try once it is confirmed. A subscription still pending is asked for
+    /// again too, superseding the one in flight: a failover's old primary
+    /// may confirm our SSUBSCRIBE and end it a moment later (seen: the
+    /// second push came before the first re-subscription's confirmation was
+    /// recorded, and the channel then stood "ready" and dead). A needless
+    /// SSUBSCRIBE (after our own UNSUBSCRIBE of a channel wanted again) costs
+    /// one command; a dead subscription, a re-check's wait.
     fn ended_by_server(&self, channel: &str) {
         let table = self.table();
         let Some(entry) = table.get(channel) else {
             return;
         };
-        if !entry.channel.status.is_ready() {
-            return;
-        }
         crate::trace::info_event!(
             "the server ended the subscription to {channel:?} (a slot moved away?): subscribing again, waking its waiters"
         );
         self.request_subscribe(&table, &entry.channel);
         for lock in entry.locks.values() {
             lock.wakeups.wake_all();
+        }
+        // And once more when the topology has settled: around a graceful
+        // failover the old primary confirmed our SSUBSCRIBE, then dropped it
+        // as it became a replica, saying nothing (seen on Redis 7.0).
+        if let Some(commands) = self
+            .commands
+            .get()
+            .and_then(mpsc::WeakUnboundedSender::upgrade)
+        {
+            let _ = commands.send(Command::Again(entry.channel.name.clone()));
+        }
+    }
+
+    /// Subscribes `channel` again, if it is still wanted, and wakes its
+    /// waiters to try once it is confirmed: a message may have gone to a
+    /// subscription the server had dropped.
+    fn subscribe_again(&self, channel: &str) {
+        let table = self.table();
+        if let Some(entry) = table.get(channel) {
+            self.request_subscribe(&table, &entry.channel);
+            for lock in entry.locks.values() {
+                lock.wakeups.wake_all();
+            }
         }
     }
 }
@@ -264,6 +290,9 @@ enum Command {
     /// Unsubscribe; `true`: it may linger to go out with others (see
     /// [`UNSUBSCRIBE_LINGER`]).
     Unsubscribe(Arc<str>, bool),
+    /// Subscribe this channel again [`SUBSCRIBE_AGAIN_AFTER`] from now, if
+    /// it is still wanted (see [`Channels::ended_by_server`]).
+    Again(Arc<str>),
 }
 
 /// Reads the client's connection epoch (see [`PubSub::connection_epoch`]).
@@ -295,6 +324,7 @@ impl std::fmt::Debug for Command {
         match self {
             Command::Subscribe(c, request) => write!(f, "SUBSCRIBE {} (#{request})", c.name),
             Command::Unsubscribe(n, _) => write!(f, "UNSUBSCRIBE {n}"),
+            Command::Again(n) => write!(f, "SUBSCRIBE {n} again, later"),
         }
     }
 }
@@ -354,6 +384,11 @@ impl PushHandler {
 /// times a second, so 100 ms gathered one or two channels per UNSUBSCRIBE.
 const UNSUBSCRIBE_LINGER: Duration = Duration::from_secs(1);
 
+/// How long after the server ended a subscription it is made once more
+/// (see [`Channels::ended_by_server`]): a failover's handover settles in
+/// well under this.
+const SUBSCRIBE_AGAIN_AFTER: Duration = Duration::from_secs(1);
+
 /// At most this many channels wait for one UNSUBSCRIBE.
 const UNSUBSCRIBE_BATCH: usize = 128;
 
@@ -370,13 +405,24 @@ async fn run_subscriber(
     let mut batch = Vec::new();
     let mut leaving: Vec<Arc<str>> = Vec::new();
     let mut flush_at: Option<Instant> = None;
+    // Channels to subscribe once more, and when.
+    let mut again: Vec<(Instant, Arc<str>)> = Vec::new();
     loop {
-        let received = match flush_at {
+        let next = again.iter().map(|(at, _)| *at).chain(flush_at).min();
+        let received = match next {
             Some(at) => tokio::select! {
                 n = queue.recv_many(&mut batch, 256) => n,
                 _ = tokio::time::sleep_until(at) => {
-                    unsubscribe(&mut conn, &mut leaving).await;
-                    flush_at = None;
+                    let now = Instant::now();
+                    if flush_at.is_some_and(|flush| flush <= now) {
+                        unsubscribe(&mut conn, &mut leaving).await;
+                        flush_at = None;
+                    }
+                    let (due, later) = again.drain(..).partition(|(at, _)| *at <= now);
+                    again = later;
+                    for (_, name) in due {
+                        channels.subscribe_again(&name);
+                    }
                     continue;
                 }
             },
@@ -413,6 +459,11 @@ async fn run_subscriber(
                                 channel.status.set(status.clone());
                             }
                         }
+                    }
+                }
+                Command::Again(name) => {
+                    if again.iter().all(|(_, queued)| *queued != name) {
+                        again.push((Instant::now() + SUBSCRIBE_AGAIN_AFTER, name));
                     }
                 }
                 Command::Unsubscribe(name, linger) => {

@@ -536,6 +536,52 @@ fn cluster_slot(name: &str) -> u16 {
     crc % 16384
 }
 
+/// A graceful failover (`CLUSTER FAILOVER`, as an upgrade does it): the old
+/// primary, now a replica, ends its sharded subscriptions; waiters follow
+/// their channels to the new primary and take the lock at its release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_follow_their_channels_through_a_graceful_failover() {
+    if !crate::support::server_has(7, 0, "sharded pub/sub") {
+        return;
+    }
+    let cluster = RedisCluster::start();
+    let holder = cluster.client().await;
+    let waiter = cluster.client().await;
+    for (fair, name) in [(false, "{handed}:reentrant"), (true, "{handed-fair}:fair")] {
+        let lock = |client: &redisson_locks::Client| match fair {
+            true => client.get_fair_lock(name).unwrap(),
+            false => client.get_lock(name).unwrap(),
+        };
+        let held = lock(&holder).lock().await.unwrap();
+        let waiting = {
+            let lock = lock(&waiter);
+            tokio::spawn(async move {
+                let guard = lock.lock().await.unwrap();
+                let took = tokio::time::Instant::now();
+                guard.unlock().await.unwrap();
+                took
+            })
+        };
+        assert!(
+            eventually(T, || async { waiter.waiting_for(name) == 1 }).await,
+            "{name}: the waiter is not waiting"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cluster.fail_over_gracefully(name).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let released = tokio::time::Instant::now();
+        within(T, "the release on the new primary", held.unlock())
+            .await
+            .unwrap();
+        let took = within(T * 2, "the waiter", waiting).await.unwrap();
+        let waited = took.saturating_duration_since(released);
+        assert!(
+            waited < PROMPT,
+            "{name}: the waiter took the lock {waited:?} after the release on the new primary"
+        );
+    }
+}
+
 /// A slot moved away (a reshard): the node that gave it up pushes
 /// `sunsubscribe` to every sharded subscriber of its channels and keeps the
 /// connection. A waiter's subscription is then dead though it stood

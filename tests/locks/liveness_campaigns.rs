@@ -391,7 +391,11 @@ async fn nested_locks_across_processes_are_safe_and_live_whatever_the_heuristics
     // `CAMPAIGN_WITHOUT=name,...` (or `all`): every process without those,
     // as `scripts/campaign` runs each heuristic off in turn.
     if let Ok(only) = std::env::var("CAMPAIGN_WITHOUT") {
-        let only = if only == "all" { HEURISTICS.join(",") } else { only };
+        let only = if only == "all" {
+            HEURISTICS.join(",")
+        } else {
+            only
+        };
         without = std::array::from_fn(|_| only.clone());
     }
     eprintln!("nested campaign seed {seed}: processes without {without:?}");

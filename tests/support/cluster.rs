@@ -294,6 +294,53 @@ impl RedisCluster {
         to
     }
 
+    /// A graceful failover of the primary serving `key`, as an upgrade does
+    /// it: its replica runs `CLUSTER FAILOVER` (the two agree, no write is
+    /// lost) and becomes the primary. Returns the index of the new primary
+    /// once it says so.
+    pub async fn fail_over_gracefully(&self, key: &str) -> usize {
+        let primary = self.primary_for(key);
+        let id_of = |i: usize| {
+            let out = Command::new("redis-cli")
+                .args(["-p", &self.nodes[i].port().to_string(), "cluster", "myid"])
+                .output()
+                .expect("redis-cli");
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        };
+        let primary_id = id_of(primary);
+        let replica = (0..self.nodes.len())
+            .find(|&i| {
+                let out = Command::new("redis-cli")
+                    .args(["-p", &self.nodes[i].port().to_string(), "cluster", "nodes"])
+                    .output()
+                    .expect("redis-cli");
+                String::from_utf8_lossy(&out.stdout).lines().any(|line| {
+                    line.contains("myself") && line.contains("slave") && line.contains(&primary_id)
+                })
+            })
+            .expect("the primary's replica");
+        let out = Command::new("redis-cli")
+            .args([
+                "-p",
+                &self.nodes[replica].port().to_string(),
+                "cluster",
+                "failover",
+            ])
+            .output()
+            .expect("redis-cli");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("OK"),
+            "CLUSTER FAILOVER: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let promoted = super::eventually(Duration::from_secs(30), || async {
+            self.is_primary(replica) && self.primary_for(key) == replica
+        })
+        .await;
+        assert!(promoted, "the replica did not take over");
+        replica
+    }
+
     /// Whether node `index` is a primary now (its own CLUSTER NODES line).
     fn is_primary(&self, index: usize) -> bool {
         let out = Command::new("redis-cli")
