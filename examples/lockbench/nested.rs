@@ -465,6 +465,17 @@ pub(crate) async fn each_heuristic(
                 "rounds_over_5s": field("rounds_over_5s"),
                 "longest_round_ms": field("longest_round_ms"),
                 "p99_ms": field("p99_ms"),
+                "longest_stall_ms": runs
+                    .iter()
+                    .map(|r| {
+                        r["stalls_by_kind"]
+                            .as_object()
+                            .into_iter()
+                            .flat_map(|kinds| kinds.values())
+                            .filter_map(|kind| kind["longest_ms"].as_f64())
+                            .fold(0.0, f64::max)
+                    })
+                    .collect::<Vec<f64>>(),
             })
         })
         .collect();
