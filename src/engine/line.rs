@@ -1,6 +1,6 @@
 //! What this client knows about the line for each lock: how many of its tasks
-//! wait, whose turn it is to wait in Redis, and whether a release it just made
-//! handed the lock on.
+//! wait, whose turn it is to wait in Redis, and (a fair lock) who its heir is.
+//! What its releases did lately is `handoff.rs`'s.
 //!
 //! For the exclusive kinds (reentrant, non-reentrant, fenced, write, the
 //! one-permit semaphores; the fair lock in a form of its own, see
@@ -11,18 +11,6 @@
 //! engine, and move up in arrival order. When the head leaves holding the lock,
 //! the next learns it ([`HeldHere`]) and sleeps on that hold's unlock message
 //! rather than trying at once. Other clients still compete as Redisson's do.
-//!
-//! Redis keeps no line for a non-fair lock, so whoever asks first after a
-//! release takes it: often the task that released it, asking again at once,
-//! before the waiter the release woke has even heard of it (one task finished
-//! all its work before any other started). This client evens that out, in the
-//! spirit of parking_lot's eventual fairness, without touching the wire:
-//! - after a release whose unlock message reached a subscriber (PUBLISH says
-//!   how many received it: this client's own waiters, or other clients'), this
-//!   client's tasks that are not already waiting hold their first attempt on
-//!   that lock back for at most [`HANDOFF_WINDOW`], sleeping behind the woken
-//!   waiter instead (wake-ups go to the longest waiting first);
-//! - the window closes early when one of this client's waiters takes the lock.
 //!
 //! The count of waiting tasks also tells a fair waiter that it will likely
 //! wait, so it subscribes before its first attempt (see `wait/in_redis.rs`).
@@ -35,34 +23,12 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::engine::join_order::{JoinOrder, JoinTicket};
-use crate::engine::successor::Successor;
+use crate::engine::successor::{Naming, Successor};
 use crate::transport::pubsub::{ChannelMark, Confirming};
 use tokio::time::Instant;
 
-/// How long a release that woke a waiter keeps this client's newcomers from
-/// barging: enough for the woken waiter, here or in another process, to hear
-/// the message and send its attempt (a few round trips), short enough that a
-/// waiter that never comes costs little.
-pub(crate) const HANDOFF_WINDOW: Duration = Duration::from_millis(5);
-
-/// The most times a waiter woken by another client's release yields before it
-/// tries (see [`wake_jitter`]).
-const WAKE_JITTER_YIELDS: u64 = 64;
-
-/// A short random pause before a waiter woken by another client's release
-/// tries: the message reached one waiter of every listening client in the
-/// order they subscribed, so without it the same clients would win every race.
-/// Yields rather than a timer: tokio's timers tick in milliseconds, far longer
-/// than the spread to even out.
-pub(crate) async fn wake_jitter() {
-    let yields = uuid::Uuid::new_v4().as_u64_pair().0 % (WAKE_JITTER_YIELDS + 1);
-    for _ in 0..yields {
-        tokio::task::yield_now().await;
-    }
-}
-
-/// Entries kept before expired hand-offs are first swept; after a sweep, the
-/// next comes when the map has doubled, so sweeping stays O(1) amortized.
+/// Entries kept before expired contentions are first swept; after a sweep,
+/// the next comes when the map has doubled, so sweeping stays O(1) amortized.
 const SWEEP_AT: usize = 1024;
 
 /// How long after one of this client's fair waiters joined a busy line a
@@ -92,8 +58,6 @@ struct LineState {
     confirming: Option<Confirming>,
     /// The head is past due: nobody parks behind it until it leaves.
     stalled: bool,
-    /// Until when newcomers hold back (a release woke a waiter).
-    hand_off_until: Option<Instant>,
     /// For a fair lock: the order its waiters join Redis's queue in, which is
     /// the order of this line (see `join_order.rs`).
     joins: Option<Arc<JoinOrder>>,
@@ -107,12 +71,6 @@ struct LineState {
     /// in its cell, where a release that found no heir would publish to a
     /// waiter that does not listen.
     parked_heirs: VecDeque<Arc<Successor>>,
-    /// For a fair lock: this client's last release that named an heir and
-    /// freed the lock passed it over (the lock went to a waiter of another
-    /// client): a head then listens at once rather than waiting for a grant.
-    passed_over: bool,
-    /// When this client last freed the lock and woke a waiter.
-    released_at: Option<Instant>,
     /// For a fair lock: until when a waiter of this client that comes alone
     /// expects to wait (one of them joined a busy line lately, see
     /// [`Lines::queued_behind_others`]).
@@ -120,11 +78,10 @@ struct LineState {
 }
 
 impl LineState {
-    /// Whether the entry still says something once nobody waits: a hand-off
-    /// or a contention still fresh.
+    /// Whether the entry still says something once nobody waits: a
+    /// contention still fresh.
     fn outlives_its_waiters(&self, now: Instant) -> bool {
-        let fresh = |until: Option<Instant>| until.is_some_and(|until| until > now);
-        fresh(self.hand_off_until) || fresh(self.contended_until)
+        self.contended_until.is_some_and(|until| until > now)
     }
 }
 
@@ -150,7 +107,7 @@ const SHARDS: usize = 32;
 #[derive(Debug, Default)]
 struct Shard {
     map: Mutex<HashMap<Arc<str>, LineState>>,
-    /// The size at which `handed_off` next sweeps this part (0: [`SWEEP_AT`]).
+    /// The size at which `enter` next sweeps this part (0: [`SWEEP_AT`]).
     sweep_at: std::sync::atomic::AtomicUsize,
 }
 
@@ -312,7 +269,6 @@ impl Lines {
             line.held_here = None;
             line.head_due = Some(Instant::now() + self.first_due);
         }
-        let hand_off_until = line.hand_off_until;
         drop(lines);
         let waiting = Waiting::new(self, lock);
         match taken {
@@ -320,7 +276,6 @@ impl Lines {
                 _permit: permit,
                 waiting,
                 held_here: None,
-                hand_off_until,
                 heir: None,
             }),
             Err(_) => Entry::Park(Parked {
@@ -398,19 +353,6 @@ impl Lines {
         self.lines(lock).get(lock).map_or(0, |line| line.waiting)
     }
 
-    /// A release by this client freed `lock` and its message woke a waiter:
-    /// newcomers hold back for [`HANDOFF_WINDOW`].
-    pub(crate) fn handed_off(&self, lock: &Arc<str>) {
-        let mut lines = self.lines(lock);
-        lines.sweep();
-        let now = Instant::now();
-        let line = lines.entry(lock.clone()).or_default();
-        if crate::engine::heuristics::heuristics().handoff_window {
-            line.hand_off_until = Some(now + HANDOFF_WINDOW);
-        }
-        line.released_at = Some(now);
-    }
-
     /// A fair waiter of this client joined `lock`'s line in Redis behind
     /// others (the lock was busy): for [`CONTENDED_FOR`], a waiter that comes
     /// alone expects to wait too (see [`Parked::expects_wait`]).
@@ -420,51 +362,38 @@ impl Lines {
         }
     }
 
-    /// Did this client free `lock` (waking a waiter) since `since`? A waiter
-    /// woken then is the one its own client's hand-off is for.
-    pub(crate) fn released_since(&self, lock: &str, since: Instant) -> bool {
-        self.lines(lock)
-            .get(lock)
-            .and_then(|line| line.released_at)
-            .is_some_and(|at| at >= since)
-    }
-
-    /// One of this client's tasks took `lock`: the hand-off is done.
-    pub(crate) fn taken(&self, lock: &str) {
-        let mut lines = self.lines(lock);
-        if let Some(line) = lines.get_mut(lock) {
-            line.hand_off_until = None;
-            line.released_at = None;
-            if line.waiting == 0 {
-                lines.remove(lock);
-            }
-        }
-    }
-
-    /// This client releases the fair lock `lock`: the word that one of its
-    /// tasks holds it is stale from now on, and the heir the release may grant
-    /// the lock to, if one is offered, is returned. Under the line's lock, so
-    /// a new head either is offered before and is told of the release, or
+    /// This client's owner `releaser` releases the fair lock `lock`: the word
+    /// that one of its tasks holds it is stale from now on, and the heir the
+    /// release may grant the lock to, if one is offered (never the releasing
+    /// owner itself), is returned, named (see [`Successor::named`]): its
+    /// owner field and lease, for the release script. Under the line's lock,
+    /// so a new head either is offered before and is told of the release, or
     /// comes after and does not trust the stale word.
-    pub(crate) fn releasing(&self, lock: &str) -> Option<Arc<Successor>> {
+    pub(crate) fn releasing(&self, lock: &str, releaser: &str) -> Option<(Arc<Successor>, Naming)> {
         if self.is_empty() {
             return None;
         }
         let mut lines = self.lines(lock);
         let line = lines.get_mut(lock)?;
         line.held_here = None;
-        if line.heir.is_some() {
-            return line.heir.clone();
+        if line.heir.is_none() {
+            // Those that left (or were granted) are no heirs any more.
+            while line
+                .parked_heirs
+                .front()
+                .is_some_and(|heir| !heir.is_waiting())
+            {
+                line.parked_heirs.pop_front();
+            }
         }
-        // Those that left (or were granted) are no heirs any more.
-        while line
-            .parked_heirs
-            .front()
-            .is_some_and(|heir| !heir.is_waiting())
-        {
-            line.parked_heirs.pop_front();
-        }
-        line.parked_heirs.front().cloned()
+        let heir = line
+            .heir
+            .as_ref()
+            .or(line.parked_heirs.front())
+            .filter(|heir| heir.owner() != releaser)?
+            .clone();
+        let naming = heir.named();
+        Some((heir, naming))
     }
 
     /// Up to `most` of the fair lock `lock`'s parked heirs, first first, that
@@ -483,39 +412,12 @@ impl Lines {
             .collect()
     }
 
-    /// A release of the fair lock `lock` that named an heir and freed the
-    /// lock granted it (`granted`) or handed the lock to another client's
-    /// waiter.
-    pub(crate) fn heir_granted(&self, lock: &str, granted: bool) {
-        if let Some(line) = self.lines(lock).get_mut(lock) {
-            line.passed_over = !granted;
-        }
-    }
-
-    /// Whether this client's releases of the fair lock `lock` lately granted
-    /// it to their heirs (none passed one over since the last grant).
-    pub(crate) fn grants(&self, lock: &str) -> bool {
-        self.lines(lock)
-            .get(lock)
-            .is_none_or(|line| !line.passed_over)
-    }
-
     /// The heir offered for the fair lock `lock`, if any.
     pub(crate) fn heir(&self, lock: &str) -> Option<Arc<Successor>> {
         if self.is_empty() {
             return None;
         }
         self.lines(lock).get(lock)?.heir.clone()
-    }
-
-    /// Until when a newcomer to `lock` should hold back, if a hand-off is under
-    /// way.
-    pub(crate) fn hold_back_until(&self, lock: &str) -> Option<Instant> {
-        if self.is_empty() {
-            return None;
-        }
-        let until = self.lines(lock).get(lock)?.hand_off_until?;
-        (until > Instant::now()).then_some(until)
     }
 }
 
@@ -545,9 +447,6 @@ pub(crate) struct Turn {
     _permit: OwnedSemaphorePermit,
     waiting: Waiting,
     held_here: Option<HeldHere>,
-    /// The lock's hand-off window when this task got the turn (read then, under
-    /// the same lock; see [`Lines::hold_back_until`]).
-    hand_off_until: Option<Instant>,
     /// A fair head offered as the heir of this client's releases.
     heir: Option<Arc<Successor>>,
 }
@@ -594,12 +493,6 @@ impl Turn {
             line.confirming = None;
             line.head_due = Some(by + HEAD_GRACE);
         });
-    }
-
-    /// Until when a newcomer holds back behind a hand-off of this lock (as
-    /// [`Lines::hold_back_until`], as of when this task got the turn).
-    pub(crate) fn hold_back_until(&self) -> Option<Instant> {
-        self.hand_off_until.filter(|until| *until > Instant::now())
     }
 
     /// Whether the task that had the turn before left holding the lock: then
@@ -737,18 +630,16 @@ impl LineSpot {
             }
             // Closed: the head stalled.
             let permit = self.turn.clone().acquire_owned().await.ok();
-            let (held_here, hand_off_until) = waiting
+            let held_here = waiting
                 .lines
                 .lines(&waiting.lock)
                 .get_mut(&waiting.lock)
-                .map_or((None, None), |line| {
+                .and_then(|line| {
                     if let Some(heir) = &heir {
                         line.parked_heirs
                             .retain(|parked| !Arc::ptr_eq(parked, heir));
                     }
-                    if permit.is_none() {
-                        return (None, None);
-                    }
+                    permit.as_ref()?;
                     line.head_due = Some(Instant::now() + waiting.lines.first_due);
                     if heir.is_some() {
                         line.heir = heir.clone();
@@ -762,17 +653,13 @@ impl LineSpot {
                     };
                     let awaits_word = heir.as_ref().is_some_and(|heir| heir.awaits_word());
                     let held_here = line.held_here.take();
-                    (
-                        held_here.or_else(|| awaits_word.then(word_due)),
-                        line.hand_off_until,
-                    )
+                    held_here.or_else(|| awaits_word.then(word_due))
                 });
             let permit = permit?;
             Some(Turn {
                 _permit: permit,
                 waiting: self.waiting,
                 held_here,
-                hand_off_until,
                 heir,
             })
         }
@@ -978,24 +865,5 @@ mod tests {
             std::task::Poll::Ready(output) => Some(output),
             std::task::Poll::Pending => None,
         }
-    }
-
-    #[tokio::test]
-    async fn a_hand_off_holds_newcomers_back_until_taken_or_expired() {
-        let lines = Arc::new(Lines::new(Duration::from_secs(3)));
-        let lock: Arc<str> = "l".into();
-        assert!(lines.hold_back_until("l").is_none());
-        let waiting = lines.join(&lock);
-        assert_eq!(lines.waiting("l"), 1);
-        lines.handed_off(&lock);
-        assert!(lines.hold_back_until("l").is_some());
-        lines.taken("l");
-        assert!(lines.hold_back_until("l").is_none());
-        drop(waiting);
-        assert_eq!(lines.waiting("l"), 0);
-        assert!(lines.is_empty(), "nothing kept for an idle lock");
-        lines.handed_off(&lock);
-        tokio::time::sleep(HANDOFF_WINDOW + Duration::from_millis(5)).await;
-        assert!(lines.hold_back_until("l").is_none());
     }
 }

@@ -13,6 +13,7 @@ pub(crate) mod cleanup;
 pub(crate) mod contract;
 pub(crate) mod deadlock;
 pub(crate) mod detached;
+pub(crate) mod handoff;
 pub(crate) mod heuristics;
 pub(crate) mod identity;
 pub(crate) mod join_order;
@@ -53,6 +54,8 @@ pub(crate) struct Engine {
     pub(crate) detached: crate::engine::detached::Detached,
     /// This client's side of each lock's line (see `line.rs`).
     pub(crate) lines: Arc<crate::engine::line::Lines>,
+    /// What this client's releases of each lock did lately (see `handoff.rs`).
+    pub(crate) handoffs: Arc<crate::engine::handoff::Handoffs>,
     /// Which of this client's tasks holds what, to name a wait for one's own
     /// hold (see `self_wait.rs`).
     pub(crate) holdings: Arc<crate::engine::self_wait::Holdings>,
@@ -128,7 +131,7 @@ impl Engine {
         config.validate()?;
         let background = Background::start(config.timeout + DRAIN_SLACK)?;
         let pushes = PushHandler::new();
-        let conn = open_connection(&config, background.spawner().clone(), &pushes).await?;
+        let conn = open_connection(&config, background.spawner().clone(), &pushes, true).await?;
         let mut warnings = check_server(&mut conn.clone()).await;
         let (replica_sync, sync_warning) =
             crate::transport::replication::replicas_to_sync(config.replica_sync, &mut conn.clone())
@@ -139,7 +142,19 @@ impl Engine {
             timeout_ms: config.effective_replica_sync_timeout_ms(),
         };
         let linger = crate::engine::heuristics::heuristics().unsubscribe_linger;
-        let pubsub = pushes.start(conn.clone(), linger);
+        // In a cluster with sharded pub/sub, the subscriptions get a connection
+        // of their own: a node that gives up a slot (a reshard, a failover)
+        // pushes `sunsubscribe` to its subscribers, and redis-rs takes that push
+        // for the reply to the command at the front of that node's queue,
+        // shifting every later reply on the connection by one (a script's reply
+        // read as another's: seen as timeouts under a graceful failover). On a
+        // connection of subscriptions alone, only subscriptions' confirmations
+        // can be shifted, which costs a re-check, never a wrong answer.
+        let subscriptions = match conn.is_cluster() && conn.is_sharded() {
+            true => open_connection(&config, background.spawner().clone(), &pushes, false).await?,
+            false => conn.clone(),
+        };
+        let pubsub = pushes.start(subscriptions, linger);
         let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let identity =
             crate::engine::identity::Identity::of_this_process(&id, config.client_name.clone());
@@ -157,9 +172,10 @@ impl Engine {
         };
         let lines = Arc::new(crate::engine::line::Lines::new(config.timeout));
         lines.supervise(background.spawner());
+        let handoffs = Arc::new(crate::engine::handoff::Handoffs::default());
         let releaser = crate::engine::release::Releaser::new(
             conn.clone(),
-            lines.clone(),
+            (lines.clone(), handoffs.clone()),
             renewal_sync,
             pubsub.epoch_reader(),
         );
@@ -176,6 +192,7 @@ impl Engine {
             holdings: Arc::new(crate::engine::self_wait::Holdings::new()),
             deadlocks: Default::default(),
             lines,
+            handoffs,
             replica_sync,
             releaser,
             warnings,
@@ -211,7 +228,14 @@ impl Engine {
 /// Connects as `config` says, with the connection's driver on a runtime chosen
 /// from `spawner`'s (the client's thread or the caller's), and pins the
 /// scripts on the server.
-async fn open_connection(config: &Config, spawner: Spawner, pushes: &PushHandler) -> Result<Conn> {
+/// `scripts`: pin the scripts on it (a connection for commands; one for
+/// subscriptions alone runs none).
+async fn open_connection(
+    config: &Config,
+    spawner: Spawner,
+    pushes: &PushHandler,
+    scripts: bool,
+) -> Result<Conn> {
     // Polled with the home entered: the connection's driver, and every task it
     // spawns, run there (see `home.rs`).
     let home = Home::choose(&spawner);
@@ -238,6 +262,9 @@ async fn open_connection(config: &Config, spawner: Spawner, pushes: &PushHandler
     let reconnect: crate::transport::conn::Reconnect =
         Box::new(move || Box::pin(connect_link(same_kind.clone(), reconnect_pushes.clone())));
     let conn = Conn::new(link, home, spawner, reconnect, pushes.reconnect_signal());
+    if !scripts {
+        return Ok(conn);
+    }
     // Pinned (SCRIPT LOAD), so that a busy shared server's EVAL cache
     // cannot evict them; loaded again after any NOSCRIPT. A refusal (an ACL
     // without SCRIPT) leaves the EVAL fallback to cover every call.

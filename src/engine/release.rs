@@ -3,19 +3,26 @@
 //! `unlock()`, a guard's drop, a detached hold released as the client ends, a
 //! hold that no replica confirmed, and the settle of an operation of unknown
 //! outcome all send their release here (through the owner's gate, see
-//! `ledger.rs`), so each sends the same commands: the kind's release script; a
-//! hand-off record when the script freed the lock and woke a waiter, so this
-//! client's newcomers let the woken waiter in first (see `line.rs`); and, with
-//! replica sync on, a `WAIT` for the replicas, so a failover soon after loses the
-//! release no more than it loses the acquire.
+//! `ledger.rs`), so each sends the same commands, in one pass:
+//!
+//! ```text
+//! the line (line.rs): the word that a task here holds it is void; the heir
+//!   to name (a fair lock)
+//! → the kind's release script (through the engine's contract)
+//! → the heir told what came of it (successor.rs)
+//! → what it did, for this client's waiters (handoff.rs): a hand-off window
+//!   when it woke a waiter, or whether a fair release granted or passed over
+//! → with replica sync on, a WAIT for the replicas, so that a failover soon
+//!   after loses the release no more than it loses the acquire
+//! ```
 
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
 use crate::engine::contract::Acquirer;
+use crate::engine::handoff::{self, Handoffs};
 use crate::engine::line::Lines;
-use crate::engine::successor::Successor;
 use crate::error::Result;
 use crate::transport::conn::Conn;
 use crate::transport::pubsub::EpochReader;
@@ -29,16 +36,23 @@ use crate::transport::scripts::Released;
 pub(crate) struct Releaser {
     conn: Conn,
     lines: Arc<Lines>,
+    handoffs: Arc<Handoffs>,
     sync: QuietSync,
     /// The connection epoch, recorded with a grant (see `successor.rs`).
     epoch: EpochReader,
 }
 
 impl Releaser {
-    pub(crate) fn new(conn: Conn, lines: Arc<Lines>, sync: QuietSync, epoch: EpochReader) -> Self {
+    pub(crate) fn new(
+        conn: Conn,
+        (lines, handoffs): (Arc<Lines>, Arc<Handoffs>),
+        sync: QuietSync,
+        epoch: EpochReader,
+    ) -> Self {
         Releaser {
             conn,
             lines,
+            handoffs,
             sync,
             epoch,
         }
@@ -56,65 +70,39 @@ impl Releaser {
     /// (see `successor.rs`): the script grants it the lock when it is first in
     /// line, and the heir is told what came of it.
     pub(crate) async fn send(&self, ops: &Arc<dyn Acquirer>, lease_ms: u64) -> Result<Released> {
-        let heir = self.heir_of(ops);
+        let fair = ops.waits().queues();
+        let heir = fair
+            .then(|| self.lines.releasing(&ops.target().name, ops.owner()))
+            .flatten();
         let (sent, epoch) = (Instant::now(), self.epoch.now());
-        let named = heir.as_ref().map(|heir| heir.named());
+        let naming = heir.as_ref().map(|(_, naming)| naming.clone());
         let released = ops
             .clone()
-            .release_to(self.conn.clone(), lease_ms, named)
+            .release_to(self.conn.clone(), lease_ms, naming)
             .await;
-        if let Some(heir) = heir {
-            self.tell(heir, &released, sent, epoch);
+        let named = heir.is_some();
+        if let Some((heir, _)) = heir {
+            heir.told(&released, (sent, epoch), &self.conn);
         }
         let released = released?;
-        // (A fair lock's newcomers queue: they never barge past its woken head.)
-        if released == Released::FreedAndWoke && !ops.waits().queues() {
-            // Before anything else is awaited: newcomers of this client must see
-            // the hand-off as soon as possible.
-            self.lines.handed_off(&ops.target().name);
+        // Before anything else is awaited: newcomers of this client must see
+        // the hand-off as soon as possible. (A fair lock's newcomers queue:
+        // they never barge past its woken head.)
+        let news = match released {
+            Released::FreedAndWoke if !fair => Some(handoff::Released::Woke),
+            Released::Granted if named => Some(handoff::Released::Granted),
+            Released::Freed | Released::FreedAndWoke if named => {
+                Some(handoff::Released::PassedOver)
+            }
+            _ => None,
+        };
+        if let Some(news) = news {
+            self.handoffs.released(&ops.target().name, news);
         }
         if released != Released::NotHeld {
             self.sync.run(&mut self.conn.clone()).await;
         }
         Ok(released)
-    }
-
-    /// The heir a release by `ops` names: the head of this client's line for
-    /// a fair lock, offered as heir, never the releasing owner itself. Every
-    /// fair release by this client (heir or not) also voids the word that
-    /// one of its tasks holds the lock.
-    fn heir_of(&self, ops: &Arc<dyn Acquirer>) -> Option<Arc<Successor>> {
-        if !ops.waits().queues() {
-            return None;
-        }
-        self.lines
-            .releasing(&ops.target().name)
-            .filter(|heir| heir.owner() != ops.owner())
-    }
-
-    /// Tells `heir` what came of a release sent at `sent` on connection
-    /// `epoch` that named it: granted, not granted, or unknown. A heir that
-    /// left meanwhile cannot take a grant made (or perhaps made) to it: it is
-    /// given back here.
-    fn tell(&self, heir: Arc<Successor>, released: &Result<Released>, sent: Instant, epoch: u64) {
-        let name = heir.name();
-        match released {
-            Ok(Released::Granted) => self.lines.heir_granted(name, true),
-            Ok(Released::Freed | Released::FreedAndWoke) => self.lines.heir_granted(name, false),
-            _ => {}
-        }
-        let taken = match released {
-            Ok(Released::Granted) => heir.granted(sent, epoch),
-            Err(e) if !e.is_surely_not_executed() => heir.in_doubt(),
-            other => {
-                heir.passed_over(matches!(other, Ok(Released::FreedAndWoke)));
-                true
-            }
-        };
-        if !taken {
-            let conn = self.conn.clone();
-            self.conn.spawn_cleanup(heir.give_back(conn));
-        }
     }
 
     /// An attempt of `ops`' owner is being settled (its outcome unknown): if

@@ -29,6 +29,11 @@ use tokio::time::Instant;
 use crate::engine::contract::{Acquirer, Target};
 use crate::transport::conn::Conn;
 use crate::transport::pubsub::{Confirming, Subscription};
+use crate::transport::scripts::Released;
+
+/// What a release names its heir by, for the release script: the heir's
+/// owner field and lease.
+pub(crate) type Naming = (Arc<str>, u64);
 
 /// A fair waiter that its own client's release may grant the lock to.
 pub(crate) struct Successor {
@@ -107,7 +112,7 @@ impl Successor {
 
     /// What a release names it by: its owner field and lease. From now on
     /// until it is told, a word is on its way.
-    pub(crate) fn named(&self) -> (Arc<str>, u64) {
+    pub(crate) fn named(&self) -> Naming {
         let heard = self.listens();
         self.heard_when_named.store(heard, Ordering::Release);
         self.named.store(true, Ordering::Release);
@@ -170,11 +175,6 @@ impl Successor {
             *self.ears() = None;
         }
         drop(unused);
-    }
-
-    /// The lock's name.
-    pub(crate) fn name(&self) -> &str {
-        self.acquirer.name()
     }
 
     /// Its owner field.
@@ -314,6 +314,29 @@ impl Successor {
     /// kept if none waits, so a word sent before is not missed).
     pub(crate) fn notified(&self) -> Notified<'_> {
         self.told.notified()
+    }
+
+    /// Tells the heir what came of a release that named it, sent at `sent`
+    /// on connection `epoch`: granted, not granted, or unknown. An heir that
+    /// left meanwhile cannot take a grant made (or perhaps made) to it: it is
+    /// given back here, on `conn`, from the client's thread.
+    pub(crate) fn told(
+        self: Arc<Self>,
+        released: &crate::error::Result<Released>,
+        (sent, epoch): (Instant, u64),
+        conn: &Conn,
+    ) {
+        let taken = match released {
+            Ok(Released::Granted) => self.granted(sent, epoch),
+            Err(e) if !e.is_surely_not_executed() => self.in_doubt(),
+            other => {
+                self.passed_over(matches!(other, Ok(Released::FreedAndWoke)));
+                true
+            }
+        };
+        if !taken {
+            conn.spawn_cleanup(self.give_back(conn.clone()));
+        }
     }
 
     /// Gives back, on `conn`, a hold that a grant made to the heir after it

@@ -266,10 +266,7 @@ impl<'a> InRedis<'a> {
             // Exclusive waiters only: a reader shares the lock with whoever the
             // release woke.
             (self.keeps_trying() && self.waits.barges())
-                .then(|| match self.head {
-                    Some(head) => head.hold_back_until(),
-                    None => self.client.lines.hold_back_until(self.name),
-                })
+                .then(|| self.client.handoffs.hold_back_until(self.name))
                 .flatten()
         };
         self.after_holder
@@ -318,7 +315,7 @@ impl<'a> InRedis<'a> {
             && !listening
             && self.heir.is_some_and(|heir| !heir.has_listening_ahead())
             && self.after_holder.is_some()
-            && self.client.lines.grants(self.name)
+            && self.client.handoffs.grants(self.name)
     }
 
     /// Whether a grant waits for this head (then no command is needed).
@@ -337,7 +334,7 @@ impl<'a> InRedis<'a> {
         }
         let pubsub = &self.client.pubsub;
         let own = pubsub.subscribe(self.channel, self.name, self.waits.class);
-        let alternating = self.heir.is_some() && !self.client.lines.grants(self.name);
+        let alternating = self.heir.is_some() && !self.client.handoffs.grants(self.name);
         if alternating && crate::engine::heuristics::heuristics().listen_ahead {
             for heir in self
                 .client
@@ -465,7 +462,7 @@ impl<'a> InRedis<'a> {
             let pause = match stepped {
                 None => break,
                 Some(Ok(Step::Got(got))) => {
-                    self.client.lines.taken(self.name);
+                    self.client.handoffs.taken(self.name);
                     return Ok(Some(self.got(got)));
                 }
                 Some(outcome) => match self.after_step(outcome) {
@@ -490,7 +487,7 @@ impl<'a> InRedis<'a> {
                 .filter(|_| slept.woken && !told)
                 .map(Subscription::wake_token);
             if slept.woken && self.wants_wake_jitter(slept.at) {
-                crate::engine::line::wake_jitter().await;
+                crate::engine::handoff::wake_jitter().await;
             }
             if self.expired() {
                 break;
@@ -668,7 +665,7 @@ impl<'a> InRedis<'a> {
     fn wants_wake_jitter(&self, slept_at: Instant) -> bool {
         crate::engine::heuristics::heuristics().wake_jitter
             && self.waits.barges()
-            && !self.client.lines.released_since(self.name, slept_at)
+            && !self.client.handoffs.released_since(self.name, slept_at)
     }
 
     /// An attempt failed with `e`: if its outcome is unknown, it is being
