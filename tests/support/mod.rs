@@ -287,10 +287,20 @@ impl RedisServer {
     /// A plain connection for inspecting and poking the server (RESP2).
     pub async fn admin(&self) -> redis::aio::MultiplexedConnection {
         let client = redis::Client::open(self.url()).expect("url");
-        client
+        let mut admin = client
             .get_multiplexed_async_connection()
             .await
-            .expect("admin connection")
+            .expect("admin connection");
+        // Named, so that a server too old to show a connection's protocol
+        // (Redis 6.2) still tells the kit's connections from the clients'
+        // (see `kill_lock_connections`).
+        let _: () = redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(ADMIN_NAME)
+            .query_async(&mut admin)
+            .await
+            .expect("CLIENT SETNAME");
+        admin
     }
 
     /// Every key in the server but the clients' identity keys
@@ -409,9 +419,12 @@ impl RedisServer {
     }
 
     /// Kills the connections of this crate's clients (RESP3), and no admin
-    /// connection. Returns how many.
+    /// connection. Returns how many. A server older than 7.0 shows no
+    /// protocol in `CLIENT LIST` (where the filter once matched nothing, and
+    /// the cut never happened): there every connection but the kit's own
+    /// (named [`ADMIN_NAME`]) and replication's is cut.
     pub async fn kill_lock_connections(&self) -> usize {
-        let ids = self.connection_ids(|line| line.contains(" resp=3")).await;
+        let ids = self.connection_ids(is_lock_connection).await;
         let mut admin = self.admin().await;
         for id in &ids {
             // Gone already is fine: it may have closed meanwhile.
@@ -690,4 +703,22 @@ mod tests {
             None
         );
     }
+}
+
+/// The name of the kit's own connections (`RedisServer::admin`).
+const ADMIN_NAME: &str = "redisson-locks-test-admin";
+
+/// Whether a `CLIENT LIST` line is a connection of this crate's clients:
+/// RESP3 where the server shows the protocol (7.0+); elsewhere any
+/// connection but the kit's own and replication's.
+fn is_lock_connection(line: &str) -> bool {
+    let field = |name: &str| {
+        line.split(' ')
+            .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+            .unwrap_or_default()
+    };
+    if line.contains(" resp=") {
+        return field("resp") == "3";
+    }
+    field("name") != ADMIN_NAME && !field("flags").contains(['S', 'M'])
 }
