@@ -384,6 +384,19 @@ impl PushHandler {
 /// times a second, so 100 ms gathered one or two channels per UNSUBSCRIBE.
 const UNSUBSCRIBE_LINGER: Duration = Duration::from_secs(1);
 
+/// Whether `channel` is a channel of one waiter of `lock` (a fair waiter's
+/// own, `redisson_lock__channel:{lock}:<owner>`), whose UNSUBSCRIBE may
+/// linger: never reused, and nobody else's release is told it was heard. A
+/// kind's shared channel (a lock's, a read-write lock's, a semaphore's, a
+/// latch's) may not: while it lingers, every release's PUBLISH counts this
+/// client as a listener, and a release of its own that "woke a waiter" would
+/// hold its newcomers back for a waiter that is gone.
+fn is_one_waiters(channel: &str, lock: &str) -> bool {
+    channel
+        .strip_prefix(crate::transport::keys::lock_channel(lock).as_str())
+        .is_some_and(|rest| rest.starts_with(':'))
+}
+
 /// How long after the server ended a subscription it is made once more
 /// (see [`Channels::ended_by_server`]): a failover's handover settles in
 /// well under this.
@@ -818,10 +831,33 @@ impl Drop for Subscription {
             table.remove(&self.channel.name);
             let _ = self.pubsub.commands.send(Command::Unsubscribe(
                 self.channel.name.clone(),
-                // A channel of one waiter (a fair waiter's): never reused,
-                // so it may linger; a lock's own channel may not.
-                *self.channel.name != *crate::transport::keys::lock_channel(&self.lock),
+                is_one_waiters(&self.channel.name, &self.lock),
             ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod lingering {
+    use super::is_one_waiters;
+    use crate::transport::keys;
+
+    #[test]
+    fn only_a_fair_waiters_own_channel_lingers() {
+        let lock = "orders:42";
+        assert!(is_one_waiters(
+            &keys::fair_waiter_channel(lock, "a1b2:7"),
+            lock
+        ));
+        for shared in [
+            keys::lock_channel(lock),
+            keys::rwlock_channel(lock),
+            keys::semaphore_channel(lock),
+            keys::latch_channel(lock),
+            // Another lock's whose name starts the same.
+            keys::lock_channel("orders:420"),
+        ] {
+            assert!(!is_one_waiters(&shared, lock), "{shared}");
         }
     }
 }
