@@ -3,7 +3,9 @@
 //! that checks tokens (the crate's `FencedStore`: one script compares the token
 //! with the stored fence and writes) refuses the late write; the same run with a
 //! plain SET lets it overwrite the newer holder's data. For a SQL store the check
-//! is `UPDATE t SET v = $1, fence = $2 WHERE id = $3 AND fence < $2`.
+//! is `UPDATE t SET v = $1, fence = $2 WHERE id = $3 AND fence <= $2`: `<=`, as
+//! `FencedStore` compares, so that a holder's second write under the same token
+//! is let through and only an older token is refused.
 //!
 //! ```sh
 //! cargo run --example fencing

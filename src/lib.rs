@@ -108,18 +108,20 @@
 //! [`Client::force_unlock`] frees a stuck name of any lock kind. The
 //! `redisson-locks` tool (feature `cli`) does the same at a shell, and the
 //! `metrics` feature measures waits, holds, timeouts and lost leases through the
-//! [`metrics`](https://docs.rs/metrics) facade (the README's "Operating it" has
-//! the table).
+//! [`metrics`](https://docs.rs/metrics) facade (the repository's
+//! `docs/operating.md` has the table, and `docs/cli.md` the tool).
 //!
 //! # Configuration
 //!
-//! [`Config`] has public fields with Redisson's defaults, and loads from a URL
-//! ([`Config::from_url`]) or from Redisson's JSON layout ([`Config::from_json`]),
-//! and, with the `yaml` feature, from its YAML file (`Config::from_yaml`, with
-//! `${VAR:-default}` substitution).
-//! Set `Config::cluster_nodes` for Redis Cluster, or `Config::sentinel_addresses`
-//! and `Config::sentinel_master_name` for Sentinel. Every failure is one
-//! [`Error`] enum with `is_*` predicates.
+//! [`Config::new`] takes an address, [`Config::cluster`] a cluster's seed nodes,
+//! [`Config::sentinel`] a primary's name and its Sentinels; the settings most
+//! services need are chainable ([`Config::with_password`],
+//! [`Config::with_timeout`], [`Config::with_lock_watchdog_timeout`], ...), and
+//! the rest are public fields with Redisson's defaults. A configuration also
+//! loads from a URL ([`Config::from_url`]), from Redisson's JSON layout
+//! ([`Config::from_json`]) and, with the `yaml` feature, from its YAML file
+//! (`Config::from_yaml`, with `${VAR:-default}` substitution). Every failure
+//! is one [`Error`] enum with `is_*` predicates.
 //!
 //! # Feature flags
 //!
@@ -133,13 +135,15 @@
 //! | `yaml` | no | `Config::from_yaml`, reading Redisson's YAML config file. |
 //! | `serde` | no | `serde::Deserialize` for `Config`, to embed it in a service's own config. |
 //! | `metrics` | no | Wait and hold histograms, counters and gauges through the [`metrics`](https://docs.rs/metrics) facade. |
-//! | `cli` | no | The `redisson-locks` command-line tool: `list`, `show`, `watch`, `force-unlock` (with `yaml` and `tls`). |
+//! | `cli` | no | The `redisson-locks` command-line tool: `list`, `show`, `watch`, `deadlocks`, `force-unlock`, `run`, `run-permit`, `elect` (with `yaml` and `tls`). |
+//! | `test-util` | no | `redisson_locks::testing`: a throwaway server for your own tests, and faults aimed at your locks. |
+//! | `measure-heuristics` | no | A measuring hook, not for production: `REDISSON_LOCKS_WITHOUT=name,...` switches engine heuristics off (the repository's `BENCHMARKS.md`). |
 //!
 //! # Requirements
 //!
 //! Redis 6.2 or newer, or Valkey (the client speaks RESP3); the suite runs on
-//! Redis 7.0.15, Valkey 8.1.8 and Redis 6.2.14 (see the README, "Servers
-//! tested"). Sharded pub/sub in a cluster needs 7.0. Run the server with
+//! Redis 6.2, 7.0 and 8.2 and Valkey 8.1 and 9.1 (the repository's
+//! `TOPOLOGY.md`, "Servers tested"). Sharded pub/sub in a cluster needs 7.0. Run the server with
 //! `maxmemory-policy noeviction`: an evicted lock key is a released lock
 //! ([`Client::warnings`] says so at connect time when it is not set).
 //!
@@ -200,3 +204,8 @@ pub use transport::keys::MAX_NAME_LEN;
 
 #[doc = include_str!("../PORTING.md")]
 pub mod porting {}
+
+// The README's examples, compiled (and run where not `no_run`) as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -34,9 +34,27 @@ pub const MAX_RETRY_ATTEMPTS: u32 = 1_000;
 /// How to reach Redis and how the locks behave.
 ///
 /// Field defaults are Redisson's. Build one with [`Config::new`],
-/// [`Config::from_url`], from Redisson's config file (`Config::from_yaml` with the
-/// `yaml` feature, [`Config::from_json`]) or, with the `serde` feature, as part of
-/// a service's own config file; then adjust the public fields.
+/// [`Config::from_url`], [`Config::cluster`] or [`Config::sentinel`], from
+/// Redisson's config file (`Config::from_yaml` with the `yaml` feature,
+/// [`Config::from_json`]) or, with the `serde` feature, as part of a service's
+/// own config file.
+///
+/// The settings most services need are chainable: [`with_password`](Config::with_password),
+/// [`with_username`](Config::with_username), [`with_database`](Config::with_database),
+/// [`with_timeout`](Config::with_timeout),
+/// [`with_lock_watchdog_timeout`](Config::with_lock_watchdog_timeout) and
+/// [`with_client_name`](Config::with_client_name). The rest are expert
+/// settings, public fields to assign (the struct is `#[non_exhaustive]`, so it
+/// cannot be written as a literal: start from a constructor):
+///
+/// - connection: `connect_timeout`, `retry_attempts`, `retry_interval`, `tls`;
+/// - topology: `cluster_nodes`, `sharded_pubsub`, `sentinel_addresses`,
+///   `sentinel_master_name`, `replica_sync`, `replica_sync_timeout`;
+/// - leases and waits: `fair_lock_wait_timeout`, `recheck_interval`,
+///   `clock_drift_factor`, `max_hold`;
+/// - owners and deadlocks: `owner_mode`, `self_wait`, `self_wait_warning`,
+///   `deadlock`, `deadlock_threshold`;
+/// - observability: `announce`, `metrics_lock_names`.
 ///
 /// ```
 /// use std::time::Duration;
@@ -471,6 +489,117 @@ impl Config {
             database: settings.db(),
             ..Config::default()
         })
+    }
+
+    /// A configuration for a Redis Cluster reached through its seed `nodes`
+    /// (`redis://host:port` each; any of the cluster's nodes will do), every
+    /// other field at its default.
+    ///
+    /// ```
+    /// use redisson_locks::Config;
+    ///
+    /// let config = Config::cluster(["redis://10.0.0.5:7000", "redis://10.0.0.6:7000"])
+    ///     .with_password("secret");
+    /// assert_eq!(config.cluster_nodes.len(), 2);
+    /// config.validate()?;
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
+    pub fn cluster<I, S>(nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Config {
+            cluster_nodes: nodes.into_iter().map(Into::into).collect(),
+            ..Config::default()
+        }
+    }
+
+    /// A configuration that asks the Sentinels at `addresses` for the primary
+    /// they monitor as `master_name`, and follows its failovers.
+    ///
+    /// ```
+    /// use redisson_locks::Config;
+    ///
+    /// let config = Config::sentinel("mymaster", ["redis://10.0.0.5:26379"]);
+    /// assert_eq!(config.sentinel_master_name.as_deref(), Some("mymaster"));
+    /// config.validate()?;
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
+    pub fn sentinel<I, S>(master_name: impl Into<String>, addresses: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Config {
+            sentinel_addresses: addresses.into_iter().map(Into::into).collect(),
+            sentinel_master_name: Some(master_name.into()),
+            ..Config::default()
+        }
+    }
+
+    /// The password to authenticate with (`AUTH`); see
+    /// [`password`](Config::password).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redisson_locks::Config;
+    ///
+    /// // The settings most services need, chained; the rest are fields.
+    /// let config = Config::new("redis://10.0.0.5:6379")
+    ///     .with_username("billing")
+    ///     .with_password("secret")
+    ///     .with_database(2)
+    ///     .with_timeout(Duration::from_secs(1))
+    ///     .with_lock_watchdog_timeout(Duration::from_secs(10))
+    ///     .with_client_name("billing-7");
+    /// assert_eq!(config.database, 2);
+    /// config.validate()?;
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_password(mut self, password: impl Into<String>) -> Self {
+        self.password = Some(password.into());
+        self
+    }
+
+    /// The ACL user to authenticate as; see [`username`](Config::username).
+    #[must_use]
+    pub fn with_username(mut self, username: impl Into<String>) -> Self {
+        self.username = Some(username.into());
+        self
+    }
+
+    /// The logical database; see [`database`](Config::database) (an address
+    /// naming another `/N` is refused when the client connects).
+    #[must_use]
+    pub fn with_database(mut self, database: i64) -> Self {
+        self.database = database;
+        self
+    }
+
+    /// How long a command may wait for its reply; see
+    /// [`timeout`](Config::timeout).
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The lease of a hold taken without one, which the watchdog renews; see
+    /// [`lock_watchdog_timeout`](Config::lock_watchdog_timeout).
+    #[must_use]
+    pub fn with_lock_watchdog_timeout(mut self, lease: Duration) -> Self {
+        self.lock_watchdog_timeout = lease;
+        self
+    }
+
+    /// A name for this client (the service's, say) that the inspector shows
+    /// beside its id; see [`client_name`](Config::client_name).
+    #[must_use]
+    pub fn with_client_name(mut self, name: impl Into<String>) -> Self {
+        self.client_name = Some(name.into());
+        self
     }
 
     /// Checks every field; [`Client::connect`](crate::Client::connect) calls this.

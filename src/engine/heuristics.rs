@@ -19,8 +19,11 @@
 //! | `listen_ahead` | while a client's fair waiters alternate with other clients', a head subscribes the next three parked heirs' channels with its own, in one SUBSCRIBE | `wait/in_redis.rs`, `successor.rs` |
 //! | `listen_before_join` | a fair waiter alone in its client's line, for a lock that client's waiters found busy in the last second, subscribes before it joins, and its join is its attempt after subscribing | `line.rs`, `wait/queued.rs` |
 //!
-//! The switch is read once per process, from the environment: it is a
-//! measuring hook, not configuration, and a name it does not know is ignored.
+//! The switch is a measuring hook, not configuration: only a build with the
+//! feature `measure-heuristics` (the tests, `lockbench` and the campaigns
+//! turn it on) reads it, once per process, from the environment, and a name
+//! it does not know is ignored. Any other build runs with every heuristic on,
+//! whatever the environment says, and warns once if the variable is set.
 
 use std::sync::OnceLock;
 
@@ -44,7 +47,20 @@ const WITHOUT: &str = "REDISSON_LOCKS_WITHOUT";
 /// The heuristics in force in this process.
 pub(crate) fn heuristics() -> &'static Heuristics {
     static IN_FORCE: OnceLock<Heuristics> = OnceLock::new();
-    IN_FORCE.get_or_init(|| parse(&std::env::var(WITHOUT).unwrap_or_default()))
+    IN_FORCE.get_or_init(|| {
+        let without = std::env::var(WITHOUT).unwrap_or_default();
+        if cfg!(feature = "measure-heuristics") {
+            parse(&without)
+        } else {
+            if !without.is_empty() {
+                crate::trace::warn_event!(
+                    "{WITHOUT} is set but ignored: it switches heuristics off only in a build \
+                     with the feature measure-heuristics"
+                );
+            }
+            parse("")
+        }
+    })
 }
 
 fn parse(without: &str) -> Heuristics {

@@ -58,12 +58,12 @@ pub(crate) fn lock_channel(name: &str) -> String {
     prefixed("redisson_lock__channel", name)
 }
 
-/// The fair lock's waiting line: a LIST of owner fields in arrival order.
 /// The fenced lock's token counter: a STRING, no TTL, INCR on every acquisition.
 pub(crate) fn fenced_token(name: &str) -> String {
     prefixed(FENCED_TOKEN, name)
 }
 
+/// The fair lock's waiting line: a LIST of owner fields in arrival order.
 pub(crate) fn fair_queue(name: &str) -> String {
     prefixed(FAIR_QUEUE, name)
 }

@@ -15,7 +15,7 @@ who holds what, for how long, and who waits. It reads what Java Redisson and
 Rust redisson-locks clients write alike. And run a command while holding a
 lock, a permit or leadership, from a shell script, a cron job or a deploy step.
 
-`list`, `show` and `watch` only look: they connect with announce off (no
+`list`, `show`, `watch` and `deadlocks` only look: they connect with announce off (no
 identity key is written) under the client name \"redisson-locks-cli\".
 `force-unlock` asks first. `run`, `run-permit` and `elect` take what they are
 named for, as any client of the library would, and give it back when the
@@ -249,7 +249,7 @@ Examples:
         /// The semaphore's name.
         name: String,
         /// Set the semaphore to N permits first, if it has none set yet (an
-        /// existing count is kept, and a warning says so when it differs).
+        /// existing count is kept, and a note on stderr says so).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         permits: Option<u32>,
         /// How long to wait for a permit: 0 tries once; without it, as long as
@@ -510,6 +510,100 @@ mod tests {
         let mut expected = vec![0];
         expected.extend(all_codes());
         assert_eq!(listed_codes(), expected);
+    }
+
+    /// The tool's subcommands as clap has them (the hidden `__guard` aside).
+    fn subcommands() -> Vec<String> {
+        Cli::command()
+            .get_subcommands()
+            .filter(|command| !command.is_hide_set())
+            .map(|command| command.get_name().to_owned())
+            .collect()
+    }
+
+    fn repository_file(path: &str) -> String {
+        let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+        std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+    }
+
+    /// The backquoted words that could name a subcommand in the first line
+    /// of `text` that contains `marker` and the lines that continue it (a
+    /// list item's indented lines), less the words around such a list.
+    fn quoted_on_the_line_of(text: &str, marker: &str) -> Vec<String> {
+        let mut lines = text.lines().skip_while(|line| !line.contains(marker));
+        let first = lines
+            .next()
+            .unwrap_or_else(|| panic!("a line with {marker:?}"));
+        let item = std::iter::once(first)
+            .chain(lines.take_while(|line| line.starts_with("  ")))
+            .collect::<Vec<_>>()
+            .join(" ");
+        item.split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|word| word.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+            .filter(|word| !["cli", "redisson-locks", "yaml", "tls"].contains(word))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn every_document_that_lists_the_subcommands_lists_clap_s() {
+        let mut expected = subcommands();
+        expected.sort();
+        assert_eq!(expected.len(), 8, "{expected:?}");
+        let sorted = |mut names: Vec<String>| {
+            names.sort();
+            names
+        };
+        let lib = repository_file("src/lib.rs");
+        assert_eq!(
+            sorted(quoted_on_the_line_of(&lib, "| `cli` |")),
+            expected,
+            "src/lib.rs, the feature table's cli row"
+        );
+        let readme = repository_file("README.md");
+        assert_eq!(
+            sorted(quoted_on_the_line_of(&readme, "docs/cli.md)")),
+            expected,
+            "README.md, the link to docs/cli.md"
+        );
+        let manifest = repository_file("Cargo.toml");
+        let (_, cli) = manifest
+            .split_once("## The `redisson-locks` command-line tool (")
+            .expect("Cargo.toml's cli feature comment");
+        let (listed, _) = cli.split_once(")").expect("its list ends");
+        let listed: Vec<String> = listed
+            .split([',', ' ', '\n', '#'])
+            .filter(|word| !word.is_empty())
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(sorted(listed), expected, "Cargo.toml, the cli feature");
+        let page = repository_file("docs/cli.md");
+        let headings: Vec<String> = page
+            .lines()
+            .filter_map(|line| line.strip_prefix("## ").or(line.strip_prefix("### ")))
+            .filter(|title| title.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(sorted(headings), expected, "docs/cli.md, a section each");
+    }
+
+    #[test]
+    fn the_reference_page_lists_every_exit_code_the_tool_has() {
+        let page = repository_file("docs/cli.md");
+        let (_, section) = page.split_once("## Exit codes\n").expect("the section");
+        let section = section.split("\n## ").next().unwrap_or_default();
+        let mut listed: Vec<u8> = section
+            .lines()
+            .filter_map(|line| line.strip_prefix("| ")?.split(' ').next()?.parse().ok())
+            .collect();
+        listed.sort_unstable();
+        listed.dedup();
+        let mut expected = vec![0];
+        expected.extend(all_codes());
+        expected.sort_unstable();
+        assert_eq!(listed, expected);
     }
 
     #[test]

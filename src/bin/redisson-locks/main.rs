@@ -1,12 +1,14 @@
 //! `redisson-locks`: the operator's tool for Redisson-compatible locks in
 //! Redis. `list` what is held, `show` everything about one name, `watch` it
-//! live, `force-unlock` what is stuck; and from a shell, `run` a command
-//! under a lock, `run-permit` under a semaphore's permit, `elect` a leader.
-//! Run `redisson-locks --help`.
+//! live, find the `deadlocks` across processes, `force-unlock` what is stuck;
+//! and from a shell, `run` a command under a lock, `run-permit` under a
+//! semaphore's permit, `elect` a leader. Run `redisson-locks --help`;
+//! `docs/cli.md` is the reference.
 //!
 //! - `args.rs`: the command line and its help.
 //! - `connect.rs`: a URL or a Redisson file, to a client that holds nothing.
-//! - `list.rs`, `show.rs`, `watch.rs`, `force.rs`: one command each.
+//! - `list.rs`, `show.rs`, `watch.rs`, `deadlocks.rs`, `force.rs`: one command
+//!   each.
 //! - `run.rs`, `permit.rs`, `elect.rs`: a command run while holding a lock, a
 //!   permit, leadership; `child.rs`: what it runs under, taken and given
 //!   back; `supervise.rs`: its process group, its signals, the terminal, and
