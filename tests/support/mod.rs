@@ -682,6 +682,24 @@ pub async fn all_acquired(waiters: Vec<tokio::task::JoinHandle<bool>>) -> bool {
     .await
 }
 
+/// The name of the kit's own connections (`RedisServer::admin`).
+const ADMIN_NAME: &str = "redisson-locks-test-admin";
+
+/// Whether a `CLIENT LIST` line is a connection of this crate's clients:
+/// RESP3 where the server shows the protocol (7.0+); elsewhere any
+/// connection but the kit's own and replication's.
+fn is_lock_connection(line: &str) -> bool {
+    let field = |name: &str| {
+        line.split(' ')
+            .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+            .unwrap_or_default()
+    };
+    if line.contains(" resp=") {
+        return field("resp") == "3";
+    }
+    field("name") != ADMIN_NAME && !field("flags").contains(['S', 'M'])
+}
+
 #[cfg(test)]
 mod tests {
     use super::ServerVersion;
@@ -703,22 +721,4 @@ mod tests {
             None
         );
     }
-}
-
-/// The name of the kit's own connections (`RedisServer::admin`).
-const ADMIN_NAME: &str = "redisson-locks-test-admin";
-
-/// Whether a `CLIENT LIST` line is a connection of this crate's clients:
-/// RESP3 where the server shows the protocol (7.0+); elsewhere any
-/// connection but the kit's own and replication's.
-fn is_lock_connection(line: &str) -> bool {
-    let field = |name: &str| {
-        line.split(' ')
-            .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
-            .unwrap_or_default()
-    };
-    if line.contains(" resp=") {
-        return field("resp") == "3";
-    }
-    field("name") != ADMIN_NAME && !field("flags").contains(['S', 'M'])
 }
