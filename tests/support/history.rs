@@ -731,7 +731,8 @@ mod unsettled_releases {
 
     /// One permit: `a` takes it and its release's reply is lost; `b` then
     /// waits 5 s and gives up. Owned permits are settled within a second
-    /// (a 4 s stall); unowned ones may be gone for good (no stall).
+    /// (a 4 s stall); unowned ones may be gone for good (no stall but the
+    /// hand-off of `a`'s own acquire).
     #[test]
     fn an_unowned_permit_released_in_doubt_may_never_come_back() {
         let history = [
@@ -747,7 +748,9 @@ mod unsettled_releases {
                 .map(|stall| stall.ms())
                 .fold(0.0, f64::max)
         };
+        // (`a`'s own acquire, from its call to its return, is the one short
+        // stall of both.)
         assert!(longest(Admits::Permits(1)) > 3_900.0);
-        assert_eq!(longest(Admits::UnownedPermits(1)), 0.0);
+        assert!(longest(Admits::UnownedPermits(1)) < 10.0);
     }
 }
