@@ -16,12 +16,36 @@ pub struct EntryKey(Vec<u8>);
 impl EntryKey {
     /// The bytes a codec made of the key, as they are (take them from Java:
     /// `codec.getMapKeyEncoder().encode(key)`, for Kryo and any other codec).
+    ///
+    /// ```
+    /// use redisson_locks::EntryKey;
+    ///
+    /// // The bytes a Java service logged for its key (here, made up), e.g. with
+    /// // `ByteBufUtil.hexDump(codec.getMapKeyEncoder().encode(key))`.
+    /// let from_java: Vec<u8> = vec![0x03, 0x01, 0x34, 0xb2];
+    /// let key = EntryKey::encoded(from_java.clone());
+    /// assert_eq!(key.as_bytes(), from_java.as_slice());
+    ///
+    /// // Bytes are bytes: a `StringCodec` key given as its UTF-8 is the same entry.
+    /// assert_eq!(EntryKey::encoded("42"), EntryKey::string("42"));
+    /// ```
     pub fn encoded(bytes: impl Into<Vec<u8>>) -> EntryKey {
         EntryKey(bytes.into())
     }
 
     /// A key under Redisson's `StringCodec`: its UTF-8 bytes (a Java `Long`
     /// or `Integer` key there is its decimal text: `EntryKey::string("42")`).
+    ///
+    /// ```
+    /// use redisson_locks::EntryKey;
+    ///
+    /// // Java: redisson.getMap("orders", StringCodec.INSTANCE).getLock("über")
+    /// assert_eq!(EntryKey::string("über").as_bytes(), "über".as_bytes());
+    ///
+    /// // A Java `Long` key 42 under `StringCodec` is the text "42".
+    /// let order_id: i64 = 42;
+    /// assert_eq!(EntryKey::string(&order_id.to_string()).as_bytes(), b"42");
+    /// ```
     pub fn string(key: &str) -> EntryKey {
         EntryKey(key.as_bytes().to_vec())
     }
@@ -29,6 +53,22 @@ impl EntryKey {
     /// A `String` key under Redisson's `JsonJacksonCodec`: a JSON string, as
     /// Jackson writes it (control characters escaped, `\u` in upper-case hex,
     /// characters beyond U+FFFF as two escaped surrogates, others as UTF-8).
+    ///
+    /// ```
+    /// use redisson_locks::EntryKey;
+    ///
+    /// // Java: redisson.getMap("orders", new JsonJacksonCodec()).getLock("k")
+    /// assert_eq!(EntryKey::json_string("k").as_bytes(), br#""k""#);
+    /// // Quoted, so not the same entry as the key under `StringCodec`.
+    /// assert_ne!(EntryKey::json_string("k"), EntryKey::string("k"));
+    ///
+    /// // Escaped as Jackson escapes: quotes, control characters, and what lies
+    /// // beyond U+FFFF; other characters stay UTF-8.
+    /// assert_eq!(
+    ///     EntryKey::json_string("a\"b\n\u{1}é😀").as_bytes(),
+    ///     r#""a\"b\n\u0001é\uD83D\uDE00""#.as_bytes()
+    /// );
+    /// ```
     pub fn json_string(key: &str) -> EntryKey {
         let mut json = String::with_capacity(key.len() + 2);
         json.push('"');
@@ -58,17 +98,45 @@ impl EntryKey {
     }
 
     /// A Java `Integer` key under `JsonJacksonCodec`: its decimal text.
+    ///
+    /// ```
+    /// use redisson_locks::EntryKey;
+    ///
+    /// // Java: redisson.getMap("seats", new JsonJacksonCodec()).getLock(-7)
+    /// assert_eq!(EntryKey::json_int(-7).as_bytes(), b"-7");
+    /// // The same bytes as the text under `StringCodec`: the same entry's locks.
+    /// assert_eq!(EntryKey::json_int(42), EntryKey::string("42"));
+    /// // Not a `Long` 42, which Jackson writes with its type.
+    /// assert_ne!(EntryKey::json_int(42), EntryKey::json_long(42));
+    /// ```
     pub fn json_int(key: i32) -> EntryKey {
         EntryKey(key.to_string().into_bytes())
     }
 
     /// A Java `Long` key under `JsonJacksonCodec`, which writes its type
     /// beside it: `["java.lang.Long",42]`.
+    ///
+    /// ```
+    /// use redisson_locks::EntryKey;
+    ///
+    /// // Java: redisson.getMap("orders", new JsonJacksonCodec()).getLock(42L)
+    /// let key = EntryKey::json_long(42);
+    /// assert_eq!(key.as_bytes(), br#"["java.lang.Long",42]"#);
+    /// ```
     pub fn json_long(key: i64) -> EntryKey {
         EntryKey(format!("[\"java.lang.Long\",{key}]").into_bytes())
     }
 
     /// The encoded bytes.
+    ///
+    /// ```
+    /// use redisson_locks::EntryKey;
+    ///
+    /// // To compare with the bytes a Java service logged for the same key.
+    /// let key = EntryKey::json_string("order-7");
+    /// let hex: String = key.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    /// assert_eq!(hex, "226f726465722d3722"); // "order-7", quotes included
+    /// ```
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
     }
@@ -138,11 +206,38 @@ impl CollectionLocks {
     }
 
     /// The collection's name.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::EntryKey;
+    /// let orders = client.get_map("orders")?;
+    /// assert_eq!(orders.name(), "orders");
+    /// // The collection's name, not its locks': theirs are made from it.
+    /// let lock = orders.get_lock(&EntryKey::string("42"))?;
+    /// assert!(lock.name().starts_with("{orders}:"));
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// The collection's type.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::{CollectionType, EntryKey};
+    /// let sessions = client.get_set_cache("sessions")?;
+    /// assert_eq!(sessions.collection_type(), CollectionType::SetCache);
+    ///
+    /// // The type is what the handle says of itself: the lock names do not
+    /// // depend on it.
+    /// let key = EntryKey::string("s-1");
+    /// assert_eq!(
+    ///     sessions.get_lock(&key)?.name(),
+    ///     client.get_map("sessions")?.get_lock(&key)?.name()
+    /// );
+    /// # Ok(()) }
+    /// ```
     pub fn collection_type(&self) -> CollectionType {
         self.kind
     }
@@ -184,6 +279,18 @@ impl CollectionLocks {
 
     /// The entry's fair lock (Redisson `getFairLock(key)`).
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::EntryKey;
+    /// // Java: redisson.getMap("orders", StringCodec.INSTANCE).getFairLock("42")
+    /// let lock = client.get_map("orders")?.get_fair_lock(&EntryKey::string("42"))?;
+    /// assert!(lock.is_fair());
+    /// assert_eq!(lock.name(), "{orders}:RE0IojEvPTY8Dofe3IkBNA:fairlock");
+    /// let guard = lock.lock().await?; // after every Java or Rust waiter that asked first
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`get_lock`](CollectionLocks::get_lock).
     pub fn get_fair_lock(&self, key: &EntryKey) -> Result<RLock> {
@@ -191,6 +298,18 @@ impl CollectionLocks {
     }
 
     /// The entry's read-write lock (Redisson `getReadWriteLock(key)`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::EntryKey;
+    /// // Java: redisson.getMap("prices", new JsonJacksonCodec()).getReadWriteLock(1001L)
+    /// let rw = client.get_map("prices")?.get_read_write_lock(&EntryKey::json_long(1001))?;
+    /// let reading = rw.read_lock().lock().await?; // shared with Java's readers
+    /// reading.unlock().await?;
+    /// let writing = rw.write_lock().lock().await?; // alone
+    /// writing.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`get_lock`](CollectionLocks::get_lock).
@@ -201,6 +320,18 @@ impl CollectionLocks {
 
     /// The entry's semaphore (Redisson `getSemaphore(key)`).
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::EntryKey;
+    /// // Java: redisson.getMap("tenants", StringCodec.INSTANCE).getSemaphore("acme")
+    /// let jobs = client.get_map("tenants")?.get_semaphore(&EntryKey::string("acme"))?;
+    /// jobs.try_set_permits(5).await?; // at most 5 of acme's jobs at once
+    /// jobs.acquire().await?;
+    /// // ... one job ...
+    /// jobs.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`get_lock`](CollectionLocks::get_lock).
     pub fn get_semaphore(&self, key: &EntryKey) -> Result<RSemaphore> {
@@ -210,6 +341,22 @@ impl CollectionLocks {
 
     /// The entry's permit-expirable semaphore (Redisson
     /// `getPermitExpirableSemaphore(key)`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    /// use redisson_locks::EntryKey;
+    /// // Java: redisson.getMap("tenants", StringCodec.INSTANCE)
+    /// //           .getPermitExpirableSemaphore("acme")
+    /// let slots = client
+    ///     .get_map("tenants")?
+    ///     .get_permit_expirable_semaphore(&EntryKey::string("acme"))?;
+    /// slots.try_set_permits(2).await?;
+    /// // A permit whose holder dies comes back after its 30 s lease.
+    /// let permit = slots.acquire(Duration::from_secs(30)).await?;
+    /// slots.release(&permit).await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`get_lock`](CollectionLocks::get_lock).
@@ -222,6 +369,17 @@ impl CollectionLocks {
     }
 
     /// The entry's count-down latch (Redisson `getCountDownLatch(key)`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::EntryKey;
+    /// // Java: redisson.getMap("orders", StringCodec.INSTANCE).getCountDownLatch("42")
+    /// let packed = client.get_map("orders")?.get_count_down_latch(&EntryKey::string("42"))?;
+    /// packed.try_set_count(3).await?; // three items to pack
+    /// // ... each packer calls `packed.count_down()` ...
+    /// packed.wait().await?; // the order ships once all three are packed
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`get_lock`](CollectionLocks::get_lock).
@@ -255,6 +413,16 @@ impl Client {
 
     /// As [`get_map`](Client::get_map), for an `RSet`'s values.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::EntryKey;
+    /// // Java: redisson.getSet("tags", StringCodec.INSTANCE).getLock("urgent")
+    /// let lock = client.get_set("tags")?.get_lock(&EntryKey::string("urgent"))?;
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`get_map`](Client::get_map).
     pub fn get_set(&self, name: impl Into<String>) -> Result<CollectionLocks> {
@@ -262,6 +430,18 @@ impl Client {
     }
 
     /// As [`get_map`](Client::get_map), for an `RSetCache`'s values.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::EntryKey;
+    /// // Java: redisson.getSetCache("sessions", StringCodec.INSTANCE).getLock("s-81")
+    /// let session = client.get_set_cache("sessions")?.get_lock(&EntryKey::string("s-81"))?;
+    /// if let Some(guard) = session.try_lock().await? {
+    ///     // ... refresh the session ...
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`get_map`](Client::get_map).
@@ -272,6 +452,17 @@ impl Client {
     /// As [`get_map`](Client::get_map), for an `RListMultimap`'s or
     /// `RSetMultimap`'s keys.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::EntryKey;
+    /// // Java: redisson.getListMultimap("lines", new JsonJacksonCodec()).getLock(42)
+    /// let lines = client.get_multimap("lines")?.get_lock(&EntryKey::json_int(42))?;
+    /// let guard = lines.lock().await?;
+    /// // ... edit key 42's values, as Java code holding the same lock would ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`get_map`](Client::get_map).
     pub fn get_multimap(&self, name: impl Into<String>) -> Result<CollectionLocks> {
@@ -280,6 +471,17 @@ impl Client {
 
     /// As [`get_map`](Client::get_map), for an `RJsonStore`'s keys (Redisson
     /// PRO; the names follow the same rule, untested against it).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use redisson_locks::EntryKey;
+    /// // Java (Redisson PRO): redisson.getJsonStore("profiles", codec).getLock("u-7"),
+    /// // with the key as the store's key codec encodes it (here its UTF-8 text).
+    /// let lock = client.get_json_store("profiles")?.get_lock(&EntryKey::string("u-7"))?;
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`get_map`](Client::get_map).

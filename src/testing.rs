@@ -112,6 +112,19 @@ impl TestServer {
     /// loopback port, in a temp dir of its own, with no persistence, and
     /// waits until it listens.
     ///
+    /// ```no_run
+    /// use redisson_locks::testing::TestServer;
+    ///
+    /// # async fn demo() -> Result<(), redisson_locks::Error> {
+    /// // In your tests: #[tokio::test]
+    /// let server = TestServer::start()?; // its own server: no test shares it
+    /// let client = server.client().await?;
+    /// let guard = client.get_lock("reports")?.lock().await?;
+    /// guard.unlock().await?;
+    /// // At the end of the test, dropping `server` kills it and removes its directory.
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::Config`] when the binary cannot be found or run (the message
     /// says how to install it), or when it does not listen within 10 s.
@@ -121,6 +134,15 @@ impl TestServer {
 
     /// [`start`](TestServer::start) with a server binary of your choosing: a
     /// path to a `redis-server` or `valkey-server`, or a name on `PATH`.
+    ///
+    /// ```no_run
+    /// use redisson_locks::testing::TestServer;
+    ///
+    /// // The same test against Valkey, whatever `REDIS_SERVER` says.
+    /// let server = TestServer::start_from("valkey-server")?;
+    /// assert!(server.is_running());
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
     ///
     /// # Errors
     /// As [`start`](TestServer::start).
@@ -168,6 +190,18 @@ impl TestServer {
     /// anything (the server exits), or by another Redis server, which is
     /// never taken for this one (the server that answers must be the process
     /// started, by its `INFO server` `process_id`).
+    ///
+    /// ```no_run
+    /// use std::net::TcpListener;
+    /// use redisson_locks::testing::{default_binary, TestServer};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // A port of the test's own choosing: here one the system says is free now.
+    /// let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    /// let server = TestServer::start_on(default_binary(), port, &["--maxclients", "100"])?;
+    /// assert_eq!(server.port(), port);
+    /// # Ok(()) }
+    /// ```
     pub fn start_on(
         binary: impl AsRef<std::ffi::OsStr>,
         port: u16,
@@ -195,27 +229,88 @@ impl TestServer {
     }
 
     /// Its loopback port.
+    ///
+    /// ```no_run
+    /// use redisson_locks::testing::TestServer;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = TestServer::start()?;
+    /// // For code under test that takes a host and a port rather than a URL.
+    /// let stream = std::net::TcpStream::connect(("127.0.0.1", server.port()))?;
+    /// # drop(stream);
+    /// # Ok(()) }
+    /// ```
     pub fn port(&self) -> u16 {
         self.port
     }
 
     /// Its directory (its logs and files, when its arguments ask for any).
+    ///
+    /// ```no_run
+    /// use redisson_locks::testing::{default_binary, TestServer};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // A relative log file lands in the server's directory.
+    /// let server = TestServer::start_with(default_binary(), &["--logfile", "server.log"])?;
+    /// // ... the test; on a failure, show what the server said ...
+    /// let log = std::fs::read_to_string(server.dir().join("server.log"))?;
+    /// eprintln!("{log}");
+    /// # Ok(()) }
+    /// ```
     pub fn dir(&self) -> &std::path::Path {
         &self.dir
     }
 
     /// Its process id; `None` once killed.
+    ///
+    /// ```no_run
+    /// use redisson_locks::testing::TestServer;
+    ///
+    /// let mut server = TestServer::start()?;
+    /// let pid = server.pid().expect("a started server runs");
+    /// eprintln!("redis-server is process {pid}"); // to attach a debugger, say
+    /// server.kill();
+    /// assert_eq!(server.pid(), None);
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
 
     /// Whether it runs (it was not [`kill`](TestServer::kill)ed).
+    ///
+    /// ```no_run
+    /// use redisson_locks::testing::TestServer;
+    ///
+    /// let mut server = TestServer::start()?;
+    /// assert!(server.is_running());
+    /// server.kill();
+    /// assert!(!server.is_running());
+    /// server.restart()?;
+    /// assert!(server.is_running());
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
     pub fn is_running(&self) -> bool {
         self.child.is_some()
     }
 
     /// Kills the server (SIGKILL), as a crash would, and reaps it. Its port
     /// and directory stay for [`restart`](TestServer::restart).
+    ///
+    /// ```no_run
+    /// use redisson_locks::testing::TestServer;
+    ///
+    /// # async fn demo() -> Result<(), redisson_locks::Error> {
+    /// let mut server = TestServer::start()?;
+    /// let client = server.client().await?;
+    /// let lock = client.get_lock("reports")?;
+    /// server.kill(); // the server crashes
+    /// // The code under test must cope: its calls fail (after their retries),
+    /// // with an error a later attempt may get past.
+    /// let err = lock.try_lock().await.unwrap_err();
+    /// assert!(err.is_transient());
+    /// # Ok(()) }
+    /// ```
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -229,6 +324,22 @@ impl TestServer {
     /// # Errors
     /// As [`start`](TestServer::start), when it does not start again within
     /// 10 s; at once when another Redis server listens on its port now.
+    ///
+    /// ```no_run
+    /// use redisson_locks::testing::TestServer;
+    ///
+    /// # async fn demo() -> Result<(), redisson_locks::Error> {
+    /// let mut server = TestServer::start()?;
+    /// let client = server.client().await?;
+    /// let guard = client.get_lock("reports")?.lock().await?;
+    /// server.restart()?; // a crash, and back, empty: every hold is gone
+    /// // The holder finds out at its next renewal (within half a second here).
+    /// guard.lease_lost().await;
+    /// // The client reconnected: the lock can be taken again.
+    /// let again = client.get_lock("reports")?.lock().await?;
+    /// again.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn restart(&mut self) -> Result<()> {
         self.kill();
         let deadline = Instant::now() + START_LIMIT;
@@ -320,6 +431,22 @@ impl TestServer {
     }
 
     /// Its address: `redis://127.0.0.1:<port>`.
+    ///
+    /// ```no_run
+    /// use std::process::Command;
+    /// use redisson_locks::testing::TestServer;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = TestServer::start()?;
+    /// assert_eq!(server.url(), format!("redis://127.0.0.1:{}", server.port()));
+    /// // A service under test, run as a process, pointed at the test's server.
+    /// // (The URL carries no password: with `--requirepass`, pass it too.)
+    /// let status = Command::new("./target/debug/my-service")
+    ///     .env("REDIS_URL", server.url())
+    ///     .status()?;
+    /// assert!(status.success());
+    /// # Ok(()) }
+    /// ```
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
@@ -329,6 +456,22 @@ impl TestServer {
     /// of [`TEST_WATCHDOG`] (renewals every 500 ms, so that a
     /// lease ended by [`end_lease`](TestServer::end_lease) is found lost
     /// within half a second; the default 30 s would take up to 10 s).
+    ///
+    /// ```no_run
+    /// use redisson_locks::testing::{default_binary, TestServer, TEST_WATCHDOG};
+    /// use redisson_locks::{Client, OwnerMode};
+    ///
+    /// # async fn demo() -> Result<(), redisson_locks::Error> {
+    /// let server = TestServer::start_with(default_binary(), &["--requirepass", "secret"])?;
+    /// let mut config = server.config();
+    /// assert_eq!(config.password.as_deref(), Some("secret"));
+    /// assert_eq!(config.lock_watchdog_timeout, TEST_WATCHDOG);
+    /// // Then the settings of the code under test, before connecting.
+    /// config.owner_mode = OwnerMode::Task;
+    /// let client = Client::connect(config).await?;
+    /// # drop(client);
+    /// # Ok(()) }
+    /// ```
     pub fn config(&self) -> Config {
         let mut config = Config::new(self.url());
         config.lock_watchdog_timeout = TEST_WATCHDOG;
@@ -337,6 +480,19 @@ impl TestServer {
     }
 
     /// A client of it, with [`config`](TestServer::config).
+    ///
+    /// ```no_run
+    /// use redisson_locks::testing::TestServer;
+    ///
+    /// # async fn demo() -> Result<(), redisson_locks::Error> {
+    /// let server = TestServer::start()?;
+    /// // Two clients contend as two processes would.
+    /// let (a, b) = (server.client().await?, server.client().await?);
+    /// let held = a.get_lock("reports")?.lock().await?;
+    /// assert!(b.get_lock("reports")?.try_lock().await?.is_none());
+    /// held.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`Client::connect`].
@@ -352,6 +508,19 @@ impl TestServer {
     /// their next look, within the lease they were waiting out. A fair lock's
     /// queue, and a fenced lock's token, are left as they are. `false` when
     /// nothing held it.
+    ///
+    /// ```no_run
+    /// use redisson_locks::testing::TestServer;
+    ///
+    /// # async fn demo() -> Result<(), redisson_locks::Error> {
+    /// let server = TestServer::start()?;
+    /// let client = server.client().await?;
+    /// let guard = client.get_lock("reports")?.lock().await?;
+    /// assert!(server.end_lease("reports").await?); // it was held: ended
+    /// guard.lease_lost().await; // the holder finds out at its next renewal
+    /// assert!(!server.end_lease("reports").await?); // nothing holds it now
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::Redis`] when the server cannot be reached.
@@ -395,6 +564,22 @@ impl TestServer {
     /// until then (`CLIENT PAUSE ... ALL`), as a server stalled by a long
     /// command, a fork or a failover would. Returns at once.
     ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redisson_locks::testing::TestServer;
+    ///
+    /// # async fn demo() -> Result<(), redisson_locks::Error> {
+    /// let server = TestServer::start()?;
+    /// let client = server.client().await?;
+    /// let guard = client.get_lock("reports")?.lock().await?;
+    /// // Stalled for longer than the lease (TEST_WATCHDOG, 1.5 s): no renewal
+    /// // gets through, and the holder must stop trusting its hold.
+    /// server.pause(Duration::from_secs(2)).await?;
+    /// guard.lease_lost().await; // on its own clock, while the server is still paused
+    /// assert!(guard.valid_for().is_none());
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a zero duration; [`Error::Redis`] when
     /// the server cannot be reached.
@@ -416,6 +601,21 @@ impl TestServer {
     /// Cuts every client's connections (`CLIENT KILL`), as a network blip
     /// would: commands in flight fail or are retried, and the clients
     /// reconnect. Returns how many connections were cut.
+    ///
+    /// ```no_run
+    /// use redisson_locks::testing::TestServer;
+    ///
+    /// # async fn demo() -> Result<(), redisson_locks::Error> {
+    /// let server = TestServer::start()?;
+    /// let client = server.client().await?;
+    /// let lock = client.get_lock("reports")?;
+    /// let guard = lock.lock().await?;
+    /// assert!(server.cut_connections().await? >= 1); // this client's, at least
+    /// // A blip, not a loss: the client reconnects, and the hold is still there.
+    /// assert!(lock.is_locked().await?);
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::Redis`] when the server cannot be reached.
@@ -531,6 +731,16 @@ impl Drop for TestServer {
 
 /// The server binary the kit starts by default: `$REDIS_SERVER` when set and
 /// not empty, else `redis-server` (on `PATH`).
+///
+/// ```
+/// use redisson_locks::testing::default_binary;
+///
+/// // What `TestServer::start` runs: CI can point REDIS_SERVER at a build of the
+/// // version under test, or at a `valkey-server`, without touching the tests.
+/// let binary = default_binary();
+/// assert!(!binary.is_empty());
+/// println!("test servers run {binary}");
+/// ```
 pub fn default_binary() -> String {
     std::env::var("REDIS_SERVER")
         .ok()

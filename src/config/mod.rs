@@ -564,6 +564,19 @@ impl Config {
     }
 
     /// The ACL user to authenticate as; see [`username`](Config::username).
+    ///
+    /// ```
+    /// use redisson_locks::Config;
+    ///
+    /// // `AUTH billing secret`: an ACL user, with its password.
+    /// let config = Config::new("redis://10.0.0.5:6379")
+    ///     .with_username("billing")
+    ///     .with_password("secret");
+    /// assert_eq!(config.username.as_deref(), Some("billing"));
+    /// // Safe to log: `Debug` shows the user, never the password.
+    /// let shown = format!("{config:?}");
+    /// assert!(shown.contains("billing") && !shown.contains("secret"));
+    /// ```
     #[must_use]
     pub fn with_username(mut self, username: impl Into<String>) -> Self {
         self.username = Some(username.into());
@@ -572,6 +585,22 @@ impl Config {
 
     /// The logical database; see [`database`](Config::database) (an address
     /// naming another `/N` is refused when the client connects).
+    ///
+    /// ```
+    /// use redisson_locks::Config;
+    ///
+    /// let config = Config::new("redis://10.0.0.5:6379").with_database(4);
+    /// assert_eq!(config.database, 4);
+    /// config.validate()?;
+    ///
+    /// // An address naming its own database must name the same one.
+    /// let err = Config::new("redis://10.0.0.5:6379/3")
+    ///     .with_database(4)
+    ///     .validate()
+    ///     .unwrap_err();
+    /// assert!(err.to_string().contains("names database 3 but database is 4"));
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
     #[must_use]
     pub fn with_database(mut self, database: i64) -> Self {
         self.database = database;
@@ -580,6 +609,21 @@ impl Config {
 
     /// How long a command may wait for its reply; see
     /// [`timeout`](Config::timeout).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redisson_locks::Config;
+    ///
+    /// // Fail a command after 500 ms rather than Redisson's 3 s.
+    /// let config = Config::new("redis://10.0.0.5:6379").with_timeout(Duration::from_millis(500));
+    /// assert_eq!(config.timeout, Duration::from_millis(500));
+    /// config.validate()?;
+    ///
+    /// // No timeout at all is not one of the choices.
+    /// let err = config.with_timeout(Duration::ZERO).validate().unwrap_err();
+    /// assert!(err.is_config() && err.to_string().contains("timeout"));
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
     #[must_use]
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -588,6 +632,25 @@ impl Config {
 
     /// The lease of a hold taken without one, which the watchdog renews; see
     /// [`lock_watchdog_timeout`](Config::lock_watchdog_timeout).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redisson_locks::Config;
+    ///
+    /// // A holder that dies without releasing blocks the others for at most
+    /// // 10 s (not 30 s); a live one's hold is renewed every ~3.3 s.
+    /// let config = Config::new("redis://10.0.0.5:6379")
+    ///     .with_lock_watchdog_timeout(Duration::from_secs(10));
+    /// config.validate()?;
+    ///
+    /// // Renewal runs every third of the lease: under 30 ms is refused.
+    /// let err = config
+    ///     .with_lock_watchdog_timeout(Duration::from_millis(20))
+    ///     .validate()
+    ///     .unwrap_err();
+    /// assert!(err.to_string().contains("lock_watchdog_timeout"));
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
     #[must_use]
     pub fn with_lock_watchdog_timeout(mut self, lease: Duration) -> Self {
         self.lock_watchdog_timeout = lease;
@@ -596,6 +659,20 @@ impl Config {
 
     /// A name for this client (the service's, say) that the inspector shows
     /// beside its id; see [`client_name`](Config::client_name).
+    ///
+    /// ```
+    /// use redisson_locks::Config;
+    ///
+    /// // Holders of this client show as "billing-7" (beside their host and
+    /// // process id) in `Client::inspect` and the `redisson-locks` tool.
+    /// let config = Config::new("redis://10.0.0.5:6379").with_client_name("billing-7");
+    /// assert_eq!(config.client_name.as_deref(), Some("billing-7"));
+    /// config.validate()?;
+    ///
+    /// // 1 to 256 bytes, without control characters.
+    /// assert!(config.with_client_name("billing\n7").validate().unwrap_err().is_config());
+    /// # Ok::<(), redisson_locks::Error>(())
+    /// ```
     #[must_use]
     pub fn with_client_name(mut self, name: impl Into<String>) -> Self {
         self.client_name = Some(name.into());

@@ -82,6 +82,18 @@ pub struct WaitStep {
 
 impl WaitStep {
     /// The task or thread id after the client id in the waiter's field.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// for cycle in client.find_deadlocks("*").await?.cycles {
+    ///     for step in &cycle.steps {
+    ///         // The task (Rust) or thread (Java) id alone, to find in the logs of
+    ///         // the process that waits.
+    ///         println!("task {} waits for {:?}, held by {}", step.task(), step.lock, step.holder);
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn task(&self) -> &str {
         self.waiter
             .split_at_checked(37)
@@ -102,6 +114,18 @@ impl Deadlock {
     /// queued wait in the queues of locks it knows holds of, its own first).
     /// `None` when no wait on the cycle can be given up by this crate (two
     /// queued waits, or the wait after the queued one has no record).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// for cycle in client.find_deadlocks("*").await?.cycles {
+    ///     match cycle.victim() {
+    ///         Some(step) => println!("{} would give up waiting for {:?}", step.waiter, step.lock),
+    ///         // Java waiters only: break it by hand (`force_unlock`, or a restart).
+    ///         None => println!("no wait this crate can give up: {cycle}"),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn victim(&self) -> Option<&WaitStep> {
         let queued: Vec<usize> = (0..self.steps.len())
             .filter(|&i| self.steps[i].since_ms.is_none())
@@ -125,6 +149,17 @@ impl Deadlock {
     }
 
     /// Whether `owner` waits on the cycle.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// // A job that acquires as owner 7 (`RLock::with_owner_id(7)`) waits under the
+    /// // owner field `<client id>:7`.
+    /// let job = format!("{}:7", client.id());
+    /// if client.deadlocks().iter().any(|cycle| cycle.has_waiter(&job)) {
+    ///     eprintln!("job 7 is on a deadlock: cancelling it");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn has_waiter(&self, owner: &str) -> bool {
         self.steps.iter().any(|step| step.waiter == owner)
     }

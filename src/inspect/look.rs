@@ -261,6 +261,24 @@ impl Watch {
     /// arrives on the object's channel or the interval since the last
     /// reading began has passed.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    ///
+    /// // Follow a lock until it is free.
+    /// let mut watch = client.watch("orders:42", Duration::from_secs(1))?;
+    /// loop {
+    ///     let snapshot = watch.next().await?;
+    ///     if !snapshot.is_held() {
+    ///         break;
+    ///     }
+    ///     let holders: Vec<&str> =
+    ///         snapshot.holders.iter().map(|h| h.owner.field.as_str()).collect();
+    ///     println!("held by {holders:?}, {} waiting in line", snapshot.queue_len);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel safe: a dropped call loses nothing. The interval runs from one
     /// reading to the next, not from each call, and a wake-up it took is kept

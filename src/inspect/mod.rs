@@ -125,6 +125,16 @@ pub enum Kind {
 
 impl Kind {
     /// A short name, as the command-line tool prints it.
+    ///
+    /// ```
+    /// use redisson_locks::inspect::Kind;
+    ///
+    /// assert_eq!(Kind::FairLock.label(), "fair lock");
+    /// assert_eq!(Kind::ReadWriteLock { mode: "read".into() }.label(), "read-write lock");
+    /// // A layout several kinds share says so.
+    /// assert_eq!(Kind::Counter.label(), "semaphore or latch");
+    /// assert_eq!(Kind::Foreign { redis_type: "list".into() }.label(), "not a lock");
+    /// ```
     pub fn label(&self) -> &str {
         match self {
             Kind::Absent => "absent",
@@ -140,6 +150,16 @@ impl Kind {
     }
 
     /// Whether a lock-family object lives under the name.
+    ///
+    /// ```
+    /// use redisson_locks::inspect::Kind;
+    ///
+    /// assert!(Kind::Lock.is_lock_family());
+    /// assert!(Kind::PermitExpirableSemaphore.is_lock_family());
+    /// // Nothing there, or someone else's key: nothing for a lock tool to touch.
+    /// assert!(!Kind::Absent.is_lock_family());
+    /// assert!(!Kind::Foreign { redis_type: "string".into() }.is_lock_family());
+    /// ```
     pub fn is_lock_family(&self) -> bool {
         !matches!(self, Kind::Absent | Kind::Foreign { .. })
     }
@@ -257,11 +277,35 @@ pub struct Listeners {
 
 impl Snapshot {
     /// The holders that belong to the client that inspected.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let guard = client.get_lock("orders:42")?.lock().await?;
+    /// let snapshot = client.inspect("orders:42").await?;
+    /// let mine: Vec<_> = snapshot.mine().collect();
+    /// assert_eq!(mine.len(), 1);
+    /// assert_eq!(mine[0].owner.client_id, client.id());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn mine(&self) -> impl Iterator<Item = &Holder> {
         self.holders.iter().filter(|h| h.owner.mine)
     }
 
     /// Whether anything holds the object right now.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let snapshot = client.inspect("orders:42").await?;
+    /// if snapshot.is_held() {
+    ///     for h in &snapshot.holders {
+    ///         println!("held by {} ({}x), lease left {:?}", h.owner.field, h.holds, h.lease_left);
+    ///     }
+    /// } else {
+    ///     println!("orders:42 is free");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_held(&self) -> bool {
         !self.holders.is_empty()
     }

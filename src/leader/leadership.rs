@@ -64,6 +64,15 @@ impl Leadership {
     }
 
     /// The election's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let leadership = client.get_leader_election("scheduler")?.campaign().await?;
+    /// assert_eq!(leadership.name(), "scheduler");
+    /// // For a process that leads several elections: say which term this is.
+    /// println!("leading {} in epoch {}", leadership.name(), leadership.epoch());
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         self.guard.name()
     }
@@ -84,6 +93,17 @@ impl Leadership {
 
     /// When the term was won, in epoch milliseconds on the server's clock (as
     /// [`Leader::since_ms`](crate::Leader::since_ms) reports it to everyone).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let election = client.get_leader_election("scheduler")?;
+    /// let leadership = election.campaign().await?;
+    /// println!("leading since {} ms after the epoch", leadership.since_ms());
+    /// // What anyone reading the election sees of this term.
+    /// let leader = election.leader().await?.expect("this participant leads");
+    /// assert_eq!(leader.since_ms, Some(leadership.since_ms()));
+    /// # Ok(()) }
+    /// ```
     pub fn since_ms(&self) -> u64 {
         self.since_ms
     }
@@ -107,18 +127,65 @@ impl Leadership {
 
     /// Is leadership lost (see [`lost`](Leadership::lost))? Once true, it
     /// stays true.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let leadership = client.get_leader_election("scheduler")?.campaign().await?;
+    /// for job in 0..100 {
+    ///     if leadership.is_lost() {
+    ///         break; // another participant may lead now: schedule nothing more
+    ///     }
+    ///     // ... schedule `job` ...
+    /// #   let _ = job;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.guard.is_lease_lost()
     }
 
     /// How much longer leadership is surely valid on this machine's clock;
     /// `None` once lost. Check it before a side effect only a leader may cause.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let leadership = client.get_leader_election("scheduler")?.campaign().await?;
+    /// match leadership.valid_for() {
+    ///     // Time enough for the side effect to finish within the term.
+    ///     Some(left) if left > Duration::from_secs(2) => { /* start the nightly job */ }
+    ///     _ => { /* too close to the end, or lost: leave it to the next leader */ }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn valid_for(&self) -> Option<Duration> {
         self.guard.valid_for()
     }
 
     /// Runs `work` and drops it the moment leadership is lost, as
     /// [`LockGuard::run`] does.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let leadership = client.get_leader_election("scheduler")?.campaign().await?;
+    /// let epoch = leadership.epoch();
+    /// let led = leadership
+    ///     .run(async move {
+    ///         // Lead for an hour, sending `epoch` with every write.
+    ///         tokio::time::sleep(Duration::from_secs(3600)).await;
+    ///         epoch
+    ///     })
+    ///     .await;
+    /// match led {
+    ///     Ok(_) => leadership.resign().await?, // a planned hand-over
+    ///     Err(e) if e.is_lease_lost() => eprintln!("lost leadership: work stopped"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::LeaseLost`](crate::Error::LeaseLost) when leadership was lost
@@ -132,6 +199,19 @@ impl Leadership {
 
     /// Resigns: releases the hold, so another participant may win (its waiters
     /// are woken by the release's message).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let leadership = client.get_leader_election("scheduler")?.campaign().await?;
+    /// // ... lead; then, at shutdown, hand over at once rather than leave the
+    /// // others to wait out the lease ...
+    /// match leadership.resign().await {
+    ///     Ok(()) => {}
+    ///     Err(e) if e.is_not_held() => eprintln!("had already lost leadership: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`LockGuard::unlock`]: [`Error::NotHeld`](crate::Error::NotHeld)

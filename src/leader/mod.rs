@@ -69,6 +69,17 @@ impl LeaderElection {
     }
 
     /// The election's name (its fenced lock's).
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let election = client.get_leader_election("scheduler")?;
+    /// assert_eq!(election.name(), "scheduler");
+    /// // The fenced lock a Java participant holds to lead: the same keys.
+    /// // Java: redisson.getFencedLock("scheduler")
+    /// let lock = client.get_fenced_lock(election.name())?;
+    /// # drop(lock);
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         self.lock.name()
     }
