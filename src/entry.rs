@@ -382,7 +382,11 @@ impl CollectionLocks {
     /// ```
     ///
     /// # Errors
-    /// As [`get_lock`](CollectionLocks::get_lock).
+    /// As [`get_lock`](CollectionLocks::get_lock); and in a cluster always
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument): an entry's
+    /// name carries its collection's hash tag (`{orders}:...`), and a latch
+    /// so named would have its channel in another slot than its key (see
+    /// [`Client::get_count_down_latch`](crate::Client::get_count_down_latch)).
     pub fn get_count_down_latch(&self, key: &EntryKey) -> Result<RCountDownLatch> {
         self.client
             .get_count_down_latch(self.entry_name(key, "countdownlatch")?)

@@ -261,7 +261,9 @@ impl TestServer {
         &self.dir
     }
 
-    /// Its process id; `None` once killed.
+    /// Its process id; `None` once killed through [`kill`](TestServer::kill).
+    /// A server that ended by itself (a crash, a `SHUTDOWN`) is not noticed
+    /// here: it keeps its id until killed or restarted.
     ///
     /// ```no_run
     /// use redisson_locks::testing::TestServer;
@@ -277,7 +279,9 @@ impl TestServer {
         self.child.as_ref().map(Child::id)
     }
 
-    /// Whether it runs (it was not [`kill`](TestServer::kill)ed).
+    /// Whether it runs as far as the kit knows: it was not
+    /// [`kill`](TestServer::kill)ed (a server that ended by itself still
+    /// counts as running).
     ///
     /// ```no_run
     /// use redisson_locks::testing::TestServer;
@@ -523,6 +527,7 @@ impl TestServer {
     /// ```
     ///
     /// # Errors
+    /// [`Error::InvalidArgument`] for an empty or oversized name;
     /// [`Error::Redis`] when the server cannot be reached.
     pub async fn end_lease(&self, name: &str) -> Result<bool> {
         crate::transport::keys::validate_name(name)?;

@@ -292,7 +292,10 @@ impl Snapshot {
         self.holders.iter().filter(|h| h.owner.mine)
     }
 
-    /// Whether anything holds the object right now.
+    /// Whether anything holds the object right now: a lock's holders (a
+    /// write or read hold, any owner). A semaphore's permits are not holders
+    /// (permits have no owner, or, for the permit-expirable semaphore, are
+    /// listed as permits): for them this is `false`; read its permits instead.
     ///
     /// ```no_run
     /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
