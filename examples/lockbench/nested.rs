@@ -87,7 +87,7 @@ impl Lock {
     fn admits(self) -> Admits {
         match self {
             Lock::ReadWrite => Admits::ReadersOrWriter,
-            Lock::Semaphore => Admits::UnownedPermits(2),
+            Lock::Semaphore => Admits::Permits(2),
             _ => Admits::One,
         }
     }

@@ -254,12 +254,18 @@ impl RSemaphore {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Redis`] when the command fails (whether the permit went back is
-    /// then unknown when the reply timed out).
+    /// [`Error::Redis`] when no send reached the server within the settle's
+    /// budget (a reconnect and a few replies' worth: the server was gone that
+    /// long, and whether the permit went back is unknown); [`Error::UnexpectedReply`]
+    /// when the key holds no integer. A release that fails in transit (a cut
+    /// connection, a lost reply) is sent again under a receipt it leaves
+    /// beside the semaphore, `{name}:rl-released:<id>` (Redisson ignores it),
+    /// which the server finds, so that it never gives back twice: do not
+    /// release again after an error.
     ///
     /// # Cancel safety
-    /// Not cancel safe: dropped while in flight, the release may or may not
-    /// happen.
+    /// Cancel safe: dropped at any point, the release happens once (finished,
+    /// and settled if its reply is lost, from the client's thread).
     pub async fn release(&self) -> Result<()> {
         self.release_many(1).await
     }
@@ -286,8 +292,47 @@ impl RSemaphore {
         if permits == 0 {
             return Ok(());
         }
-        let mut conn = self.client.conn.clone();
-        scripts::semaphore_release(&mut conn, &self.name, &self.channel, permits).await?;
+        let receipt = crate::transport::keys::semaphore_receipt(
+            &self.name,
+            &uuid::Uuid::new_v4().simple().to_string(),
+        );
+        let ttl_ms = crate::config::duration_to_millis(
+            "semaphore receipt",
+            super::settle::mark_ttl(&self.client.config),
+        )?;
+        let send = {
+            let (conn, name, channel) = (
+                self.client.conn.clone(),
+                self.name.clone(),
+                self.channel.clone(),
+            );
+            let receipt = receipt.clone();
+            move |forget: Vec<String>| {
+                let (mut conn, name, channel) = (conn.clone(), name.clone(), channel.clone());
+                let receipts = scripts::AcquireMarks {
+                    this: receipt.clone(),
+                    forget,
+                    ttl_ms,
+                };
+                async move {
+                    scripts::semaphore_release(&mut conn, &name, &channel, &receipts, permits)
+                        .await
+                        .map(drop)
+                }
+            }
+        };
+        let call: BoxFuture<Result<()>> = Box::pin(send(self.forget.take()));
+        let mut resend = send;
+        let labels = Labels::new(SEMAPHORE, &self.name, &self.client.config);
+        super::settle::settled_release(
+            &self.client.conn,
+            call,
+            move || resend(Vec::new()),
+            super::settle::SettleTerms::of(&self.client.config),
+            labels,
+        )
+        .await?;
+        self.forget.remember(receipt);
         Ok(())
     }
 

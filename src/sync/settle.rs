@@ -1,7 +1,8 @@
 //! The rule the synchronizers share for acquires that a dropped future or a
 //! lost reply must not lose: [`settled_acquire`] finishes the command in
 //! flight and gives back what it took when the caller is gone, and
-//! [`settle_retrying`] retries a release whose outcome is unknown.
+//! [`settle_retrying`] retries a release whose outcome is unknown, and
+//! [`settled_release`] sends a semaphore's release again under its receipt.
 
 use std::future::Future;
 
@@ -79,6 +80,90 @@ where
             Err(e)
         }
     }
+}
+
+/// Sends `call`, a release that `resend` sends again under the same receipt
+/// (so that the server applies it once however often it comes), so that a
+/// permit given back is never lost. If it fails in transit (a cut
+/// connection, a timeout, a refused connection), it is sent again from the
+/// client's thread until the server answers, within the settle's budget, and
+/// the caller hears how that ended; if the caller's future is dropped first,
+/// that goes on without it. A resend after a reply that was lost is a
+/// settle, counted with `labels`.
+///
+/// # Errors
+/// The server's refusal (nothing changed), or the first error when no resend
+/// reached the server within the budget (the outcome then stays unknown).
+///
+/// # Cancel safety
+/// That is its purpose: dropped at any point, the release happens once.
+pub(super) async fn settled_release<R, RF>(
+    conn: &Conn,
+    call: BoxFuture<Result<()>>,
+    resend: R,
+    terms: SettleTerms,
+    labels: Labels,
+) -> Result<()>
+where
+    R: FnMut() -> RF + Send + 'static,
+    RF: Future<Output = Result<()>> + Send + 'static,
+{
+    let orphaned: Orphaned<(), R> = {
+        let labels = labels.clone();
+        Box::new(move |outcome, resend| {
+            Box::pin(async move {
+                if let Err(e) = &outcome {
+                    if e.is_transient() {
+                        if may_have_run(e) {
+                            labels.settled();
+                        }
+                        let _ = resent(terms, resend).await;
+                    }
+                }
+            })
+        })
+    };
+    let (outcome, resend) = FinishOnDrop::new(conn, call, resend, orphaned).await;
+    match outcome {
+        Ok(()) => Ok(()),
+        // Refused by the server (a key of another type): nothing changed.
+        Err(e) if !e.is_transient() => Err(e),
+        // Cut, timed out, refused a connection: whether it ran or not, the
+        // receipt makes sending it again safe.
+        Err(e) => {
+            if may_have_run(&e) {
+                labels.settled();
+            }
+            // On the client's thread, so that it goes on if this caller goes.
+            let (tell, told) = tokio::sync::oneshot::channel();
+            conn.spawn_cleanup(async move {
+                let _ = tell.send(resent(terms, resend).await);
+            });
+            match told.await {
+                Ok(Ok(())) => Ok(()),
+                _ => Err(e),
+            }
+        }
+    }
+}
+
+/// Sends a release again under its receipt until the server answers, for at
+/// most the budget.
+async fn resent<R, RF>(terms: SettleTerms, mut resend: R) -> Result<()>
+where
+    R: FnMut() -> RF,
+    RF: Future<Output = Result<()>>,
+{
+    let deadline = tokio::time::Instant::now() + terms.budget;
+    let settled =
+        crate::engine::retry::until_settled(deadline, terms.retry_interval, &mut resend, |_| {})
+            .await;
+    if let Err(e) = &settled {
+        crate::trace::warn_event!(
+            "settling a semaphore release of unknown outcome gave up (its permits may not be back): {e}"
+        );
+    }
+    settled
 }
 
 /// What a finished call left for an undo whose caller is gone.

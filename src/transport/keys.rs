@@ -39,6 +39,14 @@ pub(crate) fn semaphore_mark(name: &str, attempt: &str) -> String {
     suffixed(name, &format!("{SEMAPHORE_MARK}:{attempt}"))
 }
 
+/// The receipt a semaphore release leaves of itself,
+/// `{name}:rl-released:<id>`: a release sent again after its reply was lost
+/// finds it and gives nothing back twice (see `semaphore_release.lua`).
+/// Redisson never reads it.
+pub(crate) fn semaphore_receipt(name: &str, release: &str) -> String {
+    suffixed(name, &format!("{SEMAPHORE_RECEIPT}:{release}"))
+}
+
 // The prefixes and infixes of the layout's auxiliary names, each written once:
 // the builders below use them, and `is_auxiliary` tells their keys apart.
 const FENCED_TOKEN: &str = "redisson_lock_token";
@@ -52,6 +60,7 @@ const LEADER_RECORD: &str = "redisson_locks_leader";
 const LEADER_CHANNEL: &str = "redisson_locks_leader__channel";
 const READ_HOLD: &str = ":rwlock_timeout:";
 const SEMAPHORE_MARK: &str = "rl-acquired";
+const SEMAPHORE_RECEIPT: &str = "rl-released";
 
 /// The pub/sub channel on which a reentrant lock's unlock is announced.
 pub(crate) fn lock_channel(name: &str) -> String {
@@ -112,7 +121,7 @@ pub(crate) fn leader_channel(name: &str) -> String {
 
 /// Whether `key` is part of another object's layout rather than an object of
 /// its own: a fenced lock's token, a read hold's lease, a semaphore acquire's
-/// mark, a release's latch, a client's identity or wait records, an
+/// mark or release's receipt, a release's latch, a client's identity or wait records, an
 /// election's record.
 pub(crate) fn is_auxiliary(key: &str) -> bool {
     [FENCED_TOKEN, UNLOCK_LATCH, IDENTITY, WAITS, LEADER_RECORD]
@@ -123,6 +132,7 @@ pub(crate) fn is_auxiliary(key: &str) -> bool {
         })
         || key.contains(READ_HOLD)
         || key.contains(&format!(":{SEMAPHORE_MARK}:"))
+        || key.contains(&format!(":{SEMAPHORE_RECEIPT}:"))
 }
 
 /// The fair lock's waiter deadlines: a ZSET of owner field -> epoch-ms deadline.

@@ -309,13 +309,15 @@ async fn the_most_retry_attempts_leave_every_kind_unlocking() {
     )
     .await;
     // Left: the synchronizers' counts, the fenced token, and the
-    // semaphore's mark of its last acquire (it ends with its TTL).
+    // semaphore's mark of its last acquire and receipt of its last release
+    // (each ends with its TTL).
     let keys = server.keys().await;
     assert!(
         keys.iter().all(|k| k == "sem"
             || k == "pes"
             || k.starts_with("redisson_lock_token")
-            || k.starts_with("{sem}:rl-acquired:")),
+            || k.starts_with("{sem}:rl-acquired:")
+            || k.starts_with("{sem}:rl-released:")),
         "{keys:?}"
     );
 }

@@ -646,7 +646,7 @@ pub(super) fn campaign_kind(lock: &str) -> Option<(Admits, &'static str)> {
         "camp-fenced" => Some((Admits::One, "fenced")),
         "camp-fair" => Some((Admits::One, "fair")),
         "camp-rw" => Some((Admits::ReadersOrWriter, "read-write")),
-        "camp-slots" => Some((Admits::UnownedPermits(2), "semaphore")),
+        "camp-slots" => Some((Admits::Permits(2), "semaphore")),
         "camp-pes" => Some((Admits::Permits(2), "expiring permits")),
         _ => None,
     }

@@ -74,7 +74,7 @@ fn kind_of(lock: &str) -> Option<(Admits, &'static str)> {
         Kind::Fair => (Admits::One, "fair"),
         Kind::ReadWrite => (Admits::ReadersOrWriter, "read-write"),
         Kind::Fenced => (Admits::One, "fenced"),
-        Kind::Semaphore => (Admits::UnownedPermits(PERMITS), "semaphore"),
+        Kind::Semaphore => (Admits::Permits(PERMITS), "semaphore"),
     })
 }
 

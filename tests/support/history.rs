@@ -635,10 +635,8 @@ pub fn lock_histories(
                 else {
                     continue;
                 };
-                let to_ns = match (o.outcome, admitted) {
-                    // Nobody settles it: the permit may never have come back.
-                    (Outcome::Unknown, super::progress::Admits::UnownedPermits(_)) => u64::MAX,
-                    (Outcome::Unknown, _) => later(o.invoked_ns),
+                let to_ns = match o.outcome {
+                    Outcome::Unknown => later(o.invoked_ns),
                     _ => o.invoked_ns,
                 };
                 lock.holds.push(Held {
@@ -706,51 +704,3 @@ pub fn progress_report(
     (text, kept)
 }
 
-#[cfg(test)]
-mod unsettled_releases {
-    use super::super::progress::{stalls, Admits};
-    use super::{lock_histories, Op, Operation, Outcome};
-
-    fn op(owner: &str, op: Op, outcome: Outcome, from_ms: u64, to_ms: u64) -> Operation {
-        let ns = |ms: u64| ms * 1_000_000;
-        Operation {
-            process: "p".into(),
-            owner: owner.into(),
-            lock: "sem".into(),
-            op,
-            outcome,
-            value: None,
-            invoked_ns: ns(from_ms),
-            completed_ns: match outcome {
-                Outcome::Unknown => u64::MAX,
-                _ => ns(to_ms),
-            },
-            returned_ns: ns(to_ms),
-        }
-    }
-
-    /// One permit: `a` takes it and its release's reply is lost; `b` then
-    /// waits 5 s and gives up. Owned permits are settled within a second
-    /// (a 4 s stall); unowned ones may be gone for good (no stall but the
-    /// hand-off of `a`'s own acquire).
-    #[test]
-    fn an_unowned_permit_released_in_doubt_may_never_come_back() {
-        let history = [
-            op("a", Op::PermitAcquire, Outcome::Ok, 0, 1),
-            op("a", Op::PermitRelease, Outcome::Unknown, 10, 20),
-            op("b", Op::PermitAcquire, Outcome::Fail, 30, 5_030),
-        ];
-        let longest = |admits: Admits| {
-            let locks = lock_histories(&history, |_| Some(admits), 1_000_000_000);
-            let (_, lock) = &locks["sem"];
-            stalls(admits, lock)
-                .iter()
-                .map(|stall| stall.ms())
-                .fold(0.0, f64::max)
-        };
-        // (`a`'s own acquire, from its call to its return, is the one short
-        // stall of both.)
-        assert!(longest(Admits::Permits(1)) > 3_900.0);
-        assert!(longest(Admits::UnownedPermits(1)) < 10.0);
-    }
-}

@@ -33,11 +33,6 @@ pub enum Admits {
     ReadersOrWriter,
     /// A semaphore of this many permits, one per hold.
     Permits(u32),
-    /// The same, of permits nobody owns (Redisson's `RSemaphore`): a release
-    /// whose reply was lost is never settled (sending it again could give
-    /// back two), so its permit may be gone for good, and counts as still
-    /// out from then on.
-    UnownedPermits(u32),
 }
 
 /// One hold of a lock, from its grant to its release (both as the holder
@@ -124,9 +119,7 @@ pub fn stalls(admits: Admits, history: &LockHistory) -> Vec<Stall> {
             Admits::ReadersOrWriter => {
                 (writers > 0 && writes + reads == 0) || (readers > 0 && writes == 0)
             }
-            Admits::Permits(n) | Admits::UnownedPermits(n) => {
-                writers + readers > 0 && writes + reads < i64::from(n)
-            }
+            Admits::Permits(n) => writers + readers > 0 && writes + reads < i64::from(n),
         };
         if !could {
             continue;

@@ -66,8 +66,9 @@ pub(crate) async fn semaphore_acquire(
     decode_flag("semaphore acquire", call(conn, name, &invocation).await?)
 }
 
-/// The marks one semaphore attempt sends: its own, and those of earlier
-/// attempts whose replies came, to delete (see `semaphore_acquire.lua`).
+/// The marks one semaphore call sends: its own (an acquire's mark, a
+/// release's receipt), and those of earlier calls whose replies came, to
+/// delete (see `semaphore_acquire.lua`, `semaphore_release.lua`).
 #[derive(Debug)]
 pub(crate) struct AcquireMarks {
     pub(crate) this: String,
@@ -91,18 +92,24 @@ pub(crate) async fn semaphore_settle(
     decode_int("semaphore settle", call(conn, name, &invocation).await?)
 }
 
-/// Gives `permits` back to semaphore `name`; the number now available.
+/// Gives `permits` back to semaphore `name` under `receipts.this`, once
+/// however often it is sent; the number now available.
 pub(crate) async fn semaphore_release(
     conn: &mut Conn,
     name: &str,
     channel: &str,
+    receipts: &AcquireMarks,
     permits: u32,
 ) -> Result<i64> {
     let mut invocation = SEMAPHORE_RELEASE.key(name);
+    invocation.key(channel).key(&receipts.this);
+    for forgotten in &receipts.forget {
+        invocation.key(forgotten);
+    }
     invocation
-        .key(channel)
         .arg(permits)
-        .arg(conn.publish_command());
+        .arg(conn.publish_command())
+        .arg(receipts.ttl_ms);
     decode_int("semaphore release", call(conn, name, &invocation).await?)
 }
 
