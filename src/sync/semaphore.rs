@@ -322,7 +322,7 @@ impl RSemaphore {
             }
         };
         let call: BoxFuture<Result<()>> = Box::pin(send(self.forget.take()));
-        let mut resend = send;
+        let resend = send;
         let labels = Labels::new(SEMAPHORE, &self.name, &self.client.config);
         super::settle::settled_release(
             &self.client.conn,

@@ -703,4 +703,3 @@ pub fn progress_report(
         .join("; ");
     (text, kept)
 }
-
