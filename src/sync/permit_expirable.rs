@@ -291,8 +291,8 @@ impl RPermitExpirableSemaphore {
     /// the pool all the same); [`Error::Redis`] when the command fails.
     ///
     /// # Cancel safety
-    /// Not cancel safe: dropped while in flight, the release may or may not
-    /// happen (the permit's lease bounds the difference).
+    /// Cancel safe: dropped at any point, the release happens (finished, and
+    /// sent again if it failed in transit, from the client's thread).
     pub async fn release(&self, id: &PermitId) -> Result<()> {
         if self.try_release(id).await? {
             Ok(())
@@ -316,13 +316,36 @@ impl RPermitExpirableSemaphore {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Redis`] when the command fails.
+    /// [`Error::Redis`] when no send reached the server within the settle's
+    /// budget (a release that fails in transit is sent again until the
+    /// server answers: releasing an id twice changes nothing; `true` then
+    /// when the first send may have been the one that released it).
     ///
     /// # Cancel safety
     /// As [`release`](RPermitExpirableSemaphore::release).
     pub async fn try_release(&self, id: &PermitId) -> Result<bool> {
-        let mut conn = self.client.conn.clone();
-        scripts::pes_release(&mut conn, &self.keys, id.as_bytes()).await
+        let send = {
+            let (conn, keys, id) = (self.client.conn.clone(), self.keys.clone(), *id);
+            move |first_may_have_run: bool| {
+                let (mut conn, keys) = (conn.clone(), keys.clone());
+                async move {
+                    let released = scripts::pes_release(&mut conn, &keys, id.as_bytes()).await?;
+                    // Sent again after a first send that may have run: "not
+                    // out" may be that send's doing, and the permit is back
+                    // either way.
+                    Ok(released || first_may_have_run)
+                }
+            }
+        };
+        let call: BoxFuture<Result<bool>> = Box::pin(send(false));
+        super::settle::settled_release(
+            &self.client.conn,
+            call,
+            send,
+            super::settle::SettleTerms::of(&self.client.config),
+            Labels::new(PERMIT_EXPIRABLE, &self.keys.semaphore, &self.client.config),
+        )
+        .await
     }
 
     /// Gives permit `id` a new lease of `lease` from now (Redisson

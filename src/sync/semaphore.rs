@@ -327,7 +327,7 @@ impl RSemaphore {
         super::settle::settled_release(
             &self.client.conn,
             call,
-            move || resend(Vec::new()),
+            move |_| resend(Vec::new()),
             super::settle::SettleTerms::of(&self.client.config),
             labels,
         )

@@ -2,7 +2,8 @@
 //! lost reply must not lose: [`settled_acquire`] finishes the command in
 //! flight and gives back what it took when the caller is gone, and
 //! [`settle_retrying`] retries a release whose outcome is unknown, and
-//! [`settled_release`] sends a semaphore's release again under its receipt.
+//! [`settled_release`] sends a semaphore's release again (under its receipt,
+//! or its permit id) when it fails in transit.
 
 use std::future::Future;
 
@@ -82,13 +83,15 @@ where
     }
 }
 
-/// Sends `call`, a release that `resend` sends again under the same receipt
-/// (so that the server applies it once however often it comes), so that a
-/// permit given back is never lost. If it fails in transit (a cut
-/// connection, a timeout, a refused connection), it is sent again from the
-/// client's thread until the server answers, within the settle's budget, and
-/// the caller hears how that ended; if the caller's future is dropped first,
-/// that goes on without it. A resend after a reply that was lost is a
+/// Sends `call`, a release that `resend` may send again safely (under the
+/// same receipt, or the same permit id: the server applies it once however
+/// often it comes), so that a permit given back is never lost. If it fails in
+/// transit (a cut connection, a timeout, a refused connection), it is sent
+/// again from the client's thread until the server answers, within the
+/// settle's budget, and the caller hears that answer; if the caller's future
+/// is dropped first, that goes on without it. `resend` is told whether the
+/// first send may have run (then an answer of "nothing to release" may be
+/// the first send's doing). A resend after a reply that was lost is a
 /// settle, counted with `labels`.
 ///
 /// # Errors
@@ -97,27 +100,29 @@ where
 ///
 /// # Cancel safety
 /// That is its purpose: dropped at any point, the release happens once.
-pub(super) async fn settled_release<R, RF>(
+pub(super) async fn settled_release<T, R, RF>(
     conn: &Conn,
-    call: BoxFuture<Result<()>>,
+    call: BoxFuture<Result<T>>,
     resend: R,
     terms: SettleTerms,
     labels: Labels,
-) -> Result<()>
+) -> Result<T>
 where
-    R: FnMut() -> RF + Send + 'static,
-    RF: Future<Output = Result<()>> + Send + 'static,
+    T: Send + 'static,
+    R: FnMut(bool) -> RF + Send + 'static,
+    RF: Future<Output = Result<T>> + Send + 'static,
 {
-    let orphaned: Orphaned<(), R> = {
+    let orphaned: Orphaned<T, R> = {
         let labels = labels.clone();
         Box::new(move |outcome, resend| {
             Box::pin(async move {
                 if let Err(e) = &outcome {
                     if e.is_transient() {
-                        if may_have_run(e) {
+                        let ran = may_have_run(e);
+                        if ran {
                             labels.settled();
                         }
-                        let _ = resent(terms, resend).await;
+                        let _ = resent(terms, resend, ran).await;
                     }
                 }
             })
@@ -125,45 +130,51 @@ where
     };
     let (outcome, resend) = FinishOnDrop::new(conn, call, resend, orphaned).await;
     match outcome {
-        Ok(()) => Ok(()),
+        Ok(answer) => Ok(answer),
         // Refused by the server (a key of another type): nothing changed.
         Err(e) if !e.is_transient() => Err(e),
-        // Cut, timed out, refused a connection: whether it ran or not, the
-        // receipt makes sending it again safe.
+        // Cut, timed out, refused a connection: whether it ran or not, sending
+        // it again is safe.
         Err(e) => {
-            if may_have_run(&e) {
+            let ran = may_have_run(&e);
+            if ran {
                 labels.settled();
             }
             // On the client's thread, so that it goes on if this caller goes.
             let (tell, told) = tokio::sync::oneshot::channel();
             conn.spawn_cleanup(async move {
-                let _ = tell.send(resent(terms, resend).await);
+                let _ = tell.send(resent(terms, resend, ran).await);
             });
             match told.await {
-                Ok(Ok(())) => Ok(()),
+                Ok(Ok(answer)) => Ok(answer),
                 _ => Err(e),
             }
         }
     }
 }
 
-/// Sends a release again under its receipt until the server answers, for at
-/// most the budget.
-async fn resent<R, RF>(terms: SettleTerms, mut resend: R) -> Result<()>
+/// Sends a release again until the server answers, for at most the budget;
+/// `ran`: the first send may have run.
+async fn resent<T, R, RF>(terms: SettleTerms, mut resend: R, ran: bool) -> Result<T>
 where
-    R: FnMut() -> RF,
-    RF: Future<Output = Result<()>>,
+    R: FnMut(bool) -> RF,
+    RF: Future<Output = Result<T>>,
 {
     let deadline = tokio::time::Instant::now() + terms.budget;
-    let settled =
-        crate::engine::retry::until_settled(deadline, terms.retry_interval, &mut resend, |_| {})
-            .await;
-    if let Err(e) = &settled {
-        crate::trace::warn_event!(
-            "settling a semaphore release of unknown outcome gave up (its permits may not be back): {e}"
-        );
+    loop {
+        match resend(ran).await {
+            Ok(answer) => return Ok(answer),
+            Err(e) if e.is_transient() && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(crate::engine::retry::jitter(terms.retry_interval)).await;
+            }
+            Err(e) => {
+                crate::trace::warn_event!(
+                    "settling a release of unknown outcome gave up (its permits may not be back): {e}"
+                );
+                return Err(e);
+            }
+        }
     }
-    settled
 }
 
 /// What a finished call left for an undo whose caller is gone.
