@@ -22,25 +22,25 @@ pub(crate) fn jitter(span: Duration) -> Duration {
     Duration::from_nanos(bits % nanos.saturating_add(1))
 }
 
-/// Runs `step` (safe to repeat: a settle) until it succeeds, retrying a
+/// Runs `step` (safe to repeat: a settle) until it succeeds (its answer), retrying a
 /// transient failure after a pause of full jitter up to `interval` while
 /// `deadline` has not passed. `failed` hears the number of failures so far
 /// after each one that is retried. The error that ended it otherwise: a final
 /// one, or a transient one past the deadline.
-pub(crate) async fn until_settled<F, Fut>(
+pub(crate) async fn until_settled<T, F, Fut>(
     deadline: Instant,
     interval: Duration,
     mut step: F,
     mut failed: impl FnMut(u32),
-) -> Result<()>
+) -> Result<T>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<()>>,
+    Fut: Future<Output = Result<T>>,
 {
     let mut failures = 0u32;
     loop {
         match step().await {
-            Ok(()) => return Ok(()),
+            Ok(done) => return Ok(done),
             Err(e) if e.is_transient() && Instant::now() < deadline => {
                 failures = failures.saturating_add(1);
                 failed(failures);

@@ -161,20 +161,15 @@ where
     RF: Future<Output = Result<T>>,
 {
     let deadline = tokio::time::Instant::now() + terms.budget;
-    loop {
-        match resend(ran).await {
-            Ok(answer) => return Ok(answer),
-            Err(e) if e.is_transient() && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(crate::engine::retry::jitter(terms.retry_interval)).await;
-            }
-            Err(e) => {
-                crate::trace::warn_event!(
-                    "settling a release of unknown outcome gave up (its permits may not be back): {e}"
-                );
-                return Err(e);
-            }
-        }
+    let settled =
+        crate::engine::retry::until_settled(deadline, terms.retry_interval, || resend(ran), |_| {})
+            .await;
+    if let Err(e) = &settled {
+        crate::trace::warn_event!(
+            "settling a release of unknown outcome gave up (its permits may not be back): {e}"
+        );
     }
+    settled
 }
 
 /// What a finished call left for an undo whose caller is gone.
