@@ -544,42 +544,16 @@ async fn waiters_follow_their_channels_through_a_graceful_failover() {
     if !crate::support::server_has(7, 0, "sharded pub/sub") {
         return;
     }
-    let cluster = RedisCluster::start();
-    let holder = cluster.client().await;
-    let waiter = cluster.client().await;
-    for (fair, name) in [(false, "{handed}:reentrant"), (true, "{handed-fair}:fair")] {
-        let lock = |client: &redisson_locks::Client| match fair {
-            true => client.get_fair_lock(name).unwrap(),
-            false => client.get_lock(name).unwrap(),
-        };
-        let held = lock(&holder).lock().await.unwrap();
-        let waiting = {
-            let lock = lock(&waiter);
-            tokio::spawn(async move {
-                let guard = lock.lock().await.unwrap();
-                let took = tokio::time::Instant::now();
-                guard.unlock().await.unwrap();
-                took
-            })
-        };
-        assert!(
-            eventually(T, || async { waiter.waiting_for(name) == 1 }).await,
-            "{name}: the waiter is not waiting"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        cluster.fail_over_gracefully(name).await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let released = tokio::time::Instant::now();
-        within(T, "the release on the new primary", held.unlock())
-            .await
-            .unwrap();
-        let took = within(T * 2, "the waiter", waiting).await.unwrap();
-        let waited = took.saturating_duration_since(released);
-        assert!(
-            waited < PROMPT,
-            "{name}: the waiter took the lock {waited:?} after the release on the new primary"
-        );
-    }
+    let cluster = &RedisCluster::start();
+    waiters_follow_their_channels(
+        cluster,
+        ["{handed}:reentrant", "{handed-fair}:fair"],
+        "the new primary",
+        |name| async move {
+            cluster.fail_over_gracefully(name).await;
+        },
+    )
+    .await;
 }
 
 /// A slot moved away (a reshard): the node that gave it up pushes
@@ -593,10 +567,34 @@ async fn waiters_follow_their_channels_when_the_slot_moves() {
     if !crate::support::server_has(7, 0, "sharded pub/sub") {
         return;
     }
-    let cluster = RedisCluster::start();
+    let cluster = &RedisCluster::start();
+    waiters_follow_their_channels(
+        cluster,
+        ["{moved}:reentrant", "{moved-fair}:fair"],
+        "the slot's new node",
+        |name| async move {
+            cluster.move_slot_of(name).await;
+        },
+    )
+    .await;
+}
+
+/// For a reentrant lock (`names[0]`) and a fair one (`names[1]`): a client
+/// holds it, another's task waits on its channel, `moved` moves the name's
+/// slot to `new_home` while it waits, and the holder's release there must
+/// wake the waiter within PROMPT.
+async fn waiters_follow_their_channels<'c, F, Fut>(
+    cluster: &'c RedisCluster,
+    names: [&'static str; 2],
+    new_home: &str,
+    moved: F,
+) where
+    F: Fn(&'static str) -> Fut,
+    Fut: std::future::Future<Output = ()> + 'c,
+{
     let holder = cluster.client().await;
     let waiter = cluster.client().await;
-    for (fair, name) in [(false, "{moved}:reentrant"), (true, "{moved-fair}:fair")] {
+    for (fair, name) in [(false, names[0]), (true, names[1])] {
         let lock = |client: &redisson_locks::Client| match fair {
             true => client.get_fair_lock(name).unwrap(),
             false => client.get_lock(name).unwrap(),
@@ -616,15 +614,17 @@ async fn waiters_follow_their_channels_when_the_slot_moves() {
             "{name}: the waiter is not waiting"
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
-        cluster.move_slot_of(name).await;
+        moved(name).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let released = tokio::time::Instant::now();
-        held.unlock().await.unwrap();
+        within(T, &format!("the release on {new_home}"), held.unlock())
+            .await
+            .unwrap();
         let took = within(T * 2, "the waiter", waiting).await.unwrap();
         let waited = took.saturating_duration_since(released);
         assert!(
             waited < PROMPT,
-            "{name}: the waiter took the lock {waited:?} after the release on the slot's new node"
+            "{name}: the waiter took the lock {waited:?} after the release on {new_home}"
         );
     }
 }

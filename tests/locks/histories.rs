@@ -403,6 +403,7 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
     check_or_keep(&history, &dir, &seed.to_string(), &format!("seed {seed}"));
     check_progress(
         &history,
+        campaign_kind,
         (&dir, &seed.to_string(), &format!("campaign seed {seed}")),
         CUTS_SETTLE,
         CUTS_STALL_BOUND,
@@ -653,26 +654,31 @@ pub(super) fn campaign_kind(lock: &str) -> Option<(Admits, &'static str)> {
 }
 
 /// The progress check of a campaign's `history` (see `progress.rs`): the
-/// longest stall of each kind, said on stderr as `run`, and the run fails
-/// (its history kept, as [`check_or_keep`] keeps it) when one passed
-/// `bound`. `settle`: how long an outcome nobody knows may keep a lock held
-/// (its settle's budget, or a killed holder's lease).
-fn check_progress(
+/// longest stall of each kind (`kind_of` names a lock's), said on stderr as
+/// `run`, and the run fails (its history kept under `kept`, as
+/// [`check_or_keep`] keeps it) when one passed `bound`. `settle`: how long an
+/// outcome nobody knows may keep a lock held (its settle's budget, or a
+/// killed holder's lease).
+pub(super) fn check_progress(
     history: &[Operation],
+    kind_of: impl Fn(&str) -> Option<(Admits, &'static str)>,
     (dir, kept, run): (&std::path::Path, &str, &str),
     settle: Duration,
     bound: Duration,
 ) {
     let (report, within_bound) = progress_report(
         history,
-        campaign_kind,
+        kind_of,
         settle.as_nanos() as u64,
         bound.as_secs_f64() * 1e3,
     );
     eprintln!("{run}: progress: {report}");
     if !within_bound {
-        keep(dir, kept);
-        panic!("{run}: a waiter waited on a lock free for it past {bound:?}: {report}");
+        let kept = keep(dir, kept);
+        panic!(
+            "{run}: a waiter waited on a lock free for it past {bound:?}: {report}; the history is kept in {}",
+            kept.display()
+        );
     }
 }
 
@@ -1286,6 +1292,7 @@ async fn a_campaign_of_killed_and_frozen_processes_leaves_linearizable_histories
     );
     check_progress(
         &history,
+        campaign_kind,
         (
             &dir,
             &format!("processes-{seed}"),

@@ -29,10 +29,10 @@ use std::time::Duration;
 
 use redisson_locks::{Client, LockGuard};
 
+use super::histories::{check_progress, seeded};
 use crate::support::child::ChildHolder;
 use crate::support::history::{
-    check, merge, progress_report, FencedMutex, Mutex, Op, Operation, Outcome, Permits, ReadWrite,
-    Recorder,
+    check, merge, FencedMutex, Mutex, Op, Operation, Outcome, Permits, ReadWrite, Recorder,
 };
 use crate::support::progress::Admits;
 use crate::support::{within, RedisServer};
@@ -84,18 +84,6 @@ enum Held {
     Permit(redisson_locks::RSemaphore),
 }
 
-/// A small random source per task (xorshift, seeded).
-struct Draw(u64);
-
-impl Draw {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
-
 /// Takes lock `index` of the mix as `owner`, recorded: the hold (and what
 /// to record its release as), or `None` when the wait ran out or failed.
 async fn take(
@@ -103,14 +91,14 @@ async fn take(
     recorder: &Recorder,
     owner: &str,
     index: usize,
-    draw: &mut Draw,
+    draw: &mut impl FnMut(u64) -> u64,
 ) -> Option<(Held, Op)> {
     let (name, kind) = MIX[index];
-    let read = kind == Kind::ReadWrite && draw.below(2) == 1;
+    let read = kind == Kind::ReadWrite && draw(2) == 1;
     // Half the waits untimed: a timed one whose deadline comes before the
     // holder's lease ends makes its attempts instead of sleeping behind it,
     // and some of the engine's orders arise only without a deadline.
-    let wait = (draw.below(2) == 0).then_some(WAIT);
+    let wait = (draw(2) == 0).then_some(WAIT);
     let (asked, given_back) = match (kind, read) {
         (Kind::Semaphore, _) => (Op::PermitAcquire, Op::PermitRelease),
         (_, true) => (Op::ReadAcquire, Op::ReadRelease),
@@ -199,16 +187,17 @@ async fn nested_task(
     seed: u64,
     until: std::time::Instant,
 ) {
-    let mut draw = Draw(seed | 1);
+    // Each `draw(n)` is below `n` (never 0 here).
+    let mut draw = seeded(seed | 1);
     while std::time::Instant::now() < until {
-        let first = draw.below(MIX.len() as u64 - 1) as usize;
-        let second = first + 1 + draw.below((MIX.len() - first - 1) as u64) as usize;
+        let first = draw(MIX.len() as u64 - 1) as usize;
+        let second = first + 1 + draw((MIX.len() - first - 1) as u64) as usize;
         let Some(outer) = take(&client, &recorder, &owner, first, &mut draw).await else {
             continue;
         };
-        tokio::time::sleep(Duration::from_millis(draw.below(21))).await;
+        tokio::time::sleep(Duration::from_millis(draw(21))).await;
         if let Some(inner) = take(&client, &recorder, &owner, second, &mut draw).await {
-            tokio::time::sleep(Duration::from_millis(draw.below(11))).await;
+            tokio::time::sleep(Duration::from_millis(draw(11))).await;
             give_back(&recorder, &owner, second, inner).await;
         }
         give_back(&recorder, &owner, first, outer).await;
@@ -297,15 +286,20 @@ fn spawn_nested(
         .collect()
 }
 
-/// Waits for the children to finish their rounds.
-fn finish(children: Vec<ChildHolder>) {
-    for (i, mut child) in children.into_iter().enumerate() {
-        assert!(
-            child.wait_for_line("DONE"),
-            "child p{i} ended before its rounds did"
-        );
-        assert!(child.wait(Duration::from_secs(30)), "child p{i} failed");
-    }
+/// Waits, at most 180 s, for the children to finish their rounds.
+async fn finish(children: Vec<ChildHolder>) {
+    let finished = tokio::task::spawn_blocking(move || {
+        for (i, mut child) in children.into_iter().enumerate() {
+            assert!(
+                child.wait_for_line("DONE"),
+                "child p{i} ended before its rounds did"
+            );
+            assert!(child.wait(Duration::from_secs(30)), "child p{i} failed");
+        }
+    });
+    within(Duration::from_secs(180), "the nested processes", finished)
+        .await
+        .unwrap();
 }
 
 /// Gives the semaphore its permits (once).
@@ -341,30 +335,6 @@ fn check_safety(history: &[Operation]) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Checks `history`'s progress against `bound` (unknown outcomes settled
-/// within `settle`), keeping it under `kept` when it fails.
-fn check_progress(
-    history: &[Operation],
-    (dir, kept, run): (&std::path::Path, &str, &str),
-    settle: Duration,
-    bound: Duration,
-) {
-    let (report, within_bound) = progress_report(
-        history,
-        kind_of,
-        settle.as_nanos() as u64,
-        bound.as_secs_f64() * 1e3,
-    );
-    eprintln!("{run}: progress: {report}");
-    if !within_bound {
-        let kept = super::histories::keep(dir, kept);
-        panic!(
-            "{run}: a waiter waited on a lock free for it past {bound:?}: {report}; the history is kept in {}",
-            kept.display()
-        );
-    }
 }
 
 /// The longest a waiter may wait on a lock free for it without faults,
@@ -407,13 +377,7 @@ async fn nested_locks_across_processes_are_safe_and_live_whatever_the_heuristics
     let children = spawn_nested(&server, &dir, &without, crate::support::SUITE_RECHECK);
     // A waiter asleep on a free lock wakes at the lease's end (30 s): the
     // run ends whatever the engine does, and the checker names the stall.
-    within(
-        Duration::from_secs(180),
-        "the nested processes",
-        tokio::task::spawn_blocking(move || finish(children)),
-    )
-    .await
-    .unwrap();
+    finish(children).await;
     let history = merge(&dir);
     let run = format!("nested campaign seed {seed}");
     eprintln!("{run}: {} operations", history.len());
@@ -423,6 +387,7 @@ async fn nested_locks_across_processes_are_safe_and_live_whatever_the_heuristics
     }
     check_progress(
         &history,
+        kind_of,
         (&dir, &format!("nested-{seed}"), &run),
         Duration::from_secs(10),
         NESTED_STALL_BOUND,
@@ -625,18 +590,13 @@ async fn nested_locks_freed_behind_their_waiters_backs_are_taken_promptly() {
         .await
         .unwrap();
     forcer.exit(Duration::from_secs(10)).await;
-    within(
-        Duration::from_secs(180),
-        "the nested processes",
-        tokio::task::spawn_blocking(move || finish(children)),
-    )
-    .await
-    .unwrap();
+    finish(children).await;
     let history = merge(&dir);
     let run = format!("freed campaign seed {seed}");
     eprintln!("{run}: {} operations, {freed:?}", history.len());
     check_progress(
         &history,
+        kind_of,
         (&dir, &format!("freed-{seed}"), &run),
         Duration::from_secs(10),
         FREED_STALL_BOUND,

@@ -372,37 +372,13 @@ async fn cut_connections_and_dropped_acquires_lose_no_permit() {
             }
         }));
     }
-    let cuts = {
-        let (server, stop) = (&server, stop.clone());
-        let cutting = server.keep_cutting(&stop);
-        let stopping = async {
-            tokio::time::sleep(Duration::from_secs(4)).await;
-            stop.store(true, Ordering::Relaxed);
-        };
-        tokio::join!(cutting, stopping).0
-    };
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let available = || async {
-        let mut admin = server.admin().await;
-        let n: i64 = admin.get("cut").await.unwrap();
-        n
-    };
-    eprintln!(
-        "{} acquired over {cuts} cuts; {} available right after",
-        taken.load(Ordering::Relaxed),
-        available().await
-    );
+    let cuts = cut_for_four_seconds(&server, &stop, tasks).await;
     assert!(cuts > 10);
-    assert!(
-        eventually(Duration::from_secs(40), || async {
-            available().await == PERMITS
-        })
-        .await,
-        "permits lost or doubled: {} of {PERMITS} available",
-        available().await
+    let acquired = format!(
+        "{} acquired over {cuts} cuts",
+        taken.load(Ordering::Relaxed)
     );
+    assert_count_comes_back(&server, "cut", PERMITS, &acquired).await;
 }
 
 /// The same for releases. Connections cut every 50 to 150 ms while sixteen
@@ -454,38 +430,53 @@ async fn cut_connections_and_dropped_releases_lose_no_permit_and_double_none() {
             }
         }));
     }
-    let cuts = {
-        let (server, stop) = (&server, stop.clone());
-        let cutting = server.keep_cutting(&stop);
-        let stopping = async {
-            tokio::time::sleep(Duration::from_secs(4)).await;
-            stop.store(true, Ordering::Relaxed);
-        };
-        tokio::join!(cutting, stopping).0
+    let cuts = cut_for_four_seconds(&server, &stop, tasks).await;
+    assert!(cuts > 10);
+    // Each cut lasts a moment: every resend reaches the server well within
+    // the settle's budget, so no release ends in doubt.
+    assert_eq!(failed.load(Ordering::Relaxed), 0, "releases that gave up");
+    let released = format!(
+        "{} released over {cuts} cuts",
+        released.load(Ordering::Relaxed)
+    );
+    assert_count_comes_back(&server, name, PERMITS, &released).await;
+}
+
+/// Cuts the crate's connections every 50 to 150 ms for 4 s, then sets
+/// `stop` and waits for `tasks`; how many cuts.
+async fn cut_for_four_seconds(
+    server: &RedisServer,
+    stop: &Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+) -> usize {
+    let cutting = server.keep_cutting(stop);
+    let stopping = async {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        stop.store(true, Ordering::Relaxed);
     };
+    let cuts = tokio::join!(cutting, stopping).0;
     for task in tasks {
         task.await.unwrap();
     }
+    cuts
+}
+
+/// Semaphore `name`'s count comes back to exactly `permits` (within 40 s:
+/// the settles run from the client's thread), no permit lost or doubled;
+/// `done` says what the tasks did, for the log.
+async fn assert_count_comes_back(server: &RedisServer, name: &str, permits: i64, done: &str) {
     let available = || async {
         let mut admin = server.admin().await;
         let n: i64 = admin.get(name).await.unwrap();
         n
     };
-    eprintln!(
-        "{} released over {cuts} cuts; {} available right after",
-        released.load(Ordering::Relaxed),
-        available().await
-    );
-    assert!(cuts > 10);
-    // Each cut lasts a moment: every resend reaches the server well within
-    // the settle's budget, so no release ends in doubt.
-    assert_eq!(failed.load(Ordering::Relaxed), 0, "releases that gave up");
+    eprintln!("{done}; {} available right after", available().await);
     assert!(
         eventually(Duration::from_secs(40), || async {
-            available().await == PERMITS
+            available().await == permits
         })
         .await,
-        "permits lost or doubled: {} of {PERMITS} available",
+        "permits lost or doubled: {} of {permits} available",
         available().await
     );
 }

@@ -256,26 +256,11 @@ impl RedisCluster {
             .iter()
             .find(|&&i| i != from)
             .expect("another primary");
-        let id = |i: usize| {
-            let out = Command::new("redis-cli")
-                .args(["-p", &self.nodes[i].port().to_string(), "cluster", "myid"])
-                .output()
-                .expect("redis-cli");
-            String::from_utf8_lossy(&out.stdout).trim().to_owned()
-        };
-        let (from_id, to_id) = (id(from), id(to));
-        let cli = |i: usize, args: &[&str]| {
-            let out = Command::new("redis-cli")
-                .args(["-p", &self.nodes[i].port().to_string()])
-                .args(args)
-                .output()
-                .expect("redis-cli");
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        };
-        cli(to, &["cluster", "setslot", &slot, "importing", &from_id]);
-        cli(from, &["cluster", "setslot", &slot, "migrating", &to_id]);
+        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        self.cli(to, &["cluster", "setslot", &slot, "importing", &from_id]);
+        self.cli(from, &["cluster", "setslot", &slot, "migrating", &to_id]);
         loop {
-            let keys = cli(from, &["cluster", "getkeysinslot", &slot, "100"]);
+            let keys = self.cli(from, &["cluster", "getkeysinslot", &slot, "100"]);
             let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
             if keys.is_empty() {
                 break;
@@ -283,13 +268,13 @@ impl RedisCluster {
             let port = self.nodes[to].port().to_string();
             let mut args = vec!["migrate", "127.0.0.1", &port, "", "0", "5000", "keys"];
             args.extend(keys);
-            cli(from, &args);
+            self.cli(from, &args);
         }
         for &i in std::iter::once(&to)
             .chain(std::iter::once(&from))
             .chain(&primaries)
         {
-            cli(i, &["cluster", "setslot", &slot, "node", &to_id]);
+            self.cli(i, &["cluster", "setslot", &slot, "node", &to_id]);
         }
         to
     }
@@ -299,40 +284,16 @@ impl RedisCluster {
     /// lost) and becomes the primary. Returns the index of the new primary
     /// once it says so.
     pub async fn fail_over_gracefully(&self, key: &str) -> usize {
-        let primary = self.primary_for(key);
-        let id_of = |i: usize| {
-            let out = Command::new("redis-cli")
-                .args(["-p", &self.nodes[i].port().to_string(), "cluster", "myid"])
-                .output()
-                .expect("redis-cli");
-            String::from_utf8_lossy(&out.stdout).trim().to_owned()
-        };
-        let primary_id = id_of(primary);
+        let primary_id = self.node_id(self.primary_for(key));
         let replica = (0..self.nodes.len())
             .find(|&i| {
-                let out = Command::new("redis-cli")
-                    .args(["-p", &self.nodes[i].port().to_string(), "cluster", "nodes"])
-                    .output()
-                    .expect("redis-cli");
-                String::from_utf8_lossy(&out.stdout).lines().any(|line| {
+                self.cli(i, &["cluster", "nodes"]).lines().any(|line| {
                     line.contains("myself") && line.contains("slave") && line.contains(&primary_id)
                 })
             })
             .expect("the primary's replica");
-        let out = Command::new("redis-cli")
-            .args([
-                "-p",
-                &self.nodes[replica].port().to_string(),
-                "cluster",
-                "failover",
-            ])
-            .output()
-            .expect("redis-cli");
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("OK"),
-            "CLUSTER FAILOVER: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        let answer = self.cli(replica, &["cluster", "failover"]);
+        assert!(answer.contains("OK"), "CLUSTER FAILOVER: {answer}");
         let promoted = super::eventually(Duration::from_secs(30), || async {
             self.is_primary(replica) && self.primary_for(key) == replica
         })
@@ -343,18 +304,24 @@ impl RedisCluster {
 
     /// Whether node `index` is a primary now (its own CLUSTER NODES line).
     fn is_primary(&self, index: usize) -> bool {
-        let out = Command::new("redis-cli")
-            .args([
-                "-p",
-                &self.nodes[index].port().to_string(),
-                "cluster",
-                "nodes",
-            ])
-            .output()
-            .expect("redis-cli");
-        String::from_utf8_lossy(&out.stdout)
+        self.cli(index, &["cluster", "nodes"])
             .lines()
             .any(|line| line.contains("myself") && line.contains("master"))
+    }
+
+    /// What `redis-cli` prints for `args` asked of node `index`.
+    fn cli(&self, index: usize, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.nodes[index].port().to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Node `index`'s id (CLUSTER MYID).
+    fn node_id(&self, index: usize) -> String {
+        self.cli(index, &["cluster", "myid"]).trim().to_owned()
     }
 
     /// How many wait in fair lock `name`'s line: LLEN of its queue on the node
