@@ -8,13 +8,17 @@
 -- ARGV[3]  owner field
 -- ARGV[4]  the publish command: "publish" or "spublish"; empty for none (the spin
 --          lock, whose waiters poll and which must work without channel access)
+-- KEYS[3]  (optional) the order of waiting clients, {name}:rl-waiters (see
+--          lock_acquire.lua)
+-- KEYS[4]  (with KEYS[3]) the turn, {name}:rl-turn
+-- ARGV[5]  (with KEYS[3]) how long the turn lasts, in milliseconds
 --
 -- Reply: nil when the owner holds no hold (never held, expired, or someone else's);
 --        0 when holds remain; when this was the last hold and the lock is free,
 --        1 + the number of subscribers the unlock message reached.
 
-local lock, channel = KEYS[1], KEYS[2]
-local message, lease, owner, publish = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local lock, channel, order, turn = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local message, lease, owner, publish, turn_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
 if redis.call('hexists', lock, owner) == 0 then
     return nil
@@ -28,10 +32,19 @@ if remaining > 0 then
     return 0
 end
 
--- Last hold gone: free the lock and wake one waiter.
+-- Last hold gone: free the lock and wake one waiter. If the message reached
+-- anyone, the first client in the order (if any) is named for the turn: its
+-- waiter, woken by this message, is the one that tries. (A client in the order
+-- listens: nobody listening, nobody waits, and nothing more is done.)
 redis.call('del', lock)
 local woken = 0
 if publish ~= '' then
     woken = redis.call(publish, channel, message)
+end
+if order and woken > 0 then
+    local first = redis.call('zpopmin', order)
+    if first[1] then
+        redis.call('set', turn, first[1], 'PX', turn_ms)
+    end
 end
 return 1 + woken

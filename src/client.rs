@@ -490,7 +490,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn replica_sync(&self) -> u32 {
-        self.inner.replica_sync
+        self.inner.replica_links.replicas()
     }
 
     /// How many pub/sub channels this client is subscribed to right now: one per

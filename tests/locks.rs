@@ -29,6 +29,7 @@ mod locks {
     mod max_hold;
     mod multi;
     mod non_reentrant;
+    mod order;
     mod permit_expirable;
     mod porting;
     mod pubsub;

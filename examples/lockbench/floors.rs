@@ -253,6 +253,12 @@ async fn alternate(
     let release = redis::Script::new(include_str!("../../lua/lock_release.lua"));
     let raw_name = format!("lockbench:raw:{}", uuid::Uuid::new_v4().simple());
     let raw_channel = format!("redisson_lock__channel:{{{raw_name}}}");
+    // As the library sends them: the acquire honours a turn, the release
+    // names the next client of the order (see `lock_acquire.lua`).
+    let (raw_order, raw_turn) = (
+        format!("{{{raw_name}}}:rl-waiters"),
+        format!("{{{raw_name}}}:rl-turn"),
+    );
     let mut times = [Duration::ZERO; 3];
     let mut done = 0u32;
     while done < 2000 {
@@ -276,18 +282,23 @@ async fn alternate(
         for _ in 0..100 {
             let _: Option<i64> = acquire
                 .key(&raw_name)
+                .key(&raw_turn)
                 .arg(30_000)
                 .arg("raw:1")
+                .arg("1")
                 .invoke_async(&mut conn)
                 .await
                 .map_err(err)?;
             let _: Option<i64> = release
                 .key(&raw_name)
                 .key(&raw_channel)
+                .key(&raw_order)
+                .key(&raw_turn)
                 .arg("0")
                 .arg(30_000)
                 .arg("raw:1")
                 .arg("publish")
+                .arg(20)
                 .invoke_async(&mut conn)
                 .await
                 .map_err(err)?;

@@ -16,7 +16,7 @@ use crate::metrics::Labels;
 use crate::transport::conn::Conn;
 use crate::transport::keys;
 use crate::transport::pubsub::Class;
-use crate::transport::scripts::{BusyTtl, Released};
+use crate::transport::scripts::{Busy, Released};
 
 /// A boxed future, as the lock kinds return from [`Acquirer`].
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -137,7 +137,8 @@ pub(crate) trait Acquirer: std::fmt::Debug + Send + Sync + 'static {
     /// it by its client's release: acquired, not one more. Only the fair lock
     /// is granted to, and only a waiter made for one acquisition says this.
     fn accept_grants(&self) {}
-    /// Leaves the queue. Only called for a kind that [queues](Between::Queues).
+    /// Leaves the queue, or the order of waiting clients. Only called for a
+    /// kind whose busy attempts [leave a place](Waits::leaves_a_place).
     fn abandon(self: Arc<Self>, _conn: Conn) -> BoxFuture<Result<()>> {
         Box::pin(async { Ok(()) })
     }
@@ -156,6 +157,11 @@ pub(crate) struct Waits {
     /// (see `Lines::enter`): for the non-fair exclusive kinds that sleep on
     /// messages.
     pub(crate) local_line: bool,
+    /// Its waiters keep the lock's order of this crate's clients (the
+    /// reentrant locks, see `lock_acquire.lua`): a busy reply says how many
+    /// clients wait ahead, and a waiter that gives up leaves the order
+    /// ([`Acquirer::abandon`]).
+    pub(crate) ordered: bool,
 }
 
 /// What a waiter does between two attempts.
@@ -177,12 +183,19 @@ impl Waits {
         class: Class::Exclusive,
         between: Between::Listens,
         local_line: false,
+        ordered: false,
     };
 
     /// Does a busy attempt leave a queue place that a waiter giving up must
     /// leave?
     pub(crate) fn queues(&self) -> bool {
         matches!(self.between, Between::Queues { .. })
+    }
+
+    /// Does a busy attempt leave a place (in a queue, or in an order of
+    /// clients) that a waiter giving up leaves ([`Acquirer::abandon`])?
+    pub(crate) fn leaves_a_place(&self) -> bool {
+        self.queues() || self.ordered
     }
 
     /// The longest sleep between attempts, whatever the TTL says.
@@ -201,8 +214,8 @@ impl Waits {
 }
 
 /// What one attempt came to: acquired, with what it drew, or busy (the TTL the
-/// script answered, see [`BusyTtl`]).
-pub(crate) type Outcome = std::result::Result<Drawn, BusyTtl>;
+/// script answered, and the waiter's place in its lock's order, see [`Busy`]).
+pub(crate) type Outcome = std::result::Result<Drawn, Busy>;
 
 /// What an acquisition drew besides the hold: a kind's capabilities come back
 /// as values with the attempt that took the hold (a fencing token), never
@@ -216,8 +229,8 @@ pub(crate) struct Drawn {
 
 /// The outcome of a script that answers `None` when it took the hold and draws
 /// nothing else.
-pub(crate) fn plain(reply: Option<BusyTtl>) -> Outcome {
-    reply.map_or(Ok(Drawn::default()), Err)
+pub(crate) fn plain(reply: Option<impl Into<Busy>>) -> Outcome {
+    reply.map_or(Ok(Drawn::default()), |busy| Err(busy.into()))
 }
 
 /// How long a hold lasts.

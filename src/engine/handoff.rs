@@ -76,6 +76,10 @@ struct Record {
     /// When this client's last fair release that named an heir passed it
     /// over; `None` when it granted the lock.
     passed_over_at: Option<Instant>,
+    /// When a release of this client last woke waiters of other clients,
+    /// whoever took the lock since: the lock is contended across clients
+    /// lately.
+    woke_others_at: Option<Instant>,
 }
 
 impl Record {
@@ -85,6 +89,7 @@ impl Record {
         self.window_until.is_some_and(|until| until > now)
             || recent(self.released_at)
             || recent(self.passed_over_at)
+            || recent(self.woke_others_at)
     }
 }
 
@@ -157,7 +162,7 @@ impl Handoffs {
         if let Some(record) = shard.records.get_mut(lock) {
             record.window_until = None;
             record.released_at = None;
-            if record.passed_over_at.is_none() {
+            if record.passed_over_at.is_none() && record.woke_others_at.is_none() {
                 shard.records.remove(lock);
             }
         }
@@ -177,6 +182,29 @@ impl Handoffs {
             .get(lock)
             .and_then(|record| record.released_at)
             .is_some_and(|at| at >= since)
+    }
+
+    /// A release of `lock` by this client woke waiters of other clients.
+    pub(crate) fn woke_others(&self, lock: &Arc<str>) {
+        let now = Instant::now();
+        let mut shard = self.shard(lock);
+        shard
+            .records
+            .entry(lock.clone())
+            .or_default()
+            .woke_others_at = Some(now);
+    }
+
+    /// Did a release of `lock` by this client wake other clients' waiters
+    /// in the last [`NEWS_FOR`]? Then the lock is contended across
+    /// clients, and its reentrant waiters keep an order of clients, which a
+    /// turn may hold the lock for.
+    pub(crate) fn woke_others_lately(&self, lock: &str) -> bool {
+        self.shard(lock)
+            .records
+            .get(lock)
+            .and_then(|record| record.woke_others_at)
+            .is_some_and(|at| Instant::now() < at + NEWS_FOR)
     }
 
     /// Whether this client's releases of the fair lock `lock` lately granted

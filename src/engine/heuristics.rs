@@ -17,6 +17,7 @@
 //! | `release_grant` | a fair release grants the lock to its client's next waiter when that one is first in line, and that waiter defers its SUBSCRIBE (at most 20 ms) while a task of its client holds the lock | `successor.rs`, `release.rs` |
 //! | `unsubscribe_linger` | a channel's last waiter leaving waits up to 1 s to unsubscribe with others | `engine/mod.rs` (passed to `transport/pubsub.rs`) |
 //! | `listen_ahead` | while a client's fair waiters alternate with other clients', a head subscribes the next three parked heirs' channels with its own, in one SUBSCRIBE | `wait/in_redis.rs`, `successor.rs` |
+//! | `waiter_order` | a reentrant lock's waiters keep an order of this crate's clients, a release names the first for a 20 ms turn, and a waiter sleeps through the messages before its client's turn (trying within 25 ms of being first) | `lock/reentrant.rs`, `wait/pause.rs` |
 //! | `listen_before_join` | a fair waiter alone in its client's line, for a lock that client's waiters found busy in the last second, subscribes before it joins, and its join is its attempt after subscribing | `line.rs`, `wait/queued.rs` |
 //!
 //! The switch is a measuring hook, not configuration: only a build with the
@@ -39,6 +40,7 @@ pub(crate) struct Heuristics {
     pub(crate) release_grant: bool,
     pub(crate) listen_before_join: bool,
     pub(crate) listen_ahead: bool,
+    pub(crate) waiter_order: bool,
 }
 
 /// The environment variable naming the heuristics to switch off, comma-separated.
@@ -75,6 +77,7 @@ fn parse(without: &str) -> Heuristics {
         release_grant: !off("release_grant"),
         listen_before_join: !off("listen_before_join"),
         listen_ahead: !off("listen_ahead"),
+        waiter_order: !off("waiter_order"),
     }
 }
 
@@ -88,6 +91,7 @@ mod tests {
         assert!(all.handoff_window && all.held_here && all.wake_jitter);
         assert!(all.sleep_first && all.unsubscribe_linger && all.fair_line);
         assert!(all.release_grant && all.listen_before_join && all.listen_ahead);
+        assert!(all.waiter_order);
         let some = parse("wake_jitter, sleep_first,unknown");
         assert!(!some.wake_jitter && !some.sleep_first);
         assert!(some.handoff_window && some.held_here && some.unsubscribe_linger);

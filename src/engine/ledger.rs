@@ -206,7 +206,10 @@ pub(crate) async fn release_one(
     let released = release_gated(slot, acquirer, releaser, lease_ms).await;
     if !matches!(
         released,
-        Ok(Released::StillHeld | Released::Freed | Released::FreedAndWoke | Released::Granted)
+        Ok(Released::StillHeld
+            | Released::Freed
+            | Released::FreedAndWoke { .. }
+            | Released::Granted)
     ) {
         acquirer.target().labels.release_failed();
     }

@@ -40,6 +40,7 @@ use crate::transport::conn::Conn;
 use crate::transport::connect::{check_server, connect_link};
 use crate::transport::home::Home;
 use crate::transport::pubsub::{PubSub, PushHandler};
+use crate::transport::replication::ReplicaSync;
 
 #[derive(Debug)]
 pub(crate) struct Engine {
@@ -62,8 +63,9 @@ pub(crate) struct Engine {
     /// The cycles of waits this client's long waits found, and the walk that
     /// finds them (see `deadlock.rs`).
     pub(crate) deadlocks: crate::engine::deadlock::Deadlocks,
-    /// How many replicas must acknowledge each acquire (0: no replica sync).
-    pub(crate) replica_sync: u32,
+    /// Replica sync: how many replicas acknowledge each acquire (0: off), and
+    /// the connections replica sync's `WAIT`s go on (see `replication.rs`).
+    pub(crate) replica_links: ReplicaSync,
     /// How every hold of this client is given back (see `release.rs`).
     pub(crate) releaser: crate::engine::release::Releaser,
     /// Who this client is, and how it says so on the server (see `identity.rs`).
@@ -137,9 +139,18 @@ impl Engine {
             crate::transport::replication::replicas_to_sync(config.replica_sync, &mut conn.clone())
                 .await;
         warnings.extend(sync_warning);
-        let renewal_sync = crate::transport::replication::QuietSync {
-            replicas: replica_sync,
-            timeout_ms: config.effective_replica_sync_timeout_ms(),
+        let replica_links = {
+            let timeout_ms = config.effective_replica_sync_timeout_ms();
+            let spawner = background.spawner().clone();
+            let (config, opener) = (config.clone(), spawner.clone());
+            let open: crate::transport::replication::OpenLink = Box::new(move || {
+                let (config, spawner) = (config.clone(), opener.clone());
+                // No pushes: nothing subscribes on the WAITs' connection.
+                Box::pin(async move {
+                    open_connection(&config, spawner, &PushHandler::new(), false).await
+                })
+            });
+            ReplicaSync::new(replica_sync, timeout_ms, open, spawner)
         };
         let linger = crate::engine::heuristics::heuristics().unsubscribe_linger;
         // In a cluster with sharded pub/sub, the subscriptions get a connection
@@ -159,7 +170,11 @@ impl Engine {
         let identity =
             crate::engine::identity::Identity::of_this_process(&id, config.client_name.clone());
         let announcement = announce(&config, &identity, &conn, &mut warnings).await;
-        let watchdog = Watchdog::start(conn.clone(), config.lock_watchdog_timeout, renewal_sync);
+        let watchdog = Watchdog::start(
+            conn.clone(),
+            config.lock_watchdog_timeout,
+            replica_links.clone(),
+        );
         let announcer = crate::engine::identity::Announcer::start(
             announcement,
             &conn,
@@ -176,7 +191,7 @@ impl Engine {
         let releaser = crate::engine::release::Releaser::new(
             conn.clone(),
             (lines.clone(), handoffs.clone()),
-            renewal_sync,
+            replica_links.clone(),
             pubsub.epoch_reader(),
         );
         Ok(Engine {
@@ -193,7 +208,7 @@ impl Engine {
             deadlocks: Default::default(),
             lines,
             handoffs,
-            replica_sync,
+            replica_links,
             releaser,
             warnings,
             background: Some(background),

@@ -26,7 +26,7 @@ use crate::engine::line::Lines;
 use crate::error::Result;
 use crate::transport::conn::Conn;
 use crate::transport::pubsub::EpochReader;
-use crate::transport::replication::QuietSync;
+use crate::transport::replication::ReplicaSync;
 use crate::transport::scripts::Released;
 
 /// What a release needs of the client: cheap to clone, and never the client
@@ -37,7 +37,7 @@ pub(crate) struct Releaser {
     conn: Conn,
     lines: Arc<Lines>,
     handoffs: Arc<Handoffs>,
-    sync: QuietSync,
+    sync: ReplicaSync,
     /// The connection epoch, recorded with a grant (see `successor.rs`).
     epoch: EpochReader,
 }
@@ -46,7 +46,7 @@ impl Releaser {
     pub(crate) fn new(
         conn: Conn,
         (lines, handoffs): (Arc<Lines>, Arc<Handoffs>),
-        sync: QuietSync,
+        sync: ReplicaSync,
         epoch: EpochReader,
     ) -> Self {
         Releaser {
@@ -89,9 +89,9 @@ impl Releaser {
         // the hand-off as soon as possible. (A fair lock's newcomers queue:
         // they never barge past its woken head.)
         let news = match released {
-            Released::FreedAndWoke if !fair => Some(handoff::Released::Woke),
+            Released::FreedAndWoke { .. } if !fair => Some(handoff::Released::Woke),
             Released::Granted if named => Some(handoff::Released::Granted),
-            Released::Freed | Released::FreedAndWoke if named => {
+            Released::Freed | Released::FreedAndWoke { .. } if named => {
                 Some(handoff::Released::PassedOver)
             }
             _ => None,
@@ -99,8 +99,17 @@ impl Releaser {
         if let Some(news) = news {
             self.handoffs.released(&ops.target().name, news);
         }
+        // Its message reached other clients (more than one client, or one
+        // while this client has no waiter of its own): the lock is contended
+        // across clients (see `lock/reentrant.rs`).
+        if let Released::FreedAndWoke { listeners } = released {
+            let own = usize::from(self.lines.waiting(ops.name()) > 0);
+            if !fair && listeners as usize > own {
+                self.handoffs.woke_others(&ops.target().name);
+            }
+        }
         if released != Released::NotHeld {
-            self.sync.run(&mut self.conn.clone()).await;
+            self.sync.quietly().await;
         }
         Ok(released)
     }

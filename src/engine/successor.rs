@@ -330,7 +330,7 @@ impl Successor {
             Ok(Released::Granted) => self.granted(sent, epoch),
             Err(e) if !e.is_surely_not_executed() => self.in_doubt(),
             other => {
-                self.passed_over(matches!(other, Ok(Released::FreedAndWoke)));
+                self.passed_over(matches!(other, Ok(Released::FreedAndWoke { .. })));
                 true
             }
         };

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::engine::contract::RenewKind;
 use crate::engine::validity::Validity;
-use crate::transport::replication::QuietSync;
+use crate::transport::replication::ReplicaSync;
 use crate::transport::scripts;
 
 /// Holds renewed per script call, as Redisson does.
@@ -151,7 +151,7 @@ impl Watchdog {
     /// `lease / 3`, restart `lease` on every active hold. (The client's
     /// identity is refreshed at the same pace by a task of its own, see
     /// `identity.rs`, so that a slow or refused refresh never delays a renewal.)
-    pub(crate) fn start(conn: Conn, lease: Duration, sync: QuietSync) -> Self {
+    pub(crate) fn start(conn: Conn, lease: Duration, sync: ReplicaSync) -> Self {
         let registry = Arc::new(Registry::default());
         let (stop, stopped) = oneshot::channel();
         let spawner = conn.spawner().clone();
@@ -223,7 +223,7 @@ async fn run_renewals(
     registry: Arc<Registry>,
     mut conn: Conn,
     lease: Duration,
-    sync: QuietSync,
+    sync: ReplicaSync,
     mut stopped: oneshot::Receiver<()>,
 ) {
     let mut ticks = tokio::time::interval(lease / 3);
@@ -234,7 +234,7 @@ async fn run_renewals(
             _ = &mut stopped => return,
             _ = ticks.tick() => {
                 if renew_all(&registry, &mut conn, lease).await {
-                    sync.run(&mut conn).await;
+                    sync.quietly().await;
                 }
             }
         }

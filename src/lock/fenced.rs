@@ -88,7 +88,9 @@ impl Acquirer for FencedOps {
                 self.owner(),
             )
             .await?;
-            Ok(reply.map(|token| Drawn { token: Some(token) }))
+            Ok(reply
+                .map(|token| Drawn { token: Some(token) })
+                .map_err(Into::into))
         })
     }
 

@@ -430,8 +430,9 @@ pub(crate) async fn release(
             name: ops.name().to_owned(),
             owner: ops.owner().to_owned(),
         }),
-        Released::StillHeld | Released::Freed | Released::FreedAndWoke | Released::Granted => {
-            Ok(())
-        }
+        Released::StillHeld
+        | Released::Freed
+        | Released::FreedAndWoke { .. }
+        | Released::Granted => Ok(()),
     }
 }

@@ -28,12 +28,8 @@ impl LockKind for NonReentrant {
         _wait: Wait,
     ) -> Arc<dyn Acquirer> {
         let labels = self.labels(client, name);
-        Arc::new(ReentrantOps::new(
-            name.clone(),
-            owner,
-            Reentry::Refused,
-            labels,
-        ))
+        let ops = ReentrantOps::new(name.clone(), owner, Reentry::Refused, labels);
+        Arc::new(ops.ordered(client))
     }
 
     fn kind(&self) -> Kind {

@@ -104,6 +104,7 @@ where
         class,
         between: Between::Listens,
         local_line,
+        ordered: false,
     };
     let started = wait.start()?;
     let tries = Retrying(attempt);

@@ -47,6 +47,20 @@ pub(crate) fn semaphore_receipt(name: &str, release: &str) -> String {
     suffixed(name, &format!("{SEMAPHORE_RECEIPT}:{release}"))
 }
 
+/// The order in which this crate's clients wait for a reentrant lock,
+/// `{name}:rl-waiters`: a ZSET of client id -> arrival (see `lock_acquire.lua`).
+/// A hint among this crate's clients; Redisson never reads it.
+pub(crate) fn lock_waiters(name: &str) -> String {
+    suffixed(name, LOCK_WAITERS)
+}
+
+/// The client a reentrant lock's last release named for the next turn,
+/// `{name}:rl-turn`, for a few milliseconds (see `lock_release.lua`).
+/// Redisson never reads it.
+pub(crate) fn lock_turn(name: &str) -> String {
+    suffixed(name, LOCK_TURN)
+}
+
 // The prefixes and infixes of the layout's auxiliary names, each written once:
 // the builders below use them, and `is_auxiliary` tells their keys apart.
 const FENCED_TOKEN: &str = "redisson_lock_token";
@@ -61,6 +75,8 @@ const LEADER_CHANNEL: &str = "redisson_locks_leader__channel";
 const READ_HOLD: &str = ":rwlock_timeout:";
 const SEMAPHORE_MARK: &str = "rl-acquired";
 const SEMAPHORE_RECEIPT: &str = "rl-released";
+const LOCK_WAITERS: &str = "rl-waiters";
+const LOCK_TURN: &str = "rl-turn";
 
 /// The pub/sub channel on which a reentrant lock's unlock is announced.
 pub(crate) fn lock_channel(name: &str) -> String {
@@ -121,8 +137,8 @@ pub(crate) fn leader_channel(name: &str) -> String {
 
 /// Whether `key` is part of another object's layout rather than an object of
 /// its own: a fenced lock's token, a read hold's lease, a semaphore acquire's
-/// mark or release's receipt, a release's latch, a client's identity or wait records, an
-/// election's record.
+/// mark or release's receipt, a lock's order of waiting clients or its turn, a
+/// release's latch, a client's identity or wait records, an election's record.
 pub(crate) fn is_auxiliary(key: &str) -> bool {
     [FENCED_TOKEN, UNLOCK_LATCH, IDENTITY, WAITS, LEADER_RECORD]
         .iter()
@@ -133,6 +149,9 @@ pub(crate) fn is_auxiliary(key: &str) -> bool {
         || key.contains(READ_HOLD)
         || key.contains(&format!(":{SEMAPHORE_MARK}:"))
         || key.contains(&format!(":{SEMAPHORE_RECEIPT}:"))
+        || [LOCK_WAITERS, LOCK_TURN]
+            .iter()
+            .any(|suffix| key.ends_with(&format!(":{suffix}")))
 }
 
 /// The fair lock's waiter deadlines: a ZSET of owner field -> epoch-ms deadline.
@@ -389,6 +408,8 @@ mod tests {
         ));
         assert!(is_auxiliary("redisson_locks_leader:{jobs}"));
         assert!(is_auxiliary("redisson_unlock_latch:{a}:0f"));
+        assert!(is_auxiliary(&lock_waiters("orders:42")));
+        assert!(is_auxiliary(&lock_turn("{orders}:42")));
         assert!(!is_auxiliary("orders:42"));
     }
 

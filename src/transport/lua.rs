@@ -117,7 +117,7 @@ impl RedisWrite for Flat {
 }
 
 /// What one call's keys and arguments usually take: room for them up front.
-const FLAT_BYTES: usize = 256;
+const FLAT_BYTES: usize = 512;
 const FLAT_PARTS: usize = 12;
 
 /// A writer into the next argument of a [`Flat`]: its end is where the

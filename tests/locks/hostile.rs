@@ -120,7 +120,13 @@ async fn a_script_flush_between_calls_is_transparent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replies_of_an_unexpected_shape_are_typed_errors() {
-    for reply in ["+surprise\r\n", "*2\r\n:1\r\n:2\r\n", ",3.5\r\n", "#t\r\n"] {
+    // (`*2 :1 :2` is the reentrant lock's busy reply with its place in line.)
+    for reply in [
+        "+surprise\r\n",
+        "*3\r\n:1\r\n:2\r\n:3\r\n",
+        ",3.5\r\n",
+        "#t\r\n",
+    ] {
         let fake = FakeRedis::start(reply).await;
         let mut config = Config::from_url(&fake.url()).unwrap();
         config.timeout = Duration::from_secs(2);

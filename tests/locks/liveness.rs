@@ -386,3 +386,107 @@ async fn a_wake_up_taken_and_not_acted_on_is_passed_on() {
         );
     }
 }
+
+/// The members of `name`'s order of waiting clients (`waiter_order`), first
+/// first.
+async fn order_of(server: &RedisServer, name: &str) -> Vec<String> {
+    redis::cmd("ZRANGE")
+        .arg(format!("{{{name}}}:rl-waiters"))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut server.admin().await)
+        .await
+        .unwrap()
+}
+
+/// Puts clients that vanished (their processes killed while they waited:
+/// their entries stay) first in `name`'s order of waiting clients.
+async fn vanished_first(server: &RedisServer, name: &str, count: usize) {
+    for i in 0..count {
+        let _: () = redis::cmd("ZADD")
+            .arg(format!("{{{name}}}:rl-waiters"))
+            .arg(i + 1)
+            .arg(format!("vanished-{i}"))
+            .query_async(&mut server.admin().await)
+            .await
+            .unwrap();
+    }
+}
+
+/// A holder of `name` and, in another client, a waiter behind `vanished`
+/// clients that vanished from its order, its place told by its attempt after
+/// its subscription: (holder, waiter's client, the hold, the waiter's task).
+async fn behind_vanished(
+    server: &RedisServer,
+    name: &str,
+    vanished: usize,
+) -> (
+    Client,
+    Client,
+    redisson_locks::LockGuard,
+    tokio::task::JoinHandle<Instant>,
+) {
+    let holder = client_rechecking(server, NO_RECHECK).await;
+    let waiter = client_rechecking(server, NO_RECHECK).await;
+    let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    vanished_first(server, name, vanished).await;
+    let took = takes(waiter.get_lock(name).unwrap());
+    assert!(
+        eventually(T, || async {
+            order_of(server, name).await.len() == vanished + 1
+        })
+        .await,
+        "the waiter joined the order"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    (holder, waiter, held, took)
+}
+
+/// `waiter_order`: a client that joined a reentrant lock's order and vanished
+/// is named by the next release for its turn, and never comes. The waiter
+/// behind it slept through that release's message (one client was ahead of
+/// its own); first now, it tries when that turn is over, and takes the lock.
+/// (Without its try, it slept out the holder's lease: the lock was free and
+/// no message would come.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_behind_a_client_that_vanished_from_the_order_takes_the_lock() {
+    let name = "live-order-vanished";
+    let server = RedisServer::start();
+    let (holder, waiter, held, took) = behind_vanished(&server, name, 1).await;
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let took = within(T, "the waiter", took).await.unwrap();
+    let waited = took.saturating_duration_since(released);
+    assert!(
+        waited < LATE,
+        "the waiter took the lock {waited:?} after the release"
+    );
+    crate::support::assert_nothing_left(&server, &[&holder, &waiter]).await;
+}
+
+/// `waiter_order`: a waiter counting the releases before its client's turn
+/// (three clients ahead, all vanished) has its connection cut after the
+/// first: the messages of releases meanwhile are lost, so its count means
+/// nothing, and it tries once its subscription is back. (Counting the
+/// reconnect's wake-up as one more release, it slept on a free lock.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_counting_the_releases_ahead_tries_after_a_cut() {
+    let name = "live-order-cut";
+    let server = RedisServer::start();
+    let (_holder, _waiter, held, took) = behind_vanished(&server, name, 3).await;
+    // The release names the first vanished client; the waiter counts it.
+    held.unlock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        server.kill_subscribers().await,
+        1,
+        "the waiter's connection"
+    );
+    let cut = Instant::now();
+    let took = within(T, "the waiter", took).await.unwrap();
+    let waited = took.saturating_duration_since(cut);
+    assert!(
+        waited < LATE,
+        "the waiter took the lock {waited:?} after the cut"
+    );
+}

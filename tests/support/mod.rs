@@ -229,12 +229,7 @@ impl RedisServer {
             RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
         assert!(
             eventually(Duration::from_secs(10), || async {
-                let mut admin = replica.admin().await;
-                let info: String = redis::cmd("INFO")
-                    .arg("replication")
-                    .query_async(&mut admin)
-                    .await
-                    .expect("INFO");
+                let info = replica.info("replication").await;
                 info.contains("master_link_status:up")
             })
             .await,
@@ -353,14 +348,28 @@ impl RedisServer {
             .expect("PUBSUB CHANNELS")
     }
 
+    /// One section of `INFO`.
+    pub async fn info(&self, section: &str) -> String {
+        redis::cmd("INFO")
+            .arg(section)
+            .query_async(&mut self.admin().await)
+            .await
+            .expect("INFO")
+    }
+
+    /// How many connections wait in a blocking command (INFO clients'
+    /// `blocked_clients`: a WAIT, for one).
+    pub async fn blocked_clients(&self) -> u64 {
+        let info = self.info("clients").await;
+        info.lines()
+            .find_map(|line| line.strip_prefix("blocked_clients:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
     /// How many times `command` ran (INFO commandstats, e.g. "evalsha").
     pub async fn command_calls(&self, command: &str) -> u64 {
-        let mut admin = self.admin().await;
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut admin)
-            .await
-            .expect("INFO");
+        let info = self.info("commandstats").await;
         let prefix = format!("cmdstat_{}:calls=", command.to_lowercase());
         info.lines()
             .find_map(|line| line.strip_prefix(&prefix))

@@ -58,7 +58,7 @@ impl Tries for Attempts<'_> {
                 }
                 Tried::Got(Taken { sent, epoch, drawn })
             }
-            Err(ttl) => Tried::Busy(Pause::after(ttl, self.max_sleep)),
+            Err(busy) => Tried::Busy(Pause::after_busy(busy, self.max_sleep, sent)),
         }))
     }
 }
@@ -139,7 +139,7 @@ pub(super) fn queue_place(
             }
             if let Err(e) = acquirer.clone().abandon(conn).await {
                 crate::trace::warn_event!(
-                    "fair lock {:?}: leaving the queue failed (the place expires at its deadline): {e}",
+                    "lock {:?}: leaving its line of waiters failed (the place expires): {e}",
                     acquirer.name()
                 );
             }

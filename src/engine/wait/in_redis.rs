@@ -388,7 +388,7 @@ impl<'a> InRedis<'a> {
         match outcome {
             None => Err(self.give_up().await),
             Some(Ok(Tried::Got(got))) => Err(Ok(Some(self.got(got)))),
-            Some(Ok(Tried::Busy(pause))) if self.keeps_trying() => Ok(Some(pause)),
+            Some(Ok(Tried::Busy(pause))) if self.keeps_trying() => Ok(Some(self.in_order(pause))),
             Some(Ok(Tried::Busy(_))) => Err(Ok(None)),
             Some(Err(e)) if self.keeps_trying() && e.is_transient() => {
                 // Surely not run, or being settled: try again after a pause.
@@ -470,6 +470,9 @@ impl<'a> InRedis<'a> {
                     Err(e) => return self.fail(e).await,
                 },
             };
+            // In its lock's order of clients, it tries when its client's turn
+            // comes: no jitter then (it is the one the release named).
+            let in_order = matches!(pause, Pause::Behind { .. });
             let slept = sleeper
                 .sleep(pause, subscription.as_ref(), woken, self.deadline, |by| {
                     self.due(by)
@@ -486,7 +489,7 @@ impl<'a> InRedis<'a> {
                 .as_ref()
                 .filter(|_| slept.woken && !told)
                 .map(Subscription::wake_token);
-            if slept.woken && self.wants_wake_jitter(slept.at) {
+            if slept.woken && !in_order && self.wants_wake_jitter(slept.at) {
                 crate::engine::handoff::wake_jitter().await;
             }
             if self.expired() {
@@ -624,7 +627,7 @@ impl<'a> InRedis<'a> {
         match outcome {
             Ok(Step::Busy(pause)) => {
                 self.failures = 0;
-                Ok(self.spun(pause))
+                Ok(self.spun(self.in_order(pause)))
             }
             Ok(Step::Pause(pause)) => Ok(pause),
             Ok(Step::Got(_)) => Err(Error::unexpected("wait", "succeeded twice")),
@@ -640,6 +643,17 @@ impl<'a> InRedis<'a> {
                 Ok(Pause::For(crate::engine::retry::jitter(retry)))
             }
             Err(failure) => Err(failure.into_error()),
+        }
+    }
+
+    /// A busy reply's pause behind the clients ahead in the lock's order is
+    /// kept only by its client's one waiter in Redis for the lock (the head of
+    /// its local line): it alone hears every message. Any other shares them,
+    /// and tries on each.
+    fn in_order(&self, pause: Pause) -> Pause {
+        match self.head {
+            Some(_) => pause,
+            None => pause.shared(),
         }
     }
 

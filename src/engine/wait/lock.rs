@@ -47,12 +47,13 @@ pub(super) fn wait_in_redis<'a>(
             max_sleep: waits.max_sleep(),
             heir: head.and_then(Turn::heir).cloned(),
         };
-        // A fair waiter may hold a place in line from its first attempt on.
+        // A fair waiter may hold a place in line from its first attempt on,
+        // and a reentrant lock's in its order of clients.
         let keeps_trying = !matches!(wait, Wait::Once);
         let place = queue_place(
             client,
             acquirer,
-            keeps_trying && waits.queues(),
+            keeps_trying && waits.leaves_a_place(),
             attempts.heir.clone(),
         );
         let place_in_redis = Place {

@@ -91,7 +91,7 @@ fn acquire_confirmed<'a>(
         let Some(hold) = primary.await? else {
             return Ok(None);
         };
-        if client.replica_sync == 0 {
+        if client.replica_links.replicas() == 0 {
             return Ok(Some(hold));
         }
         // Boxed: a waiter's future is as large as its largest state, and this one
@@ -107,7 +107,7 @@ async fn confirm_on_replicas(
     acquirer: &Arc<dyn Acquirer>,
     hold: Hold,
 ) -> Result<Option<Hold>> {
-    let replicas = client.replica_sync;
+    let replicas = client.replica_links.replicas();
     // Given back if this future is dropped while waiting for the replicas.
     let mut unconfirmed = {
         let (slot, acquirer, releaser, lease_ms) = (
@@ -125,15 +125,14 @@ async fn confirm_on_replicas(
             }
         })
     };
-    let acked = crate::transport::replication::wait_for_replicas(
-        &client.conn,
-        replicas,
-        client.config.effective_replica_sync_timeout_ms(),
-    )
-    .await;
-    // WAIT counts the writes of the connection it runs on: if the connection was
-    // replaced since the acquire (a reconnect, a Sentinel switch), its answer says
-    // nothing about the acquire.
+    // On a connection of its own (see `replication.rs`): the client's other
+    // commands do not wait behind this WAIT.
+    let acked = client
+        .replica_links
+        .confirm_hold(acquirer.name(), acquirer.count_field())
+        .await;
+    // Strict: if the client's connection was replaced since the acquire (a
+    // reconnect, a Sentinel switch), the hold is not taken as confirmed.
     let same_connection = client.pubsub.connection_epoch() == hold.epoch;
     if same_connection && matches!(acked, Ok(n) if n >= replicas) {
         unconfirmed.disarm();

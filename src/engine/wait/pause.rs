@@ -12,7 +12,14 @@ use tokio::time::Instant;
 
 use crate::config::MAX_DURATION;
 use crate::transport::pubsub::{PollTurn, Subscription};
-use crate::transport::scripts::BusyTtl;
+use crate::transport::scripts::{Busy, BusyTtl};
+
+/// How long a waiter that a release made first in its lock's order of clients
+/// sleeps, at most, before it tries: the turn the next release names it for
+/// comes with a message, but if the client named before it never came, its
+/// turn ends (`lock/reentrant.rs`'s `TURN`) with nobody trying and no message;
+/// a little longer than a turn, so that it finds that turn over.
+const NEXT_IN_TURN_AT_MOST: Duration = Duration::from_millis(25);
 
 /// The first pause when a lock is held without expiry; it doubles up to
 /// [`NO_TTL_POLL_MAX`].
@@ -32,6 +39,19 @@ pub(crate) enum Pause {
     /// backoff from [`NO_TTL_POLL_FIRST`] to [`NO_TTL_POLL_MAX`]; the others wait
     /// for an unlock message or for their turn to poll.
     NoTtl,
+    /// At most `most`, in the lock's order of clients with `ahead` clients
+    /// before this one's (the attempt went out at `sent`): each release names
+    /// the first for its turn and publishes one message, so the messages
+    /// before this client's turn are slept through, and the one after which
+    /// it is first makes it try within [`NEXT_IN_TURN_AT_MOST`]. Only while
+    /// its channel stands confirmed since before `sent` (every message since
+    /// reached this client); otherwise a message makes it try, as any
+    /// waiter.
+    Behind {
+        most: Duration,
+        ahead: u32,
+        sent: Instant,
+    },
 }
 
 impl Pause {
@@ -46,6 +66,24 @@ impl Pause {
             // A fair waiter's own bound (its place in line) still applies.
             _ if cap.is_some() => Pause::For(capped(NO_TTL_POLL_MAX)),
             _ => Pause::NoTtl,
+        }
+    }
+
+    /// After a `busy` reply to an attempt sent at `sent`: [`Pause::after`],
+    /// or, with a place in the lock's order, behind the clients ahead.
+    pub(super) fn after_busy(busy: Busy, cap: Option<Duration>, sent: Instant) -> Pause {
+        match (Pause::after(busy.ttl, cap), busy.ahead) {
+            (Pause::For(most), Some(ahead)) => Pause::Behind { most, ahead, sent },
+            (pause, _) => pause,
+        }
+    }
+
+    /// This pause for a waiter that is not its client's one waiter in Redis
+    /// for the lock (it shares the messages with others): never behind.
+    pub(super) fn shared(self) -> Pause {
+        match self {
+            Pause::Behind { most, .. } => Pause::For(most),
+            other => other,
         }
     }
 }
@@ -63,6 +101,7 @@ pub(super) struct Slept {
 enum Nap<'s> {
     For(Duration),
     UntilPollTurn(&'s Subscription),
+    Behind(Duration, u32, Instant, &'s Subscription),
 }
 
 /// One waiter's sleeps: its turn to poll a lock held without expiry, the
@@ -91,7 +130,12 @@ impl Sleeper {
     /// at the slowest pace.
     fn nap<'s>(&mut self, pause: Pause, subscription: Option<&'s Subscription>) -> Nap<'s> {
         match (pause, subscription) {
-            (Pause::For(sleep), _) => {
+            (Pause::Behind { most, ahead, sent }, Some(subscription)) => {
+                self.poll_turn = None;
+                self.poll_backoff = NO_TTL_POLL_FIRST;
+                Nap::Behind(most, ahead, sent, subscription)
+            }
+            (Pause::For(sleep) | Pause::Behind { most: sleep, .. }, _) => {
                 self.poll_turn = None;
                 self.poll_backoff = NO_TTL_POLL_FIRST;
                 Nap::For(sleep)
@@ -145,6 +189,54 @@ impl Sleeper {
                 }
                 Slept { woken: false, at }
             }
+            Nap::Behind(most, ahead, sent, subscription) => {
+                let until = until(most);
+                due(until);
+                if tokio::time::timeout_at(until, woken).await.is_err() {
+                    return Slept { woken: false, at };
+                }
+                let woken = behind(ahead, sent, subscription, until, due).await;
+                Slept { woken, at }
+            }
+        }
+    }
+}
+
+/// A waiter `ahead` places behind in its lock's order of clients (its
+/// attempt sent at `sent`), just woken by a message: sleeps through the
+/// messages before its client's turn, until `until` at most. `true` when a
+/// message makes it try, `false` when the time does.
+///
+/// A message is one release, which named the first client in the order: one
+/// fewer ahead. Counting is trusted only while the channel stands confirmed
+/// since before the attempt (no reconnect, no new SUBSCRIBE since: every
+/// message reached this client); a message after that makes it try. A count
+/// that is off costs little: too low, an attempt that finds the lock taken
+/// and tells the place again; too high (a client ahead left, a message lost),
+/// the wait for the next message, at most [`NEXT_IN_TURN_AT_MOST`] once it
+/// counts itself first.
+async fn behind(
+    mut ahead: u32,
+    sent: Instant,
+    subscription: &Subscription,
+    mut until: Instant,
+    due: impl Fn(Instant),
+) -> bool {
+    loop {
+        // Armed before anything is decided: a wake-all (a reconnect) between
+        // two messages is not missed.
+        let mut next = std::pin::pin!(subscription.notified());
+        next.as_mut().enable();
+        if ahead == 0 || !subscription.confirmed_before(sent) {
+            return true;
+        }
+        ahead -= 1;
+        if ahead == 0 {
+            until = until.min(Instant::now() + NEXT_IN_TURN_AT_MOST);
+            due(until);
+        }
+        if tokio::time::timeout_at(until, next).await.is_err() {
+            return false;
         }
     }
 }

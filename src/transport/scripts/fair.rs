@@ -147,7 +147,7 @@ pub(crate) async fn fair_release(
     match call(conn, &keys.lock, &invocation).await? {
         Value::Int(2) => Ok(Released::Granted),
         // The first in line, another than `heir`, was woken.
-        Value::Int(3) => Ok(Released::FreedAndWoke),
+        Value::Int(3) => Ok(Released::FreedAndWoke { listeners: 1 }),
         Value::Int(n) if n > 3 => Err(Error::unexpected("fair lock release", Value::Int(n))),
         reply => decode_release("fair lock release", reply),
     }

@@ -2,6 +2,7 @@
 //! election record's beside them.
 
 use super::*;
+use crate::transport::keys;
 
 lua_script!(LOCK_ACQUIRE, "lock_acquire.lua");
 lua_script!(LOCK_RELEASE, "lock_release.lua");
@@ -11,19 +12,46 @@ lua_script!(FENCED_ACQUIRE, "fenced_acquire.lua");
 lua_script!(LEADER_RECORD, "leader_record.lua");
 lua_script!(FENCED_WRITE, "fenced_write.lua");
 
-/// Reentrant acquire: `Ok(None)` when `owner` now holds `name`, `Ok(Some(ttl))` when
-/// another owner does.
+/// Reentrant acquire: `Ok(None)` when `owner` now holds `name`, `Ok(Some(busy))`
+/// when another owner does. With `order`, another client's turn is honoured,
+/// and a waiter's client keeps its place in the lock's order of waiting
+/// clients (its busy reply says how many wait ahead).
 pub(crate) async fn lock_acquire(
     conn: &mut Conn,
     name: &str,
     lease_ms: u64,
     owner: &str,
     reentry: Reentry,
-) -> Result<Option<BusyTtl>> {
+    order: Option<InOrder>,
+) -> Result<Option<Busy>> {
     let mut invocation = LOCK_ACQUIRE.key(name);
     invocation.arg(lease_ms).arg(owner).arg(reentry.flag());
-    let reply = call(conn, name, &invocation).await?;
-    refuse_reentry(name, owner, decode_acquire("lock acquire", reply)?)
+    match order {
+        None => {}
+        Some(InOrder::TurnOnly) => {
+            invocation.key(keys::lock_turn(name));
+        }
+        Some(InOrder::Waiter { keep_ms, joined }) => {
+            invocation
+                .key(keys::lock_waiters(name))
+                .key(keys::lock_turn(name))
+                .arg(keep_ms)
+                .arg(if joined { "1" } else { "0" });
+        }
+    }
+    let reply = match call(conn, name, &invocation).await? {
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(ttl), Value::Int(ahead)] => {
+                return Ok(Some(Busy {
+                    ttl: *ttl,
+                    ahead: u32::try_from(*ahead).ok(),
+                }))
+            }
+            other => return Err(Error::unexpected("lock acquire", other)),
+        },
+        other => decode_acquire("lock acquire", other)?,
+    };
+    Ok(refuse_reentry(name, owner, reply)?.map(Busy::from))
 }
 
 /// Fenced acquire: `Ok(Ok(token))` when `owner` now holds `name` (with a new
@@ -97,6 +125,7 @@ pub(crate) async fn lock_release(
     lease_ms: u64,
     owner: &str,
     notify: Notify,
+    order: Option<Order<'_>>,
 ) -> Result<Released> {
     let mut invocation = LOCK_RELEASE.key(name);
     invocation
@@ -105,7 +134,21 @@ pub(crate) async fn lock_release(
         .arg(lease_ms)
         .arg(owner)
         .arg(notify.command(conn));
+    if let Some(order) = order {
+        invocation
+            .key(keys::lock_waiters(name))
+            .key(keys::lock_turn(name))
+            .arg(order.turn_ms);
+    }
     decode_release("lock release", call(conn, name, &invocation).await?)
+}
+
+/// Takes `order`'s client out of `name`'s order of waiting clients (see
+/// `lock_acquire.lua`): its waiter gave up.
+pub(crate) async fn lock_leave_order(conn: &mut Conn, name: &str, order: Order<'_>) -> Result<()> {
+    redis::AsyncCommands::zrem::<_, _, ()>(conn, keys::lock_waiters(name), order.client)
+        .await
+        .map_err(Error::redis)
 }
 
 /// Deletes the lock whoever holds it; `true` when there was one (a waiter is woken).

@@ -59,6 +59,49 @@ pub(crate) fn epoch_millis() -> u64 {
 /// (`-1` no expiry, `-2` gone), which bounds the next sleep.
 pub(crate) type BusyTtl = i64;
 
+/// A busy acquire's reply: the bound on the next sleep, and, for a waiter in
+/// its lock's order of clients (see `lock_acquire.lua`), how many clients wait
+/// ahead of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Busy {
+    pub(crate) ttl: BusyTtl,
+    pub(crate) ahead: Option<u32>,
+}
+
+impl From<BusyTtl> for Busy {
+    fn from(ttl: BusyTtl) -> Self {
+        Busy { ttl, ahead: None }
+    }
+}
+
+/// What one attempt sends of its lock's order of waiting clients (see
+/// `lock_acquire.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InOrder {
+    /// A first attempt or a single try: another client's turn is honoured,
+    /// and nothing else is sent (the uncontended path).
+    TurnOnly,
+    /// A waiter's attempt (after a busy one): busy, its client keeps its
+    /// place in the order; `joined`, an earlier attempt of its wait put it
+    /// there, and taking the lock leaves the order.
+    Waiter { keep_ms: u64, joined: bool },
+}
+
+/// A reentrant lock's order of waiting clients as one attempt or release sends
+/// it (see `lock_acquire.lua`): this crate's clients wait in it, and a release
+/// names the first for a short turn, so that one release's message is answered
+/// by one attempt rather than one per waiting client.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Order<'a> {
+    /// The owner's client id: the order's member.
+    pub(crate) client: &'a str,
+    /// How long the order lives untouched (a client that vanished leaves it
+    /// then, or when a release names it and it never comes).
+    pub(crate) keep_ms: u64,
+    /// How long a release's turn keeps the free lock for the client it names.
+    pub(crate) turn_ms: u64,
+}
+
 /// The outcome of releasing one hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Released {
@@ -71,8 +114,9 @@ pub(crate) enum Released {
     Freed,
     /// As `Freed`, and the unlock message reached at least one subscriber (the
     /// reentrant lock's release says so): a waiter, here or elsewhere, is on
-    /// its way (see `line.rs`).
-    FreedAndWoke,
+    /// its way (see `line.rs`). `listeners`: how many clients it reached (one
+    /// subscription each).
+    FreedAndWoke { listeners: u32 },
     /// That was the last hold, and the lock went straight to the waiter the
     /// release named (the fair lock's release-and-grant): nobody was woken.
     Granted,
@@ -115,7 +159,9 @@ fn decode_release(operation: &'static str, reply: Value) -> Result<Released> {
         Value::Nil => Ok(Released::NotHeld),
         Value::Int(0) => Ok(Released::StillHeld),
         Value::Int(1) => Ok(Released::Freed),
-        Value::Int(n) if n > 1 => Ok(Released::FreedAndWoke),
+        Value::Int(n) if n > 1 => Ok(Released::FreedAndWoke {
+            listeners: u32::try_from(n - 1).unwrap_or(u32::MAX),
+        }),
         other => Err(Error::unexpected(operation, other)),
     }
 }
