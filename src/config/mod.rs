@@ -230,10 +230,10 @@ pub struct Config {
     /// the write, and a failover can promote one that did not acknowledge).
     pub replica_sync: Option<u32>,
     /// How long to wait for replicas to acknowledge (Redisson `syncSlavesTimeout`).
-    /// Default 1 s, and at most half of [`timeout`](Config::timeout) (a WAIT must
-    /// answer before the client gives up on it). While waiting, this client's
-    /// connection is blocked, and an acquire with a wait limit may overrun it by
-    /// this much.
+    /// Default 1 s, and at most a third of [`timeout`](Config::timeout) (a WAIT
+    /// must answer before the client gives up on it, and one may queue behind
+    /// another on the connection the WAITs go on). An acquire with a wait limit
+    /// may overrun it by this much.
     pub replica_sync_timeout: Duration,
     /// How much of every lease a holder keeps in reserve for the difference
     /// between its clock rate and the server's: a hold counts as surely valid for
@@ -804,10 +804,11 @@ impl Config {
         Ok(())
     }
 
-    /// The replica sync timeout in force: the configured one, capped at half of
-    /// `timeout`.
+    /// The replica sync timeout in force: the configured one, capped at a third
+    /// of `timeout` (two WAITs may follow each other on their connection, a
+    /// dropped batch's and the next, within one command's timeout).
     pub(crate) fn effective_replica_sync_timeout_ms(&self) -> u64 {
-        let effective = self.replica_sync_timeout.min(self.timeout / 2);
+        let effective = self.replica_sync_timeout.min(self.timeout / 3);
         u64::try_from(effective.as_millis()).unwrap_or(u64::MAX)
     }
 

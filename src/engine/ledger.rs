@@ -357,7 +357,7 @@ async fn settle_once(
             break;
         }
     }
-    if acquirer.waits().queues() {
+    if acquirer.waits().leaves_a_place() {
         acquirer.clone().abandon(releaser.conn().clone()).await?;
     }
     Ok(())

@@ -66,7 +66,7 @@ enum Place {
     Fresh,
     /// A busy reply came: the next attempts are a waiter's.
     Waiting,
-    /// A waiter's attempt was busy: its client is in the order.
+    /// A waiter's attempt was sent: its client may be in the order.
     Joined,
 }
 
@@ -175,17 +175,19 @@ impl Acquirer for ReentrantOps {
                     joined: p == Place::Joined as u8,
                 },
             });
+            // Joined (perhaps) from the moment a waiter's attempt is sent: its
+            // reply may be lost, or its future dropped, after the server put
+            // the client in the order; leaving it then is harmless if not.
+            if matches!(order, Some(InOrder::Waiter { .. })) {
+                self.place.store(Place::Joined as u8, Ordering::Relaxed);
+            }
             let (name, owner) = (self.name(), self.owner());
             let outcome =
                 scripts::lock_acquire(&mut conn, name, lease_ms, owner, self.reentry, order)
                     .await
                     .map(plain);
-            if queue && matches!(outcome, Ok(Err(_))) {
-                let next = match order {
-                    Some(InOrder::Waiter { .. }) => Place::Joined,
-                    _ => Place::Waiting,
-                };
-                self.place.store(next as u8, Ordering::Relaxed);
+            if queue && matches!(outcome, Ok(Err(_))) && place == Place::Fresh as u8 {
+                self.place.store(Place::Waiting as u8, Ordering::Relaxed);
             }
             outcome
         })
@@ -227,7 +229,10 @@ impl Acquirer for ReentrantOps {
         Box::pin(async move {
             let joined = self.place.load(Ordering::Relaxed) == Place::Joined as u8;
             match self.order().filter(|_| joined) {
-                Some(order) => scripts::lock_leave_order(&mut conn, self.name(), order).await,
+                Some(order) => {
+                    let (name, channel) = (self.name(), self.channel());
+                    scripts::lock_leave_order(&mut conn, name, channel, order).await
+                }
                 None => Ok(()),
             }
         })

@@ -210,11 +210,13 @@ impl Sleeper {
 /// A message is one release, which named the first client in the order: one
 /// fewer ahead. Counting is trusted only while the channel stands confirmed
 /// since before the attempt (no reconnect, no new SUBSCRIBE since: every
-/// message reached this client); a message after that makes it try. A count
-/// that is off costs little: too low, an attempt that finds the lock taken
-/// and tells the place again; too high (a client ahead left, a message lost),
-/// the wait for the next message, at most [`NEXT_IN_TURN_AT_MOST`] once it
-/// counts itself first.
+/// message reached this client); a message after that makes it try. A client
+/// ahead that gives up publishes as it leaves (`lock_leave_order.lua`), so the
+/// count stays one per client ahead. A count that is off costs little: too
+/// low, an attempt that finds the lock taken and tells the place again; too
+/// high by one (a client ahead took the lock out of its turn), the wait for
+/// the next release, and [`NEXT_IN_TURN_AT_MOST`] once it counts itself
+/// first.
 async fn behind(
     mut ahead: u32,
     sent: Instant,

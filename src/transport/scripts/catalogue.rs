@@ -15,6 +15,7 @@ fn scripts() -> Vec<&'static LuaScript> {
         &*LOCK_RELEASE,
         &*LOCK_FORCE_RELEASE,
         &*LOCK_RENEW,
+        &*LOCK_LEAVE_ORDER,
         &*FENCED_ACQUIRE,
         &*LEADER_RECORD,
         &*FENCED_WRITE,

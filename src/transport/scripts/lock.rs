@@ -8,6 +8,7 @@ lua_script!(LOCK_ACQUIRE, "lock_acquire.lua");
 lua_script!(LOCK_RELEASE, "lock_release.lua");
 lua_script!(LOCK_FORCE_RELEASE, "lock_force_release.lua");
 lua_script!(LOCK_RENEW, "lock_renew.lua");
+lua_script!(LOCK_LEAVE_ORDER, "lock_leave_order.lua");
 lua_script!(FENCED_ACQUIRE, "fenced_acquire.lua");
 lua_script!(LEADER_RECORD, "leader_record.lua");
 lua_script!(FENCED_WRITE, "fenced_write.lua");
@@ -143,12 +144,22 @@ pub(crate) async fn lock_release(
     decode_release("lock release", call(conn, name, &invocation).await?)
 }
 
-/// Takes `order`'s client out of `name`'s order of waiting clients (see
-/// `lock_acquire.lua`): its waiter gave up.
-pub(crate) async fn lock_leave_order(conn: &mut Conn, name: &str, order: Order<'_>) -> Result<()> {
-    redis::AsyncCommands::zrem::<_, _, ()>(conn, keys::lock_waiters(name), order.client)
-        .await
-        .map_err(Error::redis)
+/// Takes `order`'s client out of `name`'s order of waiting clients (its
+/// waiter gave up), publishing on `channel` as a release does, so that the
+/// waiters behind count it (see `lock_leave_order.lua`).
+pub(crate) async fn lock_leave_order(
+    conn: &mut Conn,
+    name: &str,
+    channel: &str,
+    order: Order<'_>,
+) -> Result<()> {
+    let mut invocation = LOCK_LEAVE_ORDER.key(keys::lock_waiters(name));
+    invocation
+        .key(channel)
+        .arg(order.client)
+        .arg(conn.publish_command())
+        .arg(UNLOCK_MESSAGE);
+    call(conn, name, &invocation).await.map(drop)
 }
 
 /// Deletes the lock whoever holds it; `true` when there was one (a waiter is woken).
