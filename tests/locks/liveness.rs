@@ -468,8 +468,10 @@ async fn a_waiter_behind_a_client_that_vanished_from_the_order_takes_the_lock() 
     let (_holder, _waiter, held, took) = behind_vanished(&server, name, 1).await;
     released_to(held, took).await;
     // The waiter left the order as it took the lock; the vanished client's
-    // entry stays until a release names it or the order expires.
-    assert_eq!(order_of(&server, name).await, ["vanished-0"]);
+    // entry stays until a release names it (the waiter's own may have) or
+    // the order expires.
+    let left = order_of(&server, name).await;
+    assert!(left.iter().all(|m| m == "vanished-0"), "{left:?}");
 }
 
 /// `waiter_order`: a waiter counting the releases before its client's turn
