@@ -116,8 +116,9 @@ impl Default for Handoffs {
 /// What a release came to, as this record reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Released {
-    /// A non-fair lock freed, and its message reached a waiter.
-    Woke,
+    /// A non-fair lock freed, and its message reached a waiter; `others`:
+    /// it reached other clients' waiters.
+    Woke { others: bool },
     /// A fair release that named an heir granted it the lock.
     Granted,
     /// A fair release that named an heir freed the lock for another.
@@ -145,11 +146,14 @@ impl Handoffs {
         }
         let record = shard.records.entry(lock.clone()).or_default();
         match released {
-            Released::Woke => {
+            Released::Woke { others } => {
                 if crate::engine::heuristics::heuristics().handoff_window {
                     record.window_until = Some(now + HANDOFF_WINDOW);
                 }
                 record.released_at = Some(now);
+                if others {
+                    record.woke_others_at = Some(now);
+                }
             }
             Released::Granted => record.passed_over_at = None,
             Released::PassedOver => record.passed_over_at = Some(now),
@@ -182,17 +186,6 @@ impl Handoffs {
             .get(lock)
             .and_then(|record| record.released_at)
             .is_some_and(|at| at >= since)
-    }
-
-    /// A release of `lock` by this client woke waiters of other clients.
-    pub(crate) fn woke_others(&self, lock: &Arc<str>) {
-        let now = Instant::now();
-        let mut shard = self.shard(lock);
-        shard
-            .records
-            .entry(lock.clone())
-            .or_default()
-            .woke_others_at = Some(now);
     }
 
     /// Did a release of `lock` by this client wake other clients' waiters
@@ -242,15 +235,27 @@ mod tests {
         let handoffs = Handoffs::default();
         let lock: Arc<str> = "l".into();
         assert!(handoffs.hold_back_until("l").is_none());
-        handoffs.released(&lock, Released::Woke);
+        handoffs.released(&lock, Released::Woke { others: false });
         assert!(handoffs.hold_back_until("l").is_some());
         assert!(handoffs.released_since("l", Instant::now() - Duration::from_secs(1)));
         handoffs.taken("l");
         assert!(handoffs.hold_back_until("l").is_none());
         assert_eq!(handoffs.len(), 0, "nothing kept for a lock taken");
-        handoffs.released(&lock, Released::Woke);
+        handoffs.released(&lock, Released::Woke { others: false });
         tokio::time::sleep(HANDOFF_WINDOW + Duration::from_millis(5)).await;
         assert!(handoffs.hold_back_until("l").is_none());
+    }
+
+    #[test]
+    fn a_release_heard_by_other_clients_marks_the_lock_contended_across_them() {
+        let handoffs = Handoffs::default();
+        let lock: Arc<str> = "o".into();
+        handoffs.released(&lock, Released::Woke { others: false });
+        assert!(!handoffs.woke_others_lately("o"));
+        handoffs.released(&lock, Released::Woke { others: true });
+        assert!(handoffs.woke_others_lately("o"));
+        handoffs.taken("o");
+        assert!(handoffs.woke_others_lately("o"), "whoever took it since");
     }
 
     #[test]

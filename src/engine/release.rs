@@ -89,7 +89,12 @@ impl Releaser {
         // the hand-off as soon as possible. (A fair lock's newcomers queue:
         // they never barge past its woken head.)
         let news = match released {
-            Released::FreedAndWoke { .. } if !fair => Some(handoff::Released::Woke),
+            // Its message reached other clients (more than one, or one while
+            // this client has no waiter of its own): the lock is contended
+            // across clients (see `lock/reentrant.rs`).
+            Released::FreedAndWoke { listeners } if !fair => Some(handoff::Released::Woke {
+                others: listeners as usize > usize::from(self.lines.waiting(ops.name()) > 0),
+            }),
             Released::Granted if named => Some(handoff::Released::Granted),
             Released::Freed | Released::FreedAndWoke { .. } if named => {
                 Some(handoff::Released::PassedOver)
@@ -98,15 +103,6 @@ impl Releaser {
         };
         if let Some(news) = news {
             self.handoffs.released(&ops.target().name, news);
-        }
-        // Its message reached other clients (more than one client, or one
-        // while this client has no waiter of its own): the lock is contended
-        // across clients (see `lock/reentrant.rs`).
-        if let Released::FreedAndWoke { listeners } = released {
-            let own = usize::from(self.lines.waiting(ops.name()) > 0);
-            if !fair && listeners as usize > own {
-                self.handoffs.woke_others(&ops.target().name);
-            }
         }
         if released != Released::NotHeld {
             self.sync.quietly().await;

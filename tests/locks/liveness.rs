@@ -418,11 +418,17 @@ async fn vanished_first(server: &RedisServer, name: &str, count: usize) {
 async fn released_to(held: redisson_locks::LockGuard, took: tokio::task::JoinHandle<Instant>) {
     let released = Instant::now();
     held.unlock().await.unwrap();
+    took_soon_after(took, released, "the release").await;
+}
+
+/// Checks that the waiter `took` took the lock within [`LATE`] of `since`
+/// (the instant of `what`).
+async fn took_soon_after(took: tokio::task::JoinHandle<Instant>, since: Instant, what: &str) {
     let took = within(T, "the waiter", took).await.unwrap();
-    let waited = took.saturating_duration_since(released);
+    let waited = took.saturating_duration_since(since);
     assert!(
         waited < LATE,
-        "the waiter took the lock {waited:?} after the release"
+        "the waiter took the lock {waited:?} after {what}"
     );
 }
 
@@ -492,13 +498,7 @@ async fn a_waiter_counting_the_releases_ahead_tries_after_a_cut() {
         1,
         "the waiter's connection"
     );
-    let cut = Instant::now();
-    let took = within(T, "the waiter", took).await.unwrap();
-    let waited = took.saturating_duration_since(cut);
-    assert!(
-        waited < LATE,
-        "the waiter took the lock {waited:?} after the cut"
-    );
+    took_soon_after(took, Instant::now(), "the cut").await;
 }
 
 /// `waiter_order`: two clients ahead of a waiter in a reentrant lock's order
