@@ -493,6 +493,28 @@ impl Client {
         self.inner.replica_links.replicas()
     }
 
+    /// The durability mode in force now (see [`Durability`](crate::Durability)):
+    /// `None` when acquires wait for nothing beyond the primary's memory
+    /// (replica sync off, or turned off because the server refuses `WAIT`).
+    /// The server is asked again after each change of connection, so this can
+    /// change over the client's life.
+    ///
+    /// ```no_run
+    /// use redisson_locks::{Client, Config, Durability};
+    ///
+    /// # async fn demo() -> Result<(), redisson_locks::Error> {
+    /// let mut config = Config::from_url("redis://127.0.0.1:6379")?;
+    /// config.durability = Durability::Aof;
+    /// // Refused at connect, with the reason, when the server has no WAITAOF
+    /// // (before Redis 7.2) or no usable append-only file.
+    /// let client = Client::connect(config).await?;
+    /// assert_eq!(client.durability(), Some(Durability::Aof));
+    /// # Ok(()) }
+    /// ```
+    pub fn durability(&self) -> Option<crate::Durability> {
+        self.inner.replica_links.durability()
+    }
+
     /// How many pub/sub channels this client is subscribed to right now: one per
     /// lock with waiting tasks, however many tasks wait.
     ///

@@ -80,6 +80,23 @@ pub enum Error {
         /// How many replicas were asked to acknowledge.
         replicas: u32,
     },
+    /// The durability asked for ([`Config::durability`](crate::Config::durability),
+    /// [`Config::replica_sync`](crate::Config::replica_sync)) cannot be had from
+    /// the server the client reaches now: found after connecting (a failover to
+    /// a server without `WAITAOF` or without an append-only file, an ACL
+    /// changed, `appendonly` turned off). The acquire it happened to was
+    /// released again; nothing is held. The client asks the server again on
+    /// its next acquires (at most once a second), so this ends when the
+    /// server is fixed. A mode the server cannot give at connect time is an
+    /// [`Error::Config`] instead.
+    DurabilityUnavailable {
+        /// The lock name; empty for a release's or renewals' sync.
+        name: String,
+        /// The mode asked for.
+        durability: crate::Durability,
+        /// Why the server cannot give it, and how to fix that.
+        reason: String,
+    },
     /// Redis could not be reached, the connection broke, a command timed out, or the
     /// server refused the command (authentication, ACL, ...). The details are
     /// this crate's own ([`RedisFailure`]), so matching on them does not tie you to
@@ -267,6 +284,24 @@ impl Error {
     /// ```
     pub fn is_not_replicated(&self) -> bool {
         matches!(self, Error::NotReplicated { .. })
+    }
+
+    /// Was an acquire released again because the server cannot give the
+    /// durability asked for any more (see [`Error::DurabilityUnavailable`])?
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// match client.get_lock("orders:42")?.lock().await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     // A failover to a server without an append-only file, say:
+    ///     // nothing is held, and the message says what to fix.
+    ///     Err(e) if e.is_durability_unavailable() => eprintln!("{e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_durability_unavailable(&self) -> bool {
+        matches!(self, Error::DurabilityUnavailable { .. })
     }
 
     /// Is this an error from Redis or the connection to it?
@@ -676,6 +711,15 @@ impl fmt::Display for Error {
                 f,
                 "lock '{name}' was acquired but none of {replicas} replica(s) acknowledged \
                  it in time; it was released"
+            ),
+            Error::DurabilityUnavailable {
+                name,
+                durability,
+                reason,
+            } => write!(
+                f,
+                "lock '{name}' was acquired but durability {durability} cannot be had from the \
+                 server now, so it was released: {reason}"
             ),
             Error::Redis(e) => write!(f, "redis error: {e}"),
             Error::LeaseLost { name } => write!(

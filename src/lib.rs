@@ -186,7 +186,7 @@ mod transport;
 
 pub use client::Client;
 pub use config::{
-    redact_address, Config, OnDeadlock, OwnerMode, SelfWait, TlsConfig, MAX_DURATION,
+    redact_address, Config, Durability, OnDeadlock, OwnerMode, SelfWait, TlsConfig, MAX_DURATION,
     MAX_RETRY_ATTEMPTS,
 };
 pub use engine::deadlock::{Deadlock, WaitStep};

@@ -10,6 +10,7 @@ mod locks {
     mod cluster;
     mod config_database;
     mod deadlocks;
+    mod durability;
     mod errors;
     mod fair;
     mod fair_line;

@@ -109,7 +109,7 @@ mod with_serde {
 
     use super::without_values;
     use crate::config::address::{address_database, database_conflict, redact_address};
-    use crate::{Config, OnDeadlock, OwnerMode, SelfWait, TlsConfig};
+    use crate::{Config, Durability, OnDeadlock, OwnerMode, SelfWait, TlsConfig};
 
     /// Reads a duration: an integer of milliseconds, or a string of a whole or
     /// decimal number and a unit, `ms`, `s`, `m` or `h` (`"1500ms"`, `"1.5s"`,
@@ -180,6 +180,7 @@ mod with_serde {
         retry_interval: Duration,
         #[serde(deserialize_with = "duration")]
         lock_watchdog_timeout: Duration,
+        lock_watchdog_batch_size: usize,
         #[serde(deserialize_with = "duration")]
         fair_lock_wait_timeout: Duration,
         #[serde(deserialize_with = "duration")]
@@ -191,6 +192,7 @@ mod with_serde {
         replica_sync: Option<u32>,
         #[serde(deserialize_with = "duration")]
         replica_sync_timeout: Duration,
+        durability: Durability,
         clock_drift_factor: f64,
         #[serde(deserialize_with = "optional_duration")]
         max_hold: Option<Duration>,
@@ -222,6 +224,7 @@ mod with_serde {
                 retry_attempts,
                 retry_interval,
                 lock_watchdog_timeout,
+                lock_watchdog_batch_size,
                 fair_lock_wait_timeout,
                 recheck_interval,
                 cluster_nodes,
@@ -230,6 +233,7 @@ mod with_serde {
                 sentinel_master_name,
                 replica_sync,
                 replica_sync_timeout,
+                durability,
                 clock_drift_factor,
                 max_hold,
                 tls,
@@ -252,6 +256,7 @@ mod with_serde {
                 retry_attempts,
                 retry_interval,
                 lock_watchdog_timeout,
+                lock_watchdog_batch_size,
                 fair_lock_wait_timeout,
                 recheck_interval,
                 cluster_nodes,
@@ -260,6 +265,7 @@ mod with_serde {
                 sentinel_master_name,
                 replica_sync,
                 replica_sync_timeout,
+                durability,
                 clock_drift_factor,
                 max_hold,
                 tls,
@@ -289,6 +295,7 @@ mod with_serde {
                 retry_attempts,
                 retry_interval,
                 lock_watchdog_timeout,
+                lock_watchdog_batch_size,
                 fair_lock_wait_timeout,
                 recheck_interval,
                 cluster_nodes,
@@ -297,6 +304,7 @@ mod with_serde {
                 sentinel_master_name,
                 replica_sync,
                 replica_sync_timeout,
+                durability,
                 clock_drift_factor,
                 max_hold,
                 tls,
@@ -332,6 +340,7 @@ mod with_serde {
                 retry_attempts,
                 retry_interval,
                 lock_watchdog_timeout,
+                lock_watchdog_batch_size,
                 fair_lock_wait_timeout,
                 recheck_interval,
                 cluster_nodes,
@@ -340,6 +349,7 @@ mod with_serde {
                 sentinel_master_name,
                 replica_sync,
                 replica_sync_timeout,
+                durability,
                 clock_drift_factor,
                 max_hold,
                 tls,
@@ -518,6 +528,7 @@ mod tests {
             r#"{"address": "redis://10.0.0.5:6380", "password": "pw", "timeout": 1500,
                 "connect_timeout": "2s", "retry_interval": "250ms",
                 "lock_watchdog_timeout": "1m", "replica_sync": 0, "sharded_pubsub": true,
+                "durability": "aof", "lock_watchdog_batch_size": 500,
                 "cluster_nodes": [], "clock_drift_factor": 0.02, "max_hold": "5m",
                 "tls": {"ca_certificate": "/etc/ca.pem", "client_key": "/etc/key.pem"}}"#,
         )
@@ -530,6 +541,8 @@ mod tests {
             retry_interval: Duration::from_millis(250),
             lock_watchdog_timeout: Duration::from_secs(60),
             replica_sync: Some(0),
+            durability: crate::Durability::Aof,
+            lock_watchdog_batch_size: 500,
             sharded_pubsub: Some(true),
             clock_drift_factor: 0.02,
             max_hold: Some(Duration::from_secs(300)),

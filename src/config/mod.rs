@@ -6,12 +6,14 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 
 mod address;
+mod durability;
 mod env;
 mod human;
 mod redisson_file;
 
 pub use address::redact_address;
 use address::{address_database, database_conflict, parse_address};
+pub use durability::Durability;
 
 /// The library name a client of this crate announces (and sends with
 /// `CLIENT SETINFO LIB-NAME` where the server knows it).
@@ -31,6 +33,10 @@ pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// connection and a failing waiter busy for ever.
 pub const MAX_RETRY_ATTEMPTS: u32 = 1_000;
 
+/// The most holds one renewal script may renew
+/// ([`Config::lock_watchdog_batch_size`]).
+const MAX_WATCHDOG_BATCH: usize = 10_000;
+
 /// How to reach Redis and how the locks behave.
 ///
 /// Field defaults are Redisson's. Build one with [`Config::new`],
@@ -49,9 +55,10 @@ pub const MAX_RETRY_ATTEMPTS: u32 = 1_000;
 ///
 /// - connection: `connect_timeout`, `retry_attempts`, `retry_interval`, `tls`;
 /// - topology: `cluster_nodes`, `sharded_pubsub`, `sentinel_addresses`,
-///   `sentinel_master_name`, `replica_sync`, `replica_sync_timeout`;
+///   `sentinel_master_name`, `replica_sync`, `replica_sync_timeout`,
+///   `durability`;
 /// - leases and waits: `fair_lock_wait_timeout`, `recheck_interval`,
-///   `clock_drift_factor`, `max_hold`;
+///   `clock_drift_factor`, `max_hold`, `lock_watchdog_batch_size`;
 /// - owners and deadlocks: `owner_mode`, `self_wait`, `self_wait_warning`,
 ///   `deadlock`, `deadlock_threshold`;
 /// - observability: `announce`, `metrics_lock_names`.
@@ -183,6 +190,11 @@ pub struct Config {
     /// every third of this while it is held (Redisson `lockWatchdogTimeout`).
     /// Default 30 s.
     pub lock_watchdog_timeout: Duration,
+    /// How many holds one renewal script renews (Redisson
+    /// `lockWatchdogBatchSize`): the watchdog renews every hold of a kind in
+    /// calls of this many, so that no call keeps the server busy long. Default
+    /// 100; between 1 and 10,000.
+    pub lock_watchdog_batch_size: usize,
     /// How long a fair-lock waiter may stay silent before the queue skips it
     /// (Redisson `fairLockWaitTimeout`). Default 300 s.
     pub fair_lock_wait_timeout: Duration,
@@ -217,11 +229,14 @@ pub struct Config {
     /// The monitored primary's name (Redisson `masterName`); required with
     /// `sentinel_addresses`.
     pub sentinel_master_name: Option<String>,
-    /// How many replicas must acknowledge each acquire (Redis `WAIT`), as
-    /// Redisson's replica sync does. `None` (the default): one when the server had
-    /// replicas connected at connect time, none when it had none (or could not be
-    /// asked: see [`Client::warnings`](crate::Client::warnings)). `Some(0)` turns it
-    /// off. Single server and Sentinel; off in cluster mode.
+    /// How many replicas must acknowledge each acquire (Redis `WAIT`, or
+    /// `WAITAOF` under [`durability`](Config::durability)), as Redisson's
+    /// replica sync does (Redisson `checkLockSyncedSlaves`). `None` (the
+    /// default): one when the server had replicas connected at connect time,
+    /// none when it had none (or could not be asked: see
+    /// [`Client::warnings`](crate::Client::warnings)). `Some(0)` turns it off
+    /// (under [`Durability::Aof`], the primary's own fsync is still waited
+    /// for). Single server and Sentinel; off in cluster mode.
     ///
     /// With it, an acquire no replica acknowledged is released again and reported
     /// as [`Error::NotReplicated`]: a hold that only the primary knows would be lost
@@ -229,12 +244,16 @@ pub struct Config {
     /// close it (WAIT is not a consensus: a replica that acknowledged can still lose
     /// the write, and a failover can promote one that did not acknowledge).
     pub replica_sync: Option<u32>,
-    /// How long to wait for replicas to acknowledge (Redisson `syncSlavesTimeout`).
+    /// How long to wait for replicas to acknowledge (Redisson `slavesSyncTimeout`).
     /// Default 1 s, and at most a third of [`timeout`](Config::timeout) (a WAIT
     /// must answer before the client gives up on it, and one may queue behind
     /// another on the connection the WAITs go on). An acquire with a wait limit
     /// may overrun it by this much.
     pub replica_sync_timeout: Duration,
+    /// What replica sync waits for: replicas' memory (`WAIT`, the default), or
+    /// append-only files (`WAITAOF`); see [`Durability`] for the modes, what
+    /// each survives and how servers are checked for them.
+    pub durability: Durability,
     /// How much of every lease a holder keeps in reserve for the difference
     /// between its clock rate and the server's: a hold counts as surely valid for
     /// `lease - (lease * clock_drift_factor + 2 ms)` from the instant its acquire
@@ -403,6 +422,7 @@ impl Default for Config {
             retry_attempts: 3,
             retry_interval: Duration::from_millis(1_500),
             lock_watchdog_timeout: Duration::from_millis(30_000),
+            lock_watchdog_batch_size: 100,
             fair_lock_wait_timeout: Duration::from_millis(300_000),
             recheck_interval: Duration::from_millis(1_000),
             tls: TlsConfig::default(),
@@ -412,6 +432,7 @@ impl Default for Config {
             sentinel_master_name: None,
             replica_sync: None,
             replica_sync_timeout: Duration::from_millis(1_000),
+            durability: Durability::Replicas,
             clock_drift_factor: 0.01,
             max_hold: None,
             owner_mode: OwnerMode::Scoped,
@@ -757,6 +778,20 @@ impl Config {
                 self.clock_drift_factor
             )));
         }
+        if !(1..=MAX_WATCHDOG_BATCH).contains(&self.lock_watchdog_batch_size) {
+            return Err(Error::Config(format!(
+                "lock_watchdog_batch_size must be between 1 and {MAX_WATCHDOG_BATCH}, got {}",
+                self.lock_watchdog_batch_size
+            )));
+        }
+        if self.replica_sync == Some(0) && self.durability == Durability::ReplicaAof {
+            return Err(Error::Config(
+                "durability replica_aof with replica_sync 0 waits for nothing: set \
+                 replica_sync to the replicas that must write each acquire to disk, or \
+                 durability to aof for the primary's disk alone"
+                    .into(),
+            ));
+        }
         if self.lock_watchdog_timeout < Duration::from_millis(30) {
             return Err(Error::Config(
                 "lock_watchdog_timeout must be at least 30 ms (renewal runs every third of it)"
@@ -862,6 +897,7 @@ impl std::fmt::Debug for Config {
             retry_attempts,
             retry_interval,
             lock_watchdog_timeout,
+            lock_watchdog_batch_size,
             fair_lock_wait_timeout,
             recheck_interval,
             cluster_nodes,
@@ -870,6 +906,7 @@ impl std::fmt::Debug for Config {
             sentinel_master_name,
             replica_sync,
             replica_sync_timeout,
+            durability,
             clock_drift_factor,
             max_hold,
             tls,
@@ -898,6 +935,7 @@ impl std::fmt::Debug for Config {
             .field("retry_attempts", retry_attempts)
             .field("retry_interval", retry_interval)
             .field("lock_watchdog_timeout", lock_watchdog_timeout)
+            .field("lock_watchdog_batch_size", lock_watchdog_batch_size)
             .field("fair_lock_wait_timeout", fair_lock_wait_timeout)
             .field("recheck_interval", recheck_interval)
             .field("cluster_nodes", &redacted(cluster_nodes))
@@ -906,6 +944,7 @@ impl std::fmt::Debug for Config {
             .field("sentinel_master_name", sentinel_master_name)
             .field("replica_sync", replica_sync)
             .field("replica_sync_timeout", replica_sync_timeout)
+            .field("durability", durability)
             .field("clock_drift_factor", clock_drift_factor)
             .field("max_hold", max_hold)
             .field("tls", tls)

@@ -28,7 +28,8 @@ impl Config {
     /// `password`, `database`, `connectTimeout`, `timeout`, `retryAttempts`,
     /// `retryInterval` or `retryDelay` (its class in a `class` key, as Jackson
     /// writes it) and the `sslTruststore`/`sslKeystore` PEM files; and
-    /// `lockWatchdogTimeout`, `fairLockWaitTimeout` at the top (times in
+    /// `lockWatchdogTimeout`, `fairLockWaitTimeout`, `lockWatchdogBatchSize`,
+    /// `checkLockSyncedSlaves` and `slavesSyncTimeout` at the top (times in
     /// milliseconds). Other keys are ignored, so a Java service's file can be
     /// shared; missing ones keep their defaults. `${VAR}` and `${VAR:-default}`
     /// are replaced from the environment first, as Redisson does.
@@ -83,6 +84,9 @@ impl Config {
     /// | `sslTruststore` (`file:` URL or path of a PEM file; top level or section, as the credentials) | [`tls.ca_certificate`](crate::TlsConfig::ca_certificate) |
     /// | `sslKeystore` (one PEM file with certificate chain and key) | [`tls.client_certificate`](crate::TlsConfig::client_certificate) and [`tls.client_key`](crate::TlsConfig::client_key) |
     /// | `lockWatchdogTimeout`, `fairLockWaitTimeout` (top level, ms) | [`lock_watchdog_timeout`](Config::lock_watchdog_timeout), [`fair_lock_wait_timeout`](Config::fair_lock_wait_timeout) |
+    /// | `lockWatchdogBatchSize` (top level) | [`lock_watchdog_batch_size`](Config::lock_watchdog_batch_size) |
+    /// | `checkLockSyncedSlaves` (top level; `false` turns replica sync off, `true` is the default) | [`replica_sync`](Config::replica_sync) (`Some(0)` for `false`) |
+    /// | `slavesSyncTimeout` (top level, ms) | [`replica_sync_timeout`](Config::replica_sync_timeout) |
     ///
     /// `retryDelay` is a Redisson `DelayStrategy` named by its tag:
     /// `!<org.redisson.config.ConstantDelay> {delay: PT1S}` or
@@ -239,6 +243,9 @@ struct RedissonFile {
     sentinel_servers_config: Option<ServerSection>,
     lock_watchdog_timeout: Option<Whole>,
     fair_lock_wait_timeout: Option<Whole>,
+    lock_watchdog_batch_size: Option<Whole>,
+    check_lock_synced_slaves: Option<Flag>,
+    slaves_sync_timeout: Option<Whole>,
     // Redisson 4 moved these to the top; the section's are its deprecated fallback.
     username: Option<String>,
     password: Option<String>,
@@ -332,6 +339,19 @@ impl RedissonFile {
         }
         if let Some(ms) = self.fair_lock_wait_timeout {
             config.fair_lock_wait_timeout = ms.millis("fairLockWaitTimeout")?;
+        }
+        if let Some(size) = self.lock_watchdog_batch_size {
+            let size = size.non_negative("lockWatchdogBatchSize")?;
+            config.lock_watchdog_batch_size = usize::try_from(size)
+                .map_err(|_| format!("lockWatchdogBatchSize is too large, got {size}"))?;
+        }
+        // Redisson's `true` (its default) is this crate's default: one replica
+        // when the server has any.
+        if let Some(Flag(false)) = self.check_lock_synced_slaves {
+            config.replica_sync = Some(0);
+        }
+        if let Some(ms) = self.slaves_sync_timeout {
+            config.replica_sync_timeout = ms.millis("slavesSyncTimeout")?;
         }
         Ok(config)
     }
@@ -727,6 +747,40 @@ impl<'de> Deserialize<'de> for Whole {
     }
 }
 
+/// A boolean as Redisson's files hold them: `true`/`false`, or a string of
+/// one (Jackson and SnakeYAML both read `"false"` into a `boolean`, which
+/// matters for quoted `${...}` references).
+#[derive(Clone, Copy)]
+struct Flag(bool);
+
+impl<'de> Deserialize<'de> for Flag {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct FlagVisitor;
+
+        impl Visitor<'_> for FlagVisitor {
+            type Value = Flag;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("true or false")
+            }
+
+            fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<Flag, E> {
+                Ok(Flag(v))
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Flag, E> {
+                match v.trim().to_ascii_lowercase().as_str() {
+                    "true" => Ok(Flag(true)),
+                    "false" => Ok(Flag(false)),
+                    _ => Err(E::invalid_value(Unexpected::Other("a string"), &self)),
+                }
+            }
+        }
+
+        deserializer.deserialize_any(FlagVisitor)
+    }
+}
+
 /// A `java.time.Duration` as Redisson writes it: ISO-8601, `PT1S`, `PT0.1S`, `PT2M`.
 struct IsoDuration(Duration);
 
@@ -937,6 +991,40 @@ transportMode: "NIO"
         assert_eq!(c.timeout, Duration::from_millis(2_500));
         assert_eq!(c.lock_watchdog_timeout, Duration::from_secs(20));
         assert_eq!(c.fair_lock_wait_timeout, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_lock_keys_at_the_top_are_read() {
+        let c = Config::from_json(
+            r#"{"singleServerConfig": {"address": "redis://h:6379"},
+                "lockWatchdogBatchSize": 250, "checkLockSyncedSlaves": false,
+                "slavesSyncTimeout": "400"}"#,
+        )
+        .unwrap();
+        assert_eq!(c.lock_watchdog_batch_size, 250);
+        assert_eq!(c.replica_sync, Some(0));
+        assert_eq!(c.replica_sync_timeout, Duration::from_millis(400));
+        // Redisson's default, `true`: the crate's default, sync where replicas are.
+        let c = Config::from_json(r#"{"checkLockSyncedSlaves": "true"}"#).unwrap();
+        assert_eq!(c.replica_sync, None);
+        for (text, key) in [
+            (
+                r#"{"checkLockSyncedSlaves": "yes"}"#,
+                "checkLockSyncedSlaves",
+            ),
+            (r#"{"slavesSyncTimeout": -1}"#, "slavesSyncTimeout"),
+            (
+                r#"{"lockWatchdogBatchSize": 0}"#,
+                "lock_watchdog_batch_size",
+            ),
+            (
+                r#"{"lockWatchdogBatchSize": 100000}"#,
+                "lock_watchdog_batch_size",
+            ),
+        ] {
+            let err = Config::from_json(text).unwrap_err().to_string();
+            assert!(err.contains(key), "{text}: {err}");
+        }
     }
 
     #[cfg(feature = "yaml")]

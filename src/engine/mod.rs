@@ -135,23 +135,9 @@ impl Engine {
         let pushes = PushHandler::new();
         let conn = open_connection(&config, background.spawner().clone(), &pushes, true).await?;
         let mut warnings = check_server(&mut conn.clone()).await;
-        let (replica_sync, sync_warning) =
-            crate::transport::replication::replicas_to_sync(config.replica_sync, &mut conn.clone())
-                .await;
+        let (sync_start, sync_warning) =
+            crate::transport::replication::start_on(&config, &conn).await?;
         warnings.extend(sync_warning);
-        let replica_links = {
-            let timeout_ms = config.effective_replica_sync_timeout_ms();
-            let spawner = background.spawner().clone();
-            let (config, opener) = (config.clone(), spawner.clone());
-            let open: crate::transport::replication::OpenLink = Box::new(move || {
-                let (config, spawner) = (config.clone(), opener.clone());
-                // No pushes: nothing subscribes on the WAITs' connection.
-                Box::pin(async move {
-                    open_connection(&config, spawner, &PushHandler::new(), false).await
-                })
-            });
-            ReplicaSync::new(replica_sync, timeout_ms, open, spawner)
-        };
         let linger = crate::engine::heuristics::heuristics().unsubscribe_linger;
         // In a cluster with sharded pub/sub, the subscriptions get a connection
         // of their own: a node that gives up a slot (a reshard, a failover)
@@ -166,6 +152,19 @@ impl Engine {
             false => conn.clone(),
         };
         let pubsub = pushes.start(subscriptions, linger);
+        let replica_links = {
+            let timeout_ms = config.effective_replica_sync_timeout_ms();
+            let spawner = background.spawner().clone();
+            let (config, opener) = (config.clone(), spawner.clone());
+            let open: crate::transport::replication::OpenLink = Box::new(move || {
+                let (config, spawner) = (config.clone(), opener.clone());
+                // No pushes: nothing subscribes on the WAITs' connection.
+                Box::pin(async move {
+                    open_connection(&config, spawner, &PushHandler::new(), false).await
+                })
+            });
+            ReplicaSync::new(sync_start, timeout_ms, open, spawner, pubsub.epoch_reader())
+        };
         let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let identity =
             crate::engine::identity::Identity::of_this_process(&id, config.client_name.clone());
@@ -173,6 +172,7 @@ impl Engine {
         let watchdog = Watchdog::start(
             conn.clone(),
             config.lock_watchdog_timeout,
+            config.lock_watchdog_batch_size,
             replica_links.clone(),
         );
         let announcer = crate::engine::identity::Announcer::start(

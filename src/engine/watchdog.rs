@@ -25,9 +25,6 @@ use crate::engine::validity::Validity;
 use crate::transport::replication::ReplicaSync;
 use crate::transport::scripts;
 
-/// Holds renewed per script call, as Redisson does.
-pub(crate) const RENEW_BATCH: usize = 100;
-
 /// Renewal script calls a tick has outstanding at once (pipelined on the
 /// multiplexed connection).
 const RENEWALS_IN_FLIGHT: usize = 32;
@@ -151,11 +148,19 @@ impl Watchdog {
     /// `lease / 3`, restart `lease` on every active hold. (The client's
     /// identity is refreshed at the same pace by a task of its own, see
     /// `identity.rs`, so that a slow or refused refresh never delays a renewal.)
-    pub(crate) fn start(conn: Conn, lease: Duration, sync: ReplicaSync) -> Self {
+    /// `batch` holds at most per script call (Redisson's
+    /// `lockWatchdogBatchSize`: [`Config::lock_watchdog_batch_size`](crate::Config::lock_watchdog_batch_size)).
+    pub(crate) fn start(conn: Conn, lease: Duration, batch: usize, sync: ReplicaSync) -> Self {
         let registry = Arc::new(Registry::default());
         let (stop, stopped) = oneshot::channel();
         let spawner = conn.spawner().clone();
-        spawner.spawn(run_renewals(registry.clone(), conn, lease, sync, stopped));
+        spawner.spawn(run_renewals(
+            registry.clone(),
+            conn,
+            (lease, batch),
+            sync,
+            stopped,
+        ));
         Watchdog {
             registry,
             _stop: stop,
@@ -222,7 +227,7 @@ impl Drop for Renewal {
 async fn run_renewals(
     registry: Arc<Registry>,
     mut conn: Conn,
-    lease: Duration,
+    (lease, batch): (Duration, usize),
     sync: ReplicaSync,
     mut stopped: oneshot::Receiver<()>,
 ) {
@@ -233,7 +238,7 @@ async fn run_renewals(
         tokio::select! {
             _ = &mut stopped => return,
             _ = ticks.tick() => {
-                if renew_all(&registry, &mut conn, lease).await {
+                if renew_all(&registry, &mut conn, lease, batch).await {
                     sync.quietly().await;
                 }
             }
@@ -241,9 +246,10 @@ async fn run_renewals(
     }
 }
 
-/// One renewal round over every active hold, batched per kind.
-/// Returns whether any hold was due (and so a write may have been made).
-async fn renew_all(registry: &Registry, conn: &mut Conn, lease: Duration) -> bool {
+/// One renewal round over every active hold, batched per kind, `batch` holds
+/// at most per call. Returns whether any hold was due (and so a write may have
+/// been made).
+async fn renew_all(registry: &Registry, conn: &mut Conn, lease: Duration, batch: usize) -> bool {
     let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
     let now = Instant::now();
     let due: Due = registry
@@ -266,7 +272,7 @@ async fn renew_all(registry: &Registry, conn: &mut Conn, lease: Duration) -> boo
     let mut batches = Vec::new();
     for ((kind, _), mut holds) in groups {
         while !holds.is_empty() {
-            let rest = holds.split_off(holds.len().min(RENEW_BATCH));
+            let rest = holds.split_off(holds.len().min(batch));
             batches.push(renew_batch(conn.clone(), kind, holds, lease_ms));
             holds = rest;
         }

@@ -10,6 +10,7 @@
 pub(crate) mod background;
 pub(crate) mod conn;
 pub(crate) mod connect;
+pub(crate) mod durability;
 pub(crate) mod home;
 pub(crate) mod keys;
 pub(crate) mod lua;

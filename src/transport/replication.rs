@@ -22,12 +22,20 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::config::Durability;
 use crate::error::{Error, Result};
 use crate::transport::background::Spawner;
 use crate::transport::conn::Conn;
+use crate::transport::durability::{probe, refused, Plan, Wanted};
+use crate::transport::pubsub::EpochReader;
+
+/// How soon a server found unable to give the durability asked for is asked
+/// again (by the next sync after it).
+const ASK_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
 /// The fence an acquire's `WAIT` follows (see the module doc), without its
 /// comments. Sent as EVAL: one round trip with its `WAIT`, never refused
@@ -64,7 +72,19 @@ pub(crate) struct ReplicaSync {
 }
 
 struct Inner {
-    replicas: u32,
+    /// What the configuration asks for.
+    wanted: Wanted,
+    /// Replicas connected at connect time: the default's count.
+    auto: Option<u32>,
+    /// Whether sync can ever be on: off for good without a probe otherwise.
+    may_sync: bool,
+    /// What is sent now, as the last probe of the server found it.
+    probed: Mutex<Probed>,
+    /// One probe at a time.
+    probing: tokio::sync::Mutex<()>,
+    /// The client's connection epoch: a change (a reconnect, a Sentinel
+    /// failover) may mean another server, so it is asked again.
+    epoch: EpochReader,
     timeout_ms: u64,
     open: OpenLink,
     /// Where the batches are sent from: a confirmation dropped by its caller
@@ -96,6 +116,14 @@ fn lane_of(hold: &Option<(String, String)>) -> usize {
     usize::from(hold.is_none())
 }
 
+/// The plan found by the last probe, or why the mode asked for cannot be had;
+/// with the connection epoch and the instant it was found at.
+struct Probed {
+    plan: std::result::Result<Plan, String>,
+    epoch: u64,
+    at: Instant,
+}
+
 #[derive(Default)]
 struct Next {
     sending: bool,
@@ -107,26 +135,50 @@ struct Ask {
     /// The hold's lock and count field; none for a release's or renewals'
     /// best-effort sync.
     hold: Option<(String, String)>,
-    answer: tokio::sync::oneshot::Sender<Result<u32>>,
+    answer: tokio::sync::oneshot::Sender<Result<bool>>,
 }
 
 impl std::fmt::Debug for ReplicaSync {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReplicaSync")
-            .field("replicas", &self.inner.replicas)
-            .field("timeout_ms", &self.inner.timeout_ms)
+            .field("wanted", &self.inner.wanted)
+            .field("plan", &self.inner.probed().plan)
             .finish()
     }
 }
 
+/// What [`ReplicaSync::new`] starts from: the configuration's wish, the
+/// replicas connected at connect time and the plan found then.
+pub(crate) struct Start {
+    pub(crate) wanted: Wanted,
+    pub(crate) auto: Option<u32>,
+    pub(crate) plan: Plan,
+    pub(crate) may_sync: bool,
+}
+
 impl ReplicaSync {
-    /// Sync with `replicas` (0: off), each `WAIT` at most `timeout_ms`, on a
+    /// Sync as `start` says, each `WAIT` at most `timeout_ms`, on a
     /// connection `open` makes when first needed; batches sent from
-    /// `spawner`.
-    pub(crate) fn new(replicas: u32, timeout_ms: u64, open: OpenLink, spawner: Spawner) -> Self {
+    /// `spawner`; the server asked again when `epoch` moves.
+    pub(crate) fn new(
+        start: Start,
+        timeout_ms: u64,
+        open: OpenLink,
+        spawner: Spawner,
+        epoch: EpochReader,
+    ) -> Self {
         ReplicaSync {
             inner: Arc::new(Inner {
-                replicas,
+                wanted: start.wanted,
+                auto: start.auto,
+                may_sync: start.may_sync,
+                probed: Mutex::new(Probed {
+                    plan: Ok(start.plan),
+                    epoch: epoch.now(),
+                    at: Instant::now(),
+                }),
+                probing: tokio::sync::Mutex::new(()),
+                epoch,
                 timeout_ms,
                 open,
                 spawner,
@@ -135,18 +187,44 @@ impl ReplicaSync {
         }
     }
 
-    /// How many replicas must acknowledge; 0 when sync is off.
+    /// How many replicas must acknowledge now; 0 when sync is off.
     pub(crate) fn replicas(&self) -> u32 {
-        self.inner.replicas
+        match self.inner.probed().plan {
+            Ok(plan) => plan.replicas(),
+            Err(_) => self.inner.wanted.replicas.unwrap_or(1),
+        }
+    }
+
+    /// The mode in force now; `None` when nothing is waited for.
+    pub(crate) fn durability(&self) -> Option<Durability> {
+        match self.inner.probed().plan {
+            Ok(Plan::On { mode, .. }) => Some(mode),
+            Ok(Plan::Off) => None,
+            Err(_) => Some(self.inner.wanted.mode),
+        }
+    }
+
+    /// Whether an acquire must be confirmed ([`confirm_hold`](Self::confirm_hold)):
+    /// sync is on, or the server was found unable to give it (the
+    /// confirmation says so, and asks again).
+    /// After a change of connection it counts as on until the confirmation
+    /// asks the server again (and, finding sync off, sends nothing).
+    pub(crate) fn is_on(&self) -> bool {
+        if !self.inner.may_sync {
+            return false;
+        }
+        let probed = self.inner.probed();
+        probed.plan != Ok(Plan::Off) || probed.epoch != self.inner.epoch.now()
     }
 
     /// Waits until the replicas acknowledged the hold `field` of lock `name`
-    /// (and every write before it), or the timeout passed: how many did. 0 when
-    /// the hold is not on the server the `WAIT`s' connection reaches.
+    /// (and every write before it), or the timeout passed: whether enough did
+    /// (and the primary's file has it, under [`Durability::Aof`]). `false`
+    /// when the hold is not on the server the `WAIT`s' connection reaches.
     ///
     /// # Cancel safety
     /// Cancel safe: the batch it joined is sent all the same, for the others.
-    pub(crate) async fn confirm_hold(&self, name: &str, field: &str) -> Result<u32> {
+    pub(crate) async fn confirm_hold(&self, name: &str, field: &str) -> Result<bool> {
         self.ask(Some((name.to_owned(), field.to_owned()))).await
     }
 
@@ -155,7 +233,7 @@ impl ReplicaSync {
     /// release or renewal costs liveness (the hold lives on until its lease
     /// ends), never exclusion, so a failure is only logged.
     pub(crate) async fn quietly(&self) {
-        if self.inner.replicas == 0 {
+        if !self.is_on() {
             return;
         }
         if let Err(e) = self.ask(None).await {
@@ -166,7 +244,7 @@ impl ReplicaSync {
     /// Sends its own fence and `WAIT` when none is out (the common case of
     /// one confirmation at a time, with no task between); otherwise joins the
     /// next batch, which the one out sends when it comes back.
-    async fn ask(&self, hold: Option<(String, String)>) -> Result<u32> {
+    async fn ask(&self, hold: Option<(String, String)>) -> Result<bool> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let lane = lane_of(&hold);
         let lead = {
@@ -237,8 +315,36 @@ impl Inner {
     }
 
     /// One pipeline: each hold's fence (a release's: one `PUBLISH`), then one
-    /// `WAIT`; what it says for each ask.
-    async fn send_batch(&self, lane: usize, asks: &[Option<(String, String)>]) -> Vec<Result<u32>> {
+    /// `WAIT` (or `WAITAOF`); what it says for each ask. The server is asked
+    /// first what it supports when the client's connection changed since the
+    /// last time, and again when it refuses the command.
+    async fn send_batch(
+        &self,
+        lane: usize,
+        asks: &[Option<(String, String)>],
+    ) -> Vec<Result<bool>> {
+        let link = match self.lanes[lane]
+            .link
+            .get_or_try_init(|| (self.open)())
+            .await
+        {
+            Ok(link) => link,
+            Err(e) => return asks.iter().map(|_| Err(e.clone())).collect(),
+        };
+        // Only a confirmation asks again after a change of connection: a
+        // release's or renewals' sync is best effort, and a client closing
+        // must not probe the server on its way out.
+        let plan = match lane == lane_of(&None) {
+            true => self.probed().plan.clone(),
+            false => self.plan_now(link, false).await,
+        };
+        let Some(command) = plan
+            .as_ref()
+            .ok()
+            .and_then(|plan| plan.command(self.timeout_ms))
+        else {
+            return self.answer_without_sync(asks, &plan);
+        };
         let mut pipe = redis::pipe();
         for hold in asks {
             match hold {
@@ -246,76 +352,173 @@ impl Inner {
                 None => pipe.cmd("PUBLISH").arg(FENCE_CHANNEL).arg(""),
             };
         }
-        pipe.cmd("WAIT").arg(self.replicas).arg(self.timeout_ms);
-        let replies: Result<Vec<Value>> = async {
-            let link = self.lanes[lane]
-                .link
-                .get_or_try_init(|| (self.open)())
-                .await?;
-            pipe.query_async(&mut link.clone())
-                .await
-                .map_err(Error::redis)
-        }
-        .await;
+        pipe.add_command(command);
+        let replies: Result<Vec<Value>> = pipe
+            .query_async(&mut link.clone())
+            .await
+            .map_err(Error::redis);
         let replies = match replies {
             Ok(replies) if replies.len() == asks.len() + 1 => replies,
             Ok(other) => {
                 let e = Error::unexpected("replica sync", other);
                 return asks.iter().map(|_| Err(e.clone())).collect();
             }
+            Err(e) if refused(&e) => return self.after_refusal(link, asks, e).await,
             Err(e) => return asks.iter().map(|_| Err(e.clone())).collect(),
         };
-        let acked = match replies.last() {
-            Some(Value::Int(acked)) => {
-                u32::try_from(*acked).map_err(|_| Error::unexpected("WAIT", acked))
+        let plan = plan.unwrap_or(Plan::Off);
+        let enough = match replies.last() {
+            Some(Value::ServerError(refusal)) => {
+                let e = Error::unexpected(self.wanted.mode.command(), refusal);
+                return self.after_refusal(link, asks, e).await;
             }
-            other => Err(Error::unexpected("WAIT", other)),
+            Some(reply) => plan.satisfied_by(reply),
+            None => Err(Error::unexpected("replica sync", "no reply")),
         };
         asks.iter()
             .zip(&replies)
-            .map(|(hold, fenced)| match (hold, fenced, &acked) {
+            .map(|(hold, fenced)| match (hold, fenced, &enough) {
                 (_, _, Err(e)) => Err(e.clone()),
                 // The hold is not on this server: nothing confirms it.
-                (Some(_), Value::Int(0), Ok(_)) => Ok(0),
-                (Some(_), Value::Int(1), Ok(acked)) | (None, _, Ok(acked)) => Ok(*acked),
+                (Some(_), Value::Int(0), Ok(_)) => Ok(false),
+                (Some(_), Value::Int(1), Ok(enough)) | (None, _, Ok(enough)) => Ok(*enough),
                 (Some(_), other, Ok(_)) => Err(Error::unexpected("replica sync", other)),
             })
             .collect()
     }
+
+    /// The answers when nothing is sent: confirmed when sync is off (the
+    /// default's, on a server found to refuse `WAIT`), refused with the reason
+    /// when the mode asked for cannot be had.
+    fn answer_without_sync(
+        &self,
+        asks: &[Option<(String, String)>],
+        plan: &std::result::Result<Plan, String>,
+    ) -> Vec<Result<bool>> {
+        asks.iter()
+            .map(|hold| match plan {
+                Ok(_) => Ok(true),
+                Err(reason) => Err(Error::DurabilityUnavailable {
+                    name: hold
+                        .as_ref()
+                        .map(|(name, _)| name.clone())
+                        .unwrap_or_default(),
+                    durability: self.wanted.mode,
+                    reason: reason.clone(),
+                }),
+            })
+            .collect()
+    }
+
+    /// The server refused the sync's command (`e`): asked again what it
+    /// supports, the answers are what that finds, never the raw refusal
+    /// (an "unknown command" says nothing a user can act on).
+    async fn after_refusal(
+        &self,
+        link: &Conn,
+        asks: &[Option<(String, String)>],
+        e: Error,
+    ) -> Vec<Result<bool>> {
+        match self.plan_now(link, true).await {
+            // Still the same plan: the refusal was not about the command.
+            Ok(Plan::On { .. }) => asks.iter().map(|_| Err(e.clone())).collect(),
+            plan => self.answer_without_sync(asks, &plan),
+        }
+    }
+
+    /// The plan for the server `link` reaches: the last one found, unless the
+    /// client's connection changed since, the mode could not be had a while
+    /// ago, or `again` asks for a fresh look.
+    async fn plan_now(&self, link: &Conn, again: bool) -> std::result::Result<Plan, String> {
+        let epoch = self.epoch.now();
+        let fresh = |probed: &Probed| {
+            probed.epoch == epoch && (probed.plan.is_ok() || probed.at.elapsed() < ASK_AGAIN_AFTER)
+        };
+        let started = Instant::now();
+        {
+            let probed = self.probed();
+            if !self.may_sync || (!again && fresh(&probed)) {
+                return probed.plan.clone();
+            }
+        }
+        let _one = self.probing.lock().await;
+        {
+            // Another sync asked while this one queued for the probe.
+            let probed = self.probed();
+            if probed.at > started && fresh(&probed) {
+                return probed.plan.clone();
+            }
+        }
+        let found = match probe(link).await {
+            Ok(support) => match self.wanted.plan(&support, self.auto) {
+                Ok((plan, warning)) => {
+                    if let Some(warning) = warning {
+                        crate::trace::warn_event!("replica sync: {warning}");
+                    }
+                    Ok(plan)
+                }
+                Err(reason) => {
+                    crate::trace::warn_event!("replica sync: {reason}");
+                    Err(reason)
+                }
+            },
+            // Could not ask: the next sync asks again.
+            Err(e) => {
+                crate::trace::debug_event!("replica sync: asking the server what it supports: {e}");
+                return self.probed().plan.clone();
+            }
+        };
+        *self.probed.lock().unwrap_or_else(|p| p.into_inner()) = Probed {
+            plan: found.clone(),
+            epoch,
+            at: Instant::now(),
+        };
+        found
+    }
+
+    fn probed(&self) -> std::sync::MutexGuard<'_, Probed> {
+        self.probed.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
-/// How many replicas must acknowledge each acquire: the configured number, or
-/// (by default) one when the server has replicas connected right now, else none.
-/// Never in cluster mode (WAIT would have to reach the node that took each write).
-/// The second value is a warning when the server could not be asked.
-pub(crate) async fn replicas_to_sync(
-    configured: Option<u32>,
-    conn: &mut Conn,
-) -> (u32, Option<String>) {
-    if conn.is_cluster() {
-        return (0, None);
+/// How replica sync starts on the server `conn` reaches, for `config`: what it
+/// sends after each acquire, with a warning for the user when that is less
+/// than asked. [`Error::Config`] when the server cannot give the durability
+/// asked for (the message says why, and how to fix it). Off in cluster mode
+/// (`WAIT` would have to reach the node that took each write).
+pub(crate) async fn start_on(
+    config: &crate::Config,
+    conn: &Conn,
+) -> Result<(Start, Option<String>)> {
+    let wanted = Wanted {
+        mode: config.durability,
+        replicas: config.replica_sync,
+        timeout: Duration::from_millis(config.effective_replica_sync_timeout_ms()),
+    };
+    let nothing_asked = config.replica_sync == Some(0) && !config.durability.local();
+    if conn.is_cluster() || nothing_asked {
+        let start = Start {
+            wanted,
+            auto: None,
+            plan: Plan::Off,
+            may_sync: false,
+        };
+        return Ok((start, None));
     }
-    if let Some(n) = configured {
-        return (n, None);
-    }
-    let info: redis::RedisResult<String> = redis::cmd("INFO")
-        .arg("replication")
-        .query_async(conn)
-        .await;
-    let connected = info.ok().and_then(|text| {
-        text.lines()
-            .find_map(|l| l.strip_prefix("connected_slaves:"))
-            .and_then(|n| crate::numeral::decimal::<u32>(n.trim()))
-    });
-    match connected {
-        Some(n) => (n.min(1), None),
-        None => (
-            0,
-            Some(
-                "could not read INFO replication: replica sync is off; set \
-                 Config::replica_sync to require replica acknowledgements"
-                    .to_owned(),
-            ),
-        ),
-    }
+    let support = probe(conn).await?;
+    let (plan, warning) = wanted
+        .plan(&support, support.replicas)
+        .map_err(Error::Config)?;
+    // The count is fixed at connect time; only what the server supports may
+    // change (and turn sync on or off).
+    let replicas = config
+        .replica_sync
+        .unwrap_or_else(|| support.replicas.unwrap_or(0).min(1));
+    let start = Start {
+        wanted,
+        auto: support.replicas,
+        plan,
+        may_sync: replicas > 0 || config.durability.local(),
+    };
+    Ok((start, warning))
 }

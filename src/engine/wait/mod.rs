@@ -91,7 +91,7 @@ fn acquire_confirmed<'a>(
         let Some(hold) = primary.await? else {
             return Ok(None);
         };
-        if client.replica_links.replicas() == 0 {
+        if !client.replica_links.is_on() {
             return Ok(Some(hold));
         }
         // Boxed: a waiter's future is as large as its largest state, and this one
@@ -107,7 +107,6 @@ async fn confirm_on_replicas(
     acquirer: &Arc<dyn Acquirer>,
     hold: Hold,
 ) -> Result<Option<Hold>> {
-    let replicas = client.replica_links.replicas();
     // Given back if this future is dropped while waiting for the replicas.
     let mut unconfirmed = {
         let (slot, acquirer, releaser, lease_ms) = (
@@ -127,14 +126,14 @@ async fn confirm_on_replicas(
     };
     // On a connection of its own (see `replication.rs`): the client's other
     // commands do not wait behind this WAIT.
-    let acked = client
+    let confirmed = client
         .replica_links
         .confirm_hold(acquirer.name(), acquirer.count_field())
         .await;
     // Strict: if the client's connection was replaced since the acquire (a
     // reconnect, a Sentinel switch), the hold is not taken as confirmed.
     let same_connection = client.pubsub.connection_epoch() == hold.epoch;
-    if same_connection && matches!(acked, Ok(n) if n >= replicas) {
+    if same_connection && matches!(confirmed, Ok(true)) {
         unconfirmed.disarm();
         return Ok(Some(hold));
     }
@@ -149,12 +148,12 @@ async fn confirm_on_replicas(
         .spawner()
         .run(async move { release_one(&slot, &giver, &releaser, lease_ms).await })
         .await;
-    match (acked, given_back) {
+    match (confirmed, given_back) {
         (_, Ok(Err(e)) | Err(e)) => Err(e),
         (Err(e), _) => Err(e),
         _ => Err(Error::NotReplicated {
             name: acquirer.name().to_owned(),
-            replicas,
+            replicas: client.replica_links.replicas(),
         }),
     }
 }
