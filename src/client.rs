@@ -649,6 +649,64 @@ impl Client {
         crate::inspect::find_deadlocks(&self.inner, pattern).await
     }
 
+    /// Checks the servers behind this client for what in their setup breaks
+    /// locks, and says how to fix each: keys with a TTL evicted under memory
+    /// pressure, the durability of [`Config::durability`](crate::Config::durability)
+    /// and [`Config::replica_sync`](crate::Config::replica_sync) against what
+    /// the server supports, the scripts, keys and channels the ACL allows, a
+    /// cluster's state and slot coverage, sharded pub/sub, the replicas' lag,
+    /// the round trip and server versions with behaviour locks notice. Every
+    /// primary of a cluster is checked. The tool's `redisson-locks doctor`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let checkup = client.checkup().await?;
+    /// for problem in checkup.problems() {
+    ///     eprintln!("{}: {} ({})", problem.node, problem.detail, problem.fix.as_deref().unwrap_or(""));
+    /// }
+    /// assert!(checkup.is_healthy(), "the lock server needs fixing");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Redis`](crate::Error::Redis) when a server cannot be reached;
+    /// a refusal is a finding, not an error.
+    pub async fn checkup(&self) -> Result<crate::inspect::Checkup> {
+        let config = &self.inner.config;
+        self.checkup_for(config.durability, config.replica_sync)
+            .await
+    }
+
+    /// [`checkup`](Client::checkup), the durability checked being
+    /// `durability` with `replica_sync` replicas rather than the client's
+    /// own: the tool connects without asking for any, so that a server that
+    /// cannot give it is a finding, not a refused connection.
+    ///
+    /// ```no_run
+    /// use redisson_locks::Durability;
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let checkup = client.checkup_for(Durability::Aof, Some(1)).await?;
+    /// println!("{}", checkup.is_healthy());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`checkup`](Client::checkup).
+    pub async fn checkup_for(
+        &self,
+        durability: crate::Durability,
+        replica_sync: Option<u32>,
+    ) -> Result<crate::inspect::Checkup> {
+        let wish = crate::inspect::Wish {
+            durability,
+            replica_sync,
+            timeout: std::time::Duration::from_millis(
+                self.inner.config.effective_replica_sync_timeout_ms(),
+            ),
+        };
+        crate::inspect::checkup(&self.inner.conn, wish).await
+    }
+
     /// How many holds the watchdog is renewing right now.
     ///
     /// ```no_run

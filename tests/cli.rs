@@ -1948,3 +1948,78 @@ async fn ctrl_z_at_a_terminal_stops_the_tool_and_its_command_together() {
     stop_and_continue_together(&mut tool_process, command_pid, &go).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_exits_0_on_a_healthy_server_and_6_with_each_problem_and_its_fix() {
+    let healthy = RedisServer::start();
+    let ran = tool(&healthy, &["doctor"]).await;
+    ran.exited(0);
+    assert!(ran.stdout.contains("0 problem(s)"), "{ran:#?}");
+    for check in [
+        "eviction",
+        "durability",
+        "permissions",
+        "round_trip",
+        "version",
+    ] {
+        assert!(ran.stdout.contains(check), "{check}: {ran:#?}");
+    }
+
+    let evicting =
+        RedisServer::start_with(&["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lfu"]);
+    let ran = tool(&evicting, &["doctor"]).await;
+    ran.exited(6);
+    let line = ran
+        .stdout
+        .lines()
+        .position(|l| l.starts_with("PROBLEM") && l.contains("eviction"))
+        .unwrap_or_else(|| panic!("no eviction problem: {ran:#?}"));
+    let fix = ran.stdout.lines().nth(line + 1).unwrap_or_default();
+    assert!(
+        fix.trim_start().starts_with("fix:") && fix.contains("noeviction"),
+        "{ran:#?}"
+    );
+    assert!(ran.stderr.contains("1 problem(s) found"), "{ran:#?}");
+
+    // A durability the server cannot give is a finding, not a refused
+    // connection.
+    let ran = tool(
+        &healthy,
+        &["doctor", "--durability", "aof", "--replicas", "0"],
+    )
+    .await;
+    ran.exited(6);
+    assert!(
+        ran.stdout
+            .lines()
+            .any(|l| l.starts_with("PROBLEM") && l.contains("durability")),
+        "{ran:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_json_lists_each_finding_with_its_verdict() {
+    let server =
+        RedisServer::start_with(&["--maxmemory", "50mb", "--maxmemory-policy", "volatile-lru"]);
+    let ran = tool(&server, &["--json", "doctor"]).await;
+    ran.exited(6);
+    let findings = ran.json()["findings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let eviction = findings
+        .iter()
+        .find(|f| f["check"] == "eviction")
+        .unwrap_or_else(|| panic!("{ran:#?}"));
+    assert_eq!(eviction["verdict"], "problem");
+    assert!(eviction["fix"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("noeviction"));
+    let permissions = findings
+        .iter()
+        .find(|f| f["check"] == "permissions")
+        .unwrap();
+    assert_eq!(permissions["verdict"], "ok");
+    assert!(permissions["fix"].is_null());
+}

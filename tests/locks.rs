@@ -10,6 +10,7 @@ mod locks {
     mod cluster;
     mod config_database;
     mod deadlocks;
+    mod doctor;
     mod durability;
     mod errors;
     mod fair;

@@ -13,8 +13,10 @@
 //! - `glob.rs`: Redis's glob patterns, matched in time linear in the name.
 //! - `rereads.rs`: when a watch or an election observer reads again.
 //! - `force.rs`: freeing whatever holds a name, through each kind's force script.
+//! - `doctor.rs`: a checkup of the servers, for what in their setup breaks locks.
 
 mod deadlocks;
+mod doctor;
 mod force;
 mod glob;
 mod look;
@@ -29,6 +31,8 @@ use serde::Serialize;
 pub use crate::engine::identity::Identity;
 pub use deadlocks::DeadlockScan;
 pub(crate) use deadlocks::{find_all as find_deadlocks, GraphWalker};
+pub(crate) use doctor::{checkup, Wish};
+pub use doctor::{Checkup, Finding, Verdict};
 pub(crate) use force::force_unlock;
 pub(crate) use look::{inspect, inspect_holders, scan};
 pub use look::{Scanned, Watch, MAX_SCAN};

@@ -35,17 +35,12 @@ pub(crate) struct Support {
     pub(crate) replicas: Option<u32>,
 }
 
-/// Asks the server `conn` reaches what it supports. `Err` only when it could
-/// not be asked (the connection failed): a refusal is an answer.
-pub(crate) async fn probe(conn: &Conn) -> Result<Support, Error> {
-    let ask = |cmd: redis::Cmd| {
-        let mut conn = conn.clone();
-        async move {
-            cmd.query_async::<Value>(&mut conn)
-                .await
-                .map_err(Error::redis)
-        }
-    };
+/// Asks the server `conn` reaches (in a cluster, the primary serving `slot`)
+/// what it supports. `Err` only when it could not be asked (the connection
+/// failed): a refusal is an answer.
+pub(crate) async fn probe(conn: &Conn, slot: Option<u16>) -> Result<Support, Error> {
+    let ask =
+        |cmd: redis::Cmd| async move { conn.query_on(slot, &cmd).await.map_err(Error::redis) };
     let mut wait = redis::cmd("WAIT");
     wait.arg(0).arg(0);
     let mut waitaof = redis::cmd("WAITAOF");

@@ -449,7 +449,7 @@ impl Inner {
                 return probed.plan.clone();
             }
         }
-        let found = match probe(link).await {
+        let found = match probe(link, None).await {
             Ok(support) => match self.wanted.plan(&support, self.auto) {
                 Ok((plan, warning)) => {
                     if let Some(warning) = warning {
@@ -505,7 +505,7 @@ pub(crate) async fn start_on(
         };
         return Ok((start, None));
     }
-    let support = probe(conn).await?;
+    let support = probe(conn, None).await?;
     let (plan, warning) = wanted
         .plan(&support, support.replicas)
         .map_err(Error::Config)?;

@@ -15,7 +15,7 @@ who holds what, for how long, and who waits. It reads what Java Redisson and
 Rust redisson-locks clients write alike. And run a command while holding a
 lock, a permit or leadership, from a shell script, a cron job or a deploy step.
 
-`list`, `show`, `watch` and `deadlocks` only look: they connect with announce off (no
+`list`, `show`, `watch`, `deadlocks` and `doctor` only look: they connect with announce off (no
 identity key is written) under the client name \"redisson-locks-cli\".
 `force-unlock` asks first. `run`, `run-permit` and `elect` take what they are
 named for, as any client of the library would, and give it back when the
@@ -47,6 +47,7 @@ Exit codes:
   4  force-unlock: not confirmed (answered no, or stdin is not a terminal and
      --yes is absent)
   5  deadlocks: at least one cycle of waits was found
+  6  doctor: at least one problem was found
   run, run-permit, elect: the command's own exit status, or 128+N when it died
   of signal N; and these of the tool's own:
   123  the hold was lost while the command ran (lease lost, term over, forced
@@ -139,6 +140,38 @@ Examples:
         /// A Redis glob over lock names: `*` any run of characters.
         #[arg(default_value = "*")]
         pattern: String,
+    },
+    /// Check the server for what in its setup breaks locks, and how to fix it
+    ///
+    /// The eviction policy, the durability asked for against what the server
+    /// supports, the scripts, keys and channels the ACL allows, a cluster's
+    /// state and slot coverage, sharded pub/sub, the replicas' lag, the round
+    /// trip and server versions with behaviour locks notice; on every primary
+    /// of a cluster, or the primary a Sentinel set names.
+    #[command(after_help = "\
+Each finding is one line: OK, ADVICE (works, with a risk or cost worth
+knowing) or PROBLEM (breaks locks: a second owner, a lost hold, a refused
+command), with the server it is about and, for the last two, how to fix it.
+Exits with 6 when a problem is found, 0 when none is (advice alone is 0).
+Nothing is written but one script in the script cache and a message to a
+channel nobody hears.
+With --json: {\"findings\": [{\"check\", \"node\", \"verdict\", \"detail\", \"fix\"}, ...]}.
+
+Examples:
+  redisson-locks doctor
+  redisson-locks --config redisson.yaml doctor --durability aof --replicas 1
+  redisson-locks --json doctor | jq '.findings[] | select(.verdict != \"ok\")'")]
+    Doctor {
+        /// The durability to check the server for: `replicas` (WAIT, the
+        /// default), `aof` (WAITAOF 1 n: the primary's file too), or
+        /// `replica-aof` (WAITAOF 0 n).
+        #[arg(long, value_parser = ["replicas", "aof", "replica-aof"], default_value = "replicas")]
+        durability: String,
+        /// How many replicas must acknowledge each acquire (default: the
+        /// config file's `checkLockSyncedSlaves`, else one where the server
+        /// has any).
+        #[arg(long)]
+        replicas: Option<u32>,
     },
     /// Show everything about one name
     ///
@@ -481,7 +514,8 @@ mod tests {
             Some(Code::Usage) => Some(Code::NotFound),
             Some(Code::NotFound) => Some(Code::NotConfirmed),
             Some(Code::NotConfirmed) => Some(Code::DeadlockFound),
-            Some(Code::DeadlockFound) => Some(Code::HoldLost),
+            Some(Code::DeadlockFound) => Some(Code::NeedsFixing),
+            Some(Code::NeedsFixing) => Some(Code::HoldLost),
             Some(Code::HoldLost) => Some(Code::NotAcquired),
             Some(Code::NotAcquired) => Some(Code::ToolFailed),
             Some(Code::ToolFailed) => Some(Code::CannotExecute),
@@ -622,6 +656,14 @@ mod tests {
                 Code::DeadlockFound as u8
             )),
             "{deadlocks}"
+        );
+        let doctor = help("doctor");
+        assert!(
+            doctor.contains(&format!(
+                "Exits with {} when a problem is found",
+                Code::NeedsFixing as u8
+            )),
+            "{doctor}"
         );
         let show = help("show");
         assert!(

@@ -17,13 +17,24 @@ const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 const CLIENT_NAME: &str = "redisson-locks-cli";
 
 /// A client connected as `connection` says; a failure names the server.
+/// With it, the replica sync the configuration asked for (`replica_sync`).
 ///
 /// A client that only looks (`holds` false) does not announce itself, so
 /// that looking at a lock leaves no key behind (and needs no write access).
 /// One that takes a lock for a command announces itself as any client of the
 /// library does, so that `show` names the holder: this host, this pid.
-pub(crate) async fn connect(connection: &Connection, holds: bool) -> Result<Client, Failure> {
+/// `without_sync`: the client asks for no replica sync (the doctor checks
+/// the one asked for instead of failing to connect without it).
+pub(crate) async fn connect(
+    connection: &Connection,
+    holds: bool,
+    without_sync: bool,
+) -> Result<(Client, Option<u32>), Failure> {
     let (mut config, target) = config_of(connection)?;
+    let wanted_sync = config.replica_sync;
+    if without_sync {
+        config.replica_sync = Some(0);
+    }
     config.announce = holds;
     config.client_name = Some(CLIENT_NAME.to_owned());
     let client = Client::connect(config).await.map_err(|e| {
@@ -35,7 +46,7 @@ pub(crate) async fn connect(connection: &Connection, holds: bool) -> Result<Clie
     for warning in client.warnings() {
         note(&format!("redisson-locks: warning: {warning}"));
     }
-    Ok(client)
+    Ok((client, wanted_sync))
 }
 
 /// The configuration `connection` names, and the server as messages call it

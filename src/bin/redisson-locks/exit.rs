@@ -20,6 +20,8 @@ pub(crate) enum Code {
     NotConfirmed = 4,
     /// `deadlocks` found at least one cycle of waits.
     DeadlockFound = 5,
+    /// `doctor` found at least one problem.
+    NeedsFixing = 6,
     /// A name no lock can have (empty, too long), a `--grace` that cannot
     /// end before the hold does: a wrong command line, as clap's own 2.
     Usage = 2,

@@ -7,8 +7,8 @@
 //!
 //! - `args.rs`: the command line and its help.
 //! - `connect.rs`: a URL or a Redisson file, to a client that holds nothing.
-//! - `list.rs`, `show.rs`, `watch.rs`, `deadlocks.rs`, `force.rs`: one command
-//!   each.
+//! - `list.rs`, `show.rs`, `watch.rs`, `deadlocks.rs`, `force.rs`,
+//!   `doctor.rs`: one command each.
 //! - `run.rs`, `permit.rs`, `elect.rs`: a command run while holding a lock, a
 //!   permit, leadership; `child.rs`: what it runs under, taken and given
 //!   back; `supervise.rs`: its process group, its signals, the terminal, and
@@ -27,6 +27,7 @@ mod child;
 mod connect;
 mod deadline;
 mod deadlocks;
+mod doctor;
 mod elect;
 mod escape;
 mod exit;
@@ -96,13 +97,20 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     } else {
         Code::Failed
     };
-    let client = connect::connect(&cli.connection, holds)
+    // The doctor connects asking for no durability, so that a server that
+    // cannot give it is a finding, not a refused connection.
+    let doctor = matches!(cli.command, Command::Doctor { .. });
+    let (client, wanted_sync) = connect::connect(&cli.connection, holds, doctor)
         .await
         .map_err(|f| f.with_code(failed))?;
     let json = cli.json;
     let result = match &cli.command {
         Command::List { pattern } => list::run(&client, pattern, json).await,
         Command::Deadlocks { pattern } => deadlocks::run(&client, pattern, json).await,
+        Command::Doctor {
+            durability,
+            replicas,
+        } => doctor::run(&client, durability, replicas.or(wanted_sync), json).await,
         Command::Show { name } => show::run(&client, name, json).await,
         Command::Watch {
             name,
