@@ -135,7 +135,7 @@
 //! | `yaml` | no | `Config::from_yaml`, reading Redisson's YAML config file. |
 //! | `serde` | no | `serde::Deserialize` for `Config`, to embed it in a service's own config. |
 //! | `metrics` | no | Wait and hold histograms, counters and gauges through the [`metrics`](https://docs.rs/metrics) facade. |
-//! | `cli` | no | The `redisson-locks` command-line tool: `list`, `show`, `watch`, `deadlocks`, `force-unlock`, `run`, `run-permit`, `elect` (with `yaml` and `tls`). |
+//! | `cli` | no | The `redisson-locks` command-line tool: `list`, `show`, `watch`, `deadlocks`, `doctor`, `force-unlock`, `run`, `run-permit`, `elect` (with `yaml` and `tls`). |
 //! | `test-util` | no | `redisson_locks::testing`: a throwaway server for your own tests, and faults aimed at your locks. |
 //! | `measure-heuristics` | no | A measuring hook, not for production: `REDISSON_LOCKS_WITHOUT=name,...` switches engine heuristics off (the repository's `BENCHMARKS.md`). |
 //!
