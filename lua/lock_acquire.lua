@@ -1,4 +1,4 @@
--- Reentrant lock: acquire or re-enter.
+-- Reentrant lock: acquire or re-enter. (order_common.lua is prepended.)
 --
 -- KEYS[1]  the lock hash (the user's lock name)
 -- KEYS[2]  (optional) a first attempt's or single try's: the turn,
@@ -38,40 +38,12 @@ end
 local keep, joined = ARGV[4], ARGV[5] == '1'
 local client = string.match(owner, '^[^:]*')
 
--- Busy: a waiter's client joins the order (at its tail; first again if its
--- turn was named and someone else took the lock first), and learns how many
--- clients are ahead. `pause` is the sleep bound.
-local function busy(pause)
-    if not order then
-        return pause
-    end
-    if redis.call('get', turn) == client then
-        local first = redis.call('zrange', order, 0, 0, 'WITHSCORES')
-        local score = first[2] and tonumber(first[2]) - 1 or 0
-        redis.call('zadd', order, string.format('%.0f', score), client)
-    else
-        local now = redis.call('time')
-        redis.call('zadd', order, 'NX', now[1] .. string.format('%06d', now[2]), client)
-    end
-    redis.call('pexpire', order, keep)
-    return {pause, redis.call('zrank', order, client)}
-end
-
 -- Free: the first hold, with exactly this lease, unless another client's turn
--- keeps it a while: then sleep to the turn's end at most (if the client named
--- never comes, nothing else announces that the lock is free).
+-- keeps it a while.
 if redis.call('exists', lock) == 0 then
-    if turn then
-        local named = redis.call('get', turn)
-        if named and named ~= client then
-            return busy(redis.call('pttl', turn))
-        end
-        if named then
-            redis.call('del', turn)
-        end
-        if joined then
-            redis.call('zrem', order, client)
-        end
+    local kept = order_turn_keeps(order, turn, client, joined)
+    if kept then
+        return order_busy(order, turn, client, keep, kept)
     end
     redis.call('hincrby', lock, owner, 1)
     redis.call('pexpire', lock, lease)
@@ -92,4 +64,4 @@ if redis.call('hexists', lock, owner) == 1 then
 end
 
 -- Held by someone else.
-return busy(redis.call('pttl', lock))
+return order_busy(order, turn, client, keep, redis.call('pttl', lock))

@@ -1,4 +1,4 @@
--- Reentrant lock: release one hold.
+-- Reentrant lock: release one hold. (order_common.lua is prepended.)
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the unlock channel, redisson_lock__channel:{name}
@@ -32,19 +32,12 @@ if remaining > 0 then
     return 0
 end
 
--- Last hold gone: free the lock and wake one waiter. If the message reached
--- anyone, the first client in the order (if any) is named for the turn: its
--- waiter, woken by this message, is the one that tries. (A client in the order
--- listens: nobody listening, nobody waits, and nothing more is done.)
+-- Last hold gone: free the lock and wake one waiter; if the message reached
+-- anyone, the first client in the order is named for the turn.
 redis.call('del', lock)
 local woken = 0
 if publish ~= '' then
     woken = redis.call(publish, channel, message)
 end
-if order and woken > 0 then
-    local first = redis.call('zpopmin', order)
-    if first[1] then
-        redis.call('set', turn, first[1], 'PX', turn_ms)
-    end
-end
+order_name_next(order, turn, turn_ms, woken)
 return 1 + woken

@@ -1,4 +1,5 @@
--- Read-write lock: release one write hold. (rw_common.lua is prepended.)
+-- Read-write lock: release one write hold. (rw_common.lua and order_common.lua
+-- are prepended.)
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the channel, redisson_rwlock:{name}
@@ -7,6 +8,10 @@
 -- ARGV[3]  owner field
 -- ARGV[4]  the publish command
 -- ARGV[5]  the unlock message ("0"), published after ARGV[1]
+-- KEYS[3]  (optional) the order of waiting clients, {name}:rl-waiters (see
+--          order_common.lua)
+-- KEYS[4]  (with KEYS[3]) the turn, {name}:rl-turn
+-- ARGV[6]  (with KEYS[3]) how long the turn lasts, in milliseconds
 --
 -- Both messages go out whenever waiters may proceed: "1" wakes every waiter that
 -- is asleep right now; "0" also leaves a Redisson (Java) waiter a wake-up it keeps
@@ -18,9 +23,9 @@
 --        clients the unlock message reached when it is free (as lock_release's:
 --        more than 1 tells the releasing client that a waiter was woken).
 
-local lock, channel = KEYS[1], KEYS[2]
+local lock, channel, order, turn = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local message, lease, owner, publish = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local kept = ARGV[5]
+local kept, turn_ms = ARGV[5], ARGV[6]
 local writer = owner .. ':write'
 
 if redis.call('hget', lock, 'mode') ~= 'write' or redis.call('hexists', lock, writer) == 0 then
@@ -36,7 +41,11 @@ redis.call('hdel', lock, writer)
 if redis.call('hlen', lock) == 1 then
     redis.call('del', lock)
     redis.call(publish, channel, message)
-    return 1 + redis.call(publish, channel, kept)
+    -- If the message reached anyone, the first client in the order takes
+    -- its turn (see order_common.lua).
+    local woken = redis.call(publish, channel, kept)
+    order_name_next(order, turn, turn_ms, woken)
+    return 1 + woken
 end
 
 -- The owner still holds reads: the downgrade is complete. Waiting readers may

@@ -249,8 +249,14 @@ async fn alternate(
     trivial: redis::Script,
     lock: RLock,
 ) -> Result<(u32, [Duration; 3]), String> {
-    let acquire = redis::Script::new(include_str!("../../lua/lock_acquire.lua"));
-    let release = redis::Script::new(include_str!("../../lua/lock_release.lua"));
+    let acquire = redis::Script::new(concat!(
+        include_str!("../../lua/order_common.lua"),
+        include_str!("../../lua/lock_acquire.lua")
+    ));
+    let release = redis::Script::new(concat!(
+        include_str!("../../lua/order_common.lua"),
+        include_str!("../../lua/lock_release.lua")
+    ));
     let raw_name = format!("lockbench:raw:{}", uuid::Uuid::new_v4().simple());
     let raw_channel = format!("redisson_lock__channel:{{{raw_name}}}");
     // As the library sends them: the acquire honours a turn, the release

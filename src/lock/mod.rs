@@ -1,5 +1,6 @@
 //! The lock kinds: thin adapters over the wait engine and the watchdog.
 
+mod client_order;
 mod fair;
 mod fenced;
 mod fenced_store;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::transport::conn::Conn;
 
+use super::client_order::ClientOrder;
 use super::kind::LockKind;
 use super::rlock::RLock;
 use crate::engine::contract::RenewKind;
@@ -172,12 +173,13 @@ impl LockKind for WriteSide {
         wait: Wait,
     ) -> Arc<dyn Acquirer> {
         // Refuse, rather than wait on itself, an upgrade without a time limit.
-        Arc::new(WriteOps::new(
+        let ops = WriteOps::new(
             name.clone(),
             owner,
             matches!(wait, Wait::Forever),
             self.labels(client, name),
-        ))
+        );
+        Arc::new(ops.ordered(client))
     }
 
     fn kind(&self) -> Kind {
@@ -271,6 +273,9 @@ pub(crate) struct WriteOps {
     field: String,
     /// Refuse, rather than wait on itself, when the owner holds a read.
     refuse_upgrade: bool,
+    /// Its waiters' part in the lock's order of waiting clients (see
+    /// [`WriteOps::ordered`]).
+    order: ClientOrder,
 }
 
 impl WriteOps {
@@ -279,7 +284,18 @@ impl WriteOps {
             field: writer_field(&owner),
             target: rw_target(name, owner, labels),
             refuse_upgrade,
+            order: ClientOrder::none(),
         }
+    }
+
+    /// Its waiters wait in the lock's order of this crate's clients, as the
+    /// reentrant lock's do, and its releases name the first for a turn (see
+    /// `client_order.rs`): a write release's two messages are answered by one
+    /// client's attempt. Readers keep no order. Not with the heuristic
+    /// `waiter_order` switched off.
+    pub(crate) fn ordered(mut self, client: &Engine) -> Self {
+        self.order = ClientOrder::of(client, self.name());
+        self
     }
 }
 
@@ -303,6 +319,7 @@ impl Acquirer for WriteOps {
     fn waits(&self) -> Waits {
         Waits {
             local_line: true,
+            ordered: self.order.is_kept(),
             ..Waits::LISTENING
         }
     }
@@ -311,23 +328,26 @@ impl Acquirer for WriteOps {
         self: Arc<Self>,
         mut conn: Conn,
         lease_ms: u64,
-        _queue: bool,
+        queue: bool,
     ) -> BoxFuture<Result<Outcome>> {
         Box::pin(async move {
+            let (order, place) = self.order.before_attempt(self.owner(), queue);
             let reply = scripts::write_acquire(
                 &mut conn,
                 self.name(),
                 lease_ms,
                 self.owner(),
                 self.refuse_upgrade,
+                order,
             )
             .await?;
-            if reply == Some(HOLDS_READ) {
+            if reply.is_some_and(|busy| busy.ttl == HOLDS_READ) {
                 return Err(Error::WouldDeadlock {
                     name: self.name().to_owned(),
                     reason: crate::engine::self_wait::UPGRADE_REFUSED.to_owned(),
                 });
             }
+            self.order.attempted(queue, place, reply.is_some());
             Ok(plain(reply))
         })
     }
@@ -340,8 +360,23 @@ impl Acquirer for WriteOps {
                 self.channel(),
                 lease_ms,
                 self.owner(),
+                self.order.sent(self.owner()),
             )
             .await
+        })
+    }
+
+    /// Leaves the lock's order of waiting clients (a waiter that gave up),
+    /// as the reentrant lock's waiters do.
+    fn abandon(self: Arc<Self>, mut conn: Conn) -> BoxFuture<Result<()>> {
+        Box::pin(async move {
+            match self.order.left(self.owner()) {
+                Some(order) => {
+                    let (name, channel) = (self.name(), self.channel());
+                    scripts::lock_leave_order(&mut conn, name, channel, order).await
+                }
+                None => Ok(()),
+            }
         })
     }
 }

@@ -746,6 +746,12 @@ impl Subscription {
             .is_some_and(|since| since <= sent)
     }
 
+    /// How many unlock messages (`"0"`) its lock's channel carried so far
+    /// (see [`Wakeups::unlocks`]).
+    pub(crate) fn unlocks_heard(&self) -> u64 {
+        self.wakeups.unlocks.load(Ordering::SeqCst)
+    }
+
     /// A future that completes on the next wake-up for this channel. Call
     /// `enable()` on it before the acquire attempt so no wake-up in between is lost.
     pub(crate) fn notified(&self) -> Notified<'_> {

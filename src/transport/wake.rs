@@ -28,11 +28,20 @@ pub(crate) struct Wakeups {
     /// wait for a message or for their turn to poll, so the lock is polled once
     /// per client, not once per waiter.
     pub(crate) poller: Arc<tokio::sync::Mutex<()>>,
+    /// How many unlock messages (`"0"`) the channel carried so far: a waiter
+    /// in its lock's order of clients counts releases by it, one `"0"` each
+    /// whatever else a release publishes (a write release's `"1"` before
+    /// it), and however its wake-ups were merged.
+    pub(crate) unlocks: std::sync::atomic::AtomicU64,
 }
 
 impl Wakeups {
     /// Applies one message to this lock's waiters.
     pub(crate) fn deliver(&self, payload: Option<&str>, waiters: [usize; CLASSES]) {
+        if payload == Some(UNLOCK_MESSAGE) {
+            self.unlocks
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         let [exclusive, shared, counted, all] = waiters;
         if counted > 0 {
             // A semaphore's message is the number of permits now available:

@@ -439,6 +439,7 @@ async fn behind_vanished(
     server: &RedisServer,
     name: &str,
     vanished: usize,
+    lock_of: fn(&Client, &str) -> redisson_locks::RLock,
 ) -> (
     Client,
     Client,
@@ -447,9 +448,9 @@ async fn behind_vanished(
 ) {
     let holder = client_rechecking(server, NO_RECHECK).await;
     let waiter = client_rechecking(server, NO_RECHECK).await;
-    let held = holder.get_lock(name).unwrap().lock().await.unwrap();
+    let held = lock_of(&holder, name).lock().await.unwrap();
     vanished_first(server, name, vanished).await;
-    let took = takes(waiter.get_lock(name).unwrap());
+    let took = takes(lock_of(&waiter, name));
     assert!(
         eventually(T, || async {
             order_of(server, name).await.len() == vanished + 1
@@ -471,13 +472,32 @@ async fn behind_vanished(
 async fn a_waiter_behind_a_client_that_vanished_from_the_order_takes_the_lock() {
     let name = "live-order-vanished";
     let server = RedisServer::start();
-    let (_holder, _waiter, held, took) = behind_vanished(&server, name, 1).await;
+    let (_holder, _waiter, held, took) = behind_vanished(&server, name, 1, reentrant).await;
     released_to(held, took).await;
     // The waiter left the order as it took the lock; the vanished client's
     // entry stays until a release names it (the waiter's own may have) or
     // the order expires.
     let left = order_of(&server, name).await;
     assert!(left.iter().all(|m| m == "vanished-0"), "{left:?}");
+}
+
+/// The same for a write lock, whose release publishes `"1"` and then `"0"`:
+/// the waiter counts releases (its `"0"`s), not messages, behind two
+/// vanished clients, and takes the lock on the third release's turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_waiter_behind_clients_that_vanished_from_the_order_takes_the_lock() {
+    let name = "live-order-vanished-write";
+    let server = RedisServer::start();
+    let (_holder, _waiter, held, took) = behind_vanished(&server, name, 2, writer).await;
+    released_to(held, took).await;
+}
+
+fn reentrant(client: &Client, name: &str) -> redisson_locks::RLock {
+    client.get_lock(name).unwrap()
+}
+
+fn writer(client: &Client, name: &str) -> redisson_locks::RLock {
+    client.get_read_write_lock(name).unwrap().write_lock()
 }
 
 /// `waiter_order`: a waiter counting the releases before its client's turn
@@ -489,7 +509,7 @@ async fn a_waiter_behind_a_client_that_vanished_from_the_order_takes_the_lock() 
 async fn a_waiter_counting_the_releases_ahead_tries_after_a_cut() {
     let name = "live-order-cut";
     let server = RedisServer::start();
-    let (_holder, _waiter, held, took) = behind_vanished(&server, name, 3).await;
+    let (_holder, _waiter, held, took) = behind_vanished(&server, name, 3, reentrant).await;
     // The release names the first vanished client; the waiter counts it.
     held.unlock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;

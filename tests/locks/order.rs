@@ -1,5 +1,5 @@
-//! A reentrant lock's order of waiting clients (`lock_acquire.lua`): this
-//! crate's clients wait for a contended reentrant lock in arrival order, a
+//! A lock's order of waiting clients (`order_common.lua`): this crate's
+//! clients wait for a contended reentrant lock (or write lock) in arrival order, a
 //! release names the first for a short turn, and a Redisson client, which
 //! never reads the order, keeps its own behaviour. The liveness of its skips
 //! (a client named that never comes, a count cut by a reconnect) is in
@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use redisson_locks::Client;
+use redisson_locks::{Client, RLock};
 
 use crate::support::{eventually, within, RedisServer};
 
@@ -26,16 +26,31 @@ async fn order_len(server: &RedisServer, name: &str) -> usize {
 /// acquisition, made at once, joins the tail instead of taking the lock again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_take_a_contended_lock_in_the_order_they_came() {
-    let name = "order-fifo";
+    in_arrival_order("order-fifo", |client, name| client.get_lock(name).unwrap()).await;
+}
+
+/// The same for a read-write lock's writers, whose release publishes two
+/// messages (`"1"`, then `"0"`): each counts as one release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_take_a_contended_write_lock_in_the_order_they_came() {
+    in_arrival_order("order-fifo-write", |client, name| {
+        client.get_read_write_lock(name).unwrap().write_lock()
+    })
+    .await;
+}
+
+/// Five clients, four of which come one after another to `name` (the lock
+/// `lock_of` gives) held by the first, take it in arrival order, twice.
+async fn in_arrival_order(name: &str, lock_of: fn(&Client, &str) -> RLock) {
     let server = RedisServer::start();
     let mut clients: Vec<Client> = Vec::new();
     for _ in 0..5 {
         clients.push(server.client().await);
     }
-    let held = clients[0].get_lock(name).unwrap().lock().await.unwrap();
+    let held = lock_of(&clients[0], name).lock().await.unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     for (i, client) in clients.iter().enumerate().skip(1) {
-        let lock = client.get_lock(name).unwrap();
+        let lock = lock_of(client, name);
         let tx = tx.clone();
         tokio::spawn(async move {
             for round in 0..2 {

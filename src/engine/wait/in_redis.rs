@@ -443,6 +443,7 @@ impl<'a> InRedis<'a> {
                 None => NEVER.notified(),
             });
             woken.as_mut().enable();
+            sleeper.attempt_sent(subscription.as_ref());
             let mut told = std::pin::pin!(self.heir.map(|heir| heir.notified()));
             if let Some(told) = told.as_mut().as_pin_mut() {
                 told.enable();

@@ -17,7 +17,7 @@ use crate::transport::scripts::{Busy, BusyTtl};
 /// How long a waiter that a release made first in its lock's order of clients
 /// sleeps, at most, before it tries: the turn the next release names it for
 /// comes with a message, but if the client named before it never came, its
-/// turn ends (`lock/reentrant.rs`'s `TURN`) with nobody trying and no message;
+/// turn ends (`lock/client_order.rs`'s `TURN`) with nobody trying and no message;
 /// a little longer than a turn, so that it finds that turn over.
 const NEXT_IN_TURN_AT_MOST: Duration = Duration::from_millis(25);
 
@@ -113,6 +113,10 @@ pub(super) struct Sleeper {
     /// message announces (a `DEL`, a message lost with a connection or a
     /// server's push) costs at most this, not the lease the pause came from.
     recheck: Duration,
+    /// The unlock messages its channel had carried when the attempt before
+    /// this sleep was sent ([`attempt_sent`](Sleeper::attempt_sent)): a
+    /// waiter behind clients counts the releases since.
+    heard_before: u64,
 }
 
 impl Sleeper {
@@ -121,7 +125,14 @@ impl Sleeper {
             poll_turn: None,
             poll_backoff: NO_TTL_POLL_FIRST,
             recheck,
+            heard_before: 0,
         }
+    }
+
+    /// An attempt is about to be sent, listening on `subscription`: the
+    /// releases a waiter behind clients counts are those after this.
+    pub(super) fn attempt_sent(&mut self, subscription: Option<&Subscription>) {
+        self.heard_before = subscription.map_or(0, Subscription::unlocks_heard);
     }
 
     /// How to sleep after `pause`: for a known length, or, while another
@@ -195,7 +206,8 @@ impl Sleeper {
                 if tokio::time::timeout_at(until, woken).await.is_err() {
                     return Slept { woken: false, at };
                 }
-                let woken = behind(ahead, sent, subscription, until, due).await;
+                let woken =
+                    behind(ahead, (self.heard_before, sent), subscription, until, due).await;
                 Slept { woken, at }
             }
         }
@@ -203,27 +215,37 @@ impl Sleeper {
 }
 
 /// A waiter `ahead` places behind in its lock's order of clients (its
-/// attempt sent at `sent`), just woken by a message: sleeps through the
-/// messages before its client's turn, until `until` at most. `true` when a
-/// message makes it try, `false` when the time does.
+/// attempt sent at `sent`, when its channel had carried `heard_before` unlock
+/// messages), just woken by a message: sleeps through the releases before
+/// its client's turn, until `until` at most. `true` when a message makes it
+/// try, `false` when the time does.
 ///
-/// A message is one release, which named the first client in the order: one
-/// fewer ahead. Counting is trusted only while the channel stands confirmed
-/// since before the attempt (no reconnect, no new SUBSCRIBE since: every
-/// message reached this client); a message after that makes it try. A client
-/// ahead that gives up publishes as it leaves (`lock_leave_order.lua`), so the
-/// count stays one per client ahead. A count that is off costs little: too
-/// low, an attempt that finds the lock taken and tells the place again; too
-/// high by one (a client ahead took the lock out of its turn), the wait for
-/// the next release, and [`NEXT_IN_TURN_AT_MOST`] once it counts itself
-/// first.
+/// A release is one unlock message (`"0"`), counted on the channel (a write
+/// release's `"1"` before it is not a release, and wake-ups merged by the
+/// notifier are not lost to the count), and it named the first client in
+/// the order: one fewer ahead. Once `ahead` came, this client is first: the
+/// next makes it try, or [`NEXT_IN_TURN_AT_MOST`] does; one before that,
+/// twice that does (two clients ahead that vanished, each named by a release
+/// and never coming, would otherwise leave the lock free with no release to
+/// come: a chain of three or more costs a re-check). Counting is trusted
+/// only while the channel stands confirmed since before the attempt (no
+/// reconnect, no new SUBSCRIBE since: every message reached this client); a
+/// message after that makes it try. A client ahead that gives up publishes
+/// as it leaves (`lock_leave_order.lua`), so the count stays one per client
+/// ahead. A count that is off costs little: too low (a release processed
+/// before the attempt and heard after it; a reader's release), an attempt
+/// that finds the lock taken and tells the place again; too high by one (a
+/// client ahead took the lock out of its turn), the wait for the next
+/// release, and [`NEXT_IN_TURN_AT_MOST`] once it counts itself first.
 async fn behind(
-    mut ahead: u32,
-    sent: Instant,
+    ahead: u32,
+    (heard_before, sent): (u64, Instant),
     subscription: &Subscription,
     mut until: Instant,
     due: impl Fn(Instant),
 ) -> bool {
+    // The count at which the last try-by bound was set.
+    let mut bounded_at = None;
     loop {
         // Armed before anything is decided: a wake-all (a reconnect) between
         // two messages is not missed.
@@ -232,9 +254,18 @@ async fn behind(
         if ahead == 0 || !subscription.confirmed_before(sent) {
             return true;
         }
-        ahead -= 1;
-        if ahead == 0 {
-            until = until.min(Instant::now() + NEXT_IN_TURN_AT_MOST);
+        let heard = subscription.unlocks_heard().saturating_sub(heard_before);
+        let Some(still_ahead) = u64::from(ahead).checked_sub(heard) else {
+            // Its own turn's release came.
+            return true;
+        };
+        // First now (or second): if the client named (or the one before
+        // this one) never comes, no release follows; this one tries once
+        // that turn (or those two) would be over.
+        if still_ahead <= 1 && bounded_at != Some(heard) {
+            bounded_at = Some(heard);
+            let turns = u32::try_from(still_ahead + 1).unwrap_or(2);
+            until = until.min(Instant::now() + NEXT_IN_TURN_AT_MOST * turns);
             due(until);
         }
         if tokio::time::timeout_at(until, next).await.is_err() {

@@ -4,8 +4,8 @@
 use super::*;
 use crate::transport::keys;
 
-lua_script!(LOCK_ACQUIRE, "lock_acquire.lua");
-lua_script!(LOCK_RELEASE, "lock_release.lua");
+lua_script!(LOCK_ACQUIRE, "order_common.lua" + "lock_acquire.lua");
+lua_script!(LOCK_RELEASE, "order_common.lua" + "lock_release.lua");
 lua_script!(LOCK_FORCE_RELEASE, "lock_force_release.lua");
 lua_script!(LOCK_RENEW, "lock_renew.lua");
 lua_script!(LOCK_LEAVE_ORDER, "lock_leave_order.lua");
@@ -27,6 +27,19 @@ pub(crate) async fn lock_acquire(
 ) -> Result<Option<Busy>> {
     let mut invocation = LOCK_ACQUIRE.key(name);
     invocation.arg(lease_ms).arg(owner).arg(reentry.flag());
+    with_order(&mut invocation, name, order);
+    let reply = call(conn, name, &invocation).await?;
+    if let Some(busy) = ordered_busy("lock acquire", &reply) {
+        return busy.map(Some);
+    }
+    let reply = decode_acquire("lock acquire", reply)?;
+    Ok(refuse_reentry(name, owner, reply)?.map(Busy::from))
+}
+
+/// Adds an attempt's part of `name`'s order of waiting clients to an acquire
+/// that keeps one (see `order_common.lua`): the turn alone, or a waiter's
+/// order, turn, how long the order lives and whether it joined.
+pub(super) fn with_order(invocation: &mut ScriptCall<'_>, name: &str, order: Option<InOrder>) {
     match order {
         None => {}
         Some(InOrder::TurnOnly) => {
@@ -40,19 +53,36 @@ pub(crate) async fn lock_acquire(
                 .arg(if joined { "1" } else { "0" });
         }
     }
-    let reply = match call(conn, name, &invocation).await? {
-        Value::Array(items) => match items.as_slice() {
-            [Value::Int(ttl), Value::Int(ahead)] => {
-                return Ok(Some(Busy {
-                    ttl: *ttl,
-                    ahead: u32::try_from(*ahead).ok(),
-                }))
-            }
-            other => return Err(Error::unexpected("lock acquire", other)),
-        },
-        other => decode_acquire("lock acquire", other)?,
+}
+
+/// A waiter's busy reply, `{bound, clients ahead}`; `None` for any other
+/// reply (the caller decodes it).
+pub(super) fn ordered_busy(operation: &'static str, reply: &Value) -> Option<Result<Busy>> {
+    let Value::Array(items) = reply else {
+        return None;
     };
-    Ok(refuse_reentry(name, owner, reply)?.map(Busy::from))
+    Some(match items.as_slice() {
+        [Value::Int(ttl), Value::Int(ahead)] => Ok(Busy {
+            ttl: *ttl,
+            ahead: u32::try_from(*ahead).ok(),
+        }),
+        other => Err(Error::unexpected(operation, other)),
+    })
+}
+
+/// Adds `order` to a release that frees the lock (see `order_common.lua`):
+/// the first client in it is named for a turn.
+pub(super) fn with_release_order(
+    invocation: &mut ScriptCall<'_>,
+    name: &str,
+    order: Option<Order<'_>>,
+) {
+    if let Some(order) = order {
+        invocation
+            .key(keys::lock_waiters(name))
+            .key(keys::lock_turn(name))
+            .arg(order.turn_ms);
+    }
 }
 
 /// Fenced acquire: `Ok(Ok(token))` when `owner` now holds `name` (with a new
@@ -135,12 +165,7 @@ pub(crate) async fn lock_release(
         .arg(lease_ms)
         .arg(owner)
         .arg(notify.command(conn));
-    if let Some(order) = order {
-        invocation
-            .key(keys::lock_waiters(name))
-            .key(keys::lock_turn(name))
-            .arg(order.turn_ms);
-    }
+    with_release_order(&mut invocation, name, order);
     decode_release("lock release", call(conn, name, &invocation).await?)
 }
 

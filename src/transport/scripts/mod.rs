@@ -87,8 +87,8 @@ pub(crate) enum InOrder {
     Waiter { keep_ms: u64, joined: bool },
 }
 
-/// A reentrant lock's order of waiting clients as one attempt or release sends
-/// it (see `lock_acquire.lua`): this crate's clients wait in it, and a release
+/// A lock's order of waiting clients as one attempt or release sends
+/// it (see `order_common.lua`): this crate's clients wait in it, and a release
 /// names the first for a short turn, so that one release's message is answered
 /// by one attempt rather than one per waiting client.
 #[derive(Debug, Clone, Copy)]

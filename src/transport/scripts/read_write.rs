@@ -1,13 +1,20 @@
 //! The read-write lock's scripts.
 
+use super::lock::{ordered_busy, with_order, with_release_order};
 use super::*;
 
 // The read-write lock's scripts share the hold-key layout of `rw_common.lua`.
 lua_script!(RW_READ_ACQUIRE, "rw_common.lua" + "rw_read_acquire.lua");
 lua_script!(RW_READ_RELEASE, "rw_common.lua" + "rw_read_release.lua");
 lua_script!(RW_READ_RENEW, "rw_common.lua" + "rw_read_renew.lua");
-lua_script!(RW_WRITE_ACQUIRE, "rw_common.lua" + "rw_write_acquire.lua");
-lua_script!(RW_WRITE_RELEASE, "rw_common.lua" + "rw_write_release.lua");
+lua_script!(
+    RW_WRITE_ACQUIRE,
+    "rw_common.lua" + "order_common.lua" + "rw_write_acquire.lua"
+);
+lua_script!(
+    RW_WRITE_RELEASE,
+    "rw_common.lua" + "order_common.lua" + "rw_write_release.lua"
+);
 lua_script!(RW_FORCE_RELEASE, "rw_common.lua" + "rw_force_release.lua");
 
 /// [`lock_renew`] for readers of read-write locks: extends each owner's own read
@@ -57,30 +64,40 @@ pub(crate) async fn read_release(
 pub(crate) const HOLDS_READ: BusyTtl = -3;
 
 /// Write acquire: `Ok(None)` when `owner` now holds one more write hold; with
-/// `refuse_upgrade`, `Ok(Some(HOLDS_READ))` when the owner holds a read.
+/// `refuse_upgrade`, `Ok(Some(busy))` with a TTL of [`HOLDS_READ`] when the
+/// owner holds a read. With `order`, as the reentrant lock's (see
+/// [`lock_acquire`]).
 pub(crate) async fn write_acquire(
     conn: &mut Conn,
     name: &str,
     lease_ms: u64,
     owner: &str,
     refuse_upgrade: bool,
-) -> Result<Option<BusyTtl>> {
+    order: Option<InOrder>,
+) -> Result<Option<Busy>> {
     let mut invocation = RW_WRITE_ACQUIRE.key(name);
     invocation
         .arg(lease_ms)
         .arg(owner)
         .arg(if refuse_upgrade { "1" } else { "0" });
-    decode_acquire("write lock acquire", call(conn, name, &invocation).await?)
+    with_order(&mut invocation, name, order);
+    let reply = call(conn, name, &invocation).await?;
+    if let Some(busy) = ordered_busy("write lock acquire", &reply) {
+        return busy.map(Some);
+    }
+    Ok(decode_acquire("write lock acquire", reply)?.map(Busy::from))
 }
 
 /// Releases one write hold of `owner`; freeing the lock or completing a downgrade
-/// wakes every waiter.
+/// wakes every waiter. With `order`, a release that frees the lock names the
+/// first client in it for a turn.
 pub(crate) async fn write_release(
     conn: &mut Conn,
     name: &str,
     channel: &str,
     lease_ms: u64,
     owner: &str,
+    order: Option<Order<'_>>,
 ) -> Result<Released> {
     let mut invocation = RW_WRITE_RELEASE.key(name);
     invocation
@@ -90,6 +107,7 @@ pub(crate) async fn write_release(
         .arg(owner)
         .arg(conn.publish_command())
         .arg(UNLOCK_MESSAGE);
+    with_release_order(&mut invocation, name, order);
     decode_release("write lock release", call(conn, name, &invocation).await?)
 }
 
