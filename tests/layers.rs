@@ -52,7 +52,7 @@ fn layer_of_file(path: &str) -> Option<usize> {
 fn layer_of_path(first: &str) -> Option<usize> {
     let layer = match first {
         "error" | "numeral" | "trace" | "metrics" | "config" | "Config" | "Error" | "Result"
-        | "OwnerMode" | "OnDeadlock" | "SelfWait" | "TlsConfig" | "MAX_DURATION"
+        | "OwnerMode" | "OnDeadlock" | "SelfWait" | "TlsConfig" | "Durability" | "MAX_DURATION"
         | "MAX_RETRY_ATTEMPTS" | "RedisErrorKind" | "RedisFailure" | "redact_address" => 0,
         "transport" | "MAX_NAME_LEN" => 1,
         "engine" | "current_id" | "BackOff" | "Deadlock" | "WaitStep" => 2,
