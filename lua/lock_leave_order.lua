@@ -1,8 +1,9 @@
--- Reentrant lock: a waiter gave up; its client leaves the order of waiting
--- clients (see lock_acquire.lua).
+-- Reentrant or write lock: a waiter gave up; its client leaves the order of
+-- waiting clients (see order_common.lua).
 --
 -- KEYS[1]  the order, {name}:rl-waiters
--- KEYS[2]  the unlock channel, redisson_lock__channel:{name}
+-- KEYS[2]  the lock's channel: redisson_lock__channel:{name}, or the read-write
+--          lock's redisson_rwlock:{name}
 -- ARGV[1]  the client id
 -- ARGV[2]  the publish command: "publish" or "spublish"
 -- ARGV[3]  the unlock message ("0")

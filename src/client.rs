@@ -476,7 +476,9 @@ impl Client {
     }
 
     /// How many replicas must acknowledge each acquire (see
-    /// [`Config::replica_sync`]); 0 when replica sync is off.
+    /// [`Config::replica_sync`]); 0 when none must (under
+    /// [`Durability::Aof`](crate::Durability::Aof) the primary's own file is
+    /// still waited for: see [`durability`](Client::durability)).
     ///
     /// ```no_run
     /// use redisson_locks::{Client, Config};

@@ -709,8 +709,9 @@ impl fmt::Display for Error {
             ),
             Error::NotReplicated { name, replicas } => write!(
                 f,
-                "lock '{name}' was acquired but none of {replicas} replica(s) acknowledged \
-                 it in time; it was released"
+                "lock '{name}' was acquired but not confirmed in time by {replicas} \
+                 replica(s) (nor, under Durability::Aof, by the primary's append-only file); \
+                 it was released"
             ),
             Error::DurabilityUnavailable {
                 name,

@@ -7,10 +7,10 @@
 ///
 /// | mode | sent after each acquire | the hold survives | servers |
 /// | --- | --- | --- | --- |
-/// | none (`replica_sync: Some(0)`, or no replica at connect time) | nothing | while the primary lives | all |
+/// | none (`replica_sync: Some(0)` under `Replicas`, or no replica at connect time) | nothing | while the primary lives | all |
 /// | [`Replicas`](Durability::Replicas) (the default) | `WAIT n` | a failover to one of the `n` replicas that acknowledged | all |
-/// | [`Aof`](Durability::Aof) | `WAITAOF 1 n` | also a restart of the primary from its AOF | Redis 7.2+, Valkey 8+, with `appendonly yes` |
-/// | [`ReplicaAof`](Durability::ReplicaAof) | `WAITAOF 0 n` | a failover to, or restart of, one of `n` replicas that wrote it to disk | Redis 7.2+, Valkey 8+ |
+/// | [`Aof`](Durability::Aof) | `WAITAOF 1 n` | also a restart of the primary from its AOF | Redis 7.2+, Valkey 7.2+, with `appendonly yes` |
+/// | [`ReplicaAof`](Durability::ReplicaAof) | `WAITAOF 0 n` | a failover to, or restart of, one of `n` replicas that wrote it to disk | Redis 7.2+, Valkey 7.2+ |
 ///
 /// The client asks each server what it supports when it connects, and again
 /// whenever its connection was replaced (a reconnect, a Sentinel failover)

@@ -158,7 +158,7 @@ pub(crate) struct Waits {
     /// messages.
     pub(crate) local_line: bool,
     /// Its waiters keep the lock's order of this crate's clients (the
-    /// reentrant locks, see `lock_acquire.lua`): a busy reply says how many
+    /// reentrant locks and the write lock, see `order_common.lua`): a busy reply says how many
     /// clients wait ahead, and a waiter that gives up leaves the order
     /// ([`Acquirer::abandon`]).
     pub(crate) ordered: bool,

@@ -190,7 +190,7 @@ impl Handoffs {
 
     /// Did a release of `lock` by this client wake other clients' waiters
     /// in the last [`NEWS_FOR`]? Then the lock is contended across
-    /// clients, and its reentrant waiters keep an order of clients, which a
+    /// clients, and its reentrant or write waiters keep an order of clients, which a
     /// turn may hold the lock for.
     pub(crate) fn woke_others_lately(&self, lock: &str) -> bool {
         self.shard(lock)

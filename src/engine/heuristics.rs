@@ -17,7 +17,7 @@
 //! | `release_grant` | a fair release grants the lock to its client's next waiter when that one is first in line, and that waiter defers its SUBSCRIBE (at most 20 ms) while a task of its client holds the lock | `successor.rs`, `release.rs` |
 //! | `unsubscribe_linger` | a channel's last waiter leaving waits up to 1 s to unsubscribe with others | `engine/mod.rs` (passed to `transport/pubsub.rs`) |
 //! | `listen_ahead` | while a client's fair waiters alternate with other clients', a head subscribes the next three parked heirs' channels with its own, in one SUBSCRIBE | `wait/in_redis.rs`, `successor.rs` |
-//! | `waiter_order` | a reentrant lock's waiters keep an order of this crate's clients, a release names the first for a 20 ms turn, and a waiter sleeps through the messages before its client's turn (trying within 25 ms of being first) | `lock/reentrant.rs`, `wait/pause.rs` |
+//! | `waiter_order` | a reentrant lock's (and a write lock's) waiters keep an order of this crate's clients, a release names the first for a 20 ms turn, and a waiter sleeps through the releases before its client's turn (trying within 25 ms of being first, 50 ms of being second) | `lock/client_order.rs`, `wait/pause.rs` |
 //! | `listen_before_join` | a fair waiter alone in its client's line, for a lock that client's waiters found busy in the last second, subscribes before it joins, and its join is its attempt after subscribing | `line.rs`, `wait/queued.rs` |
 //!
 //! The switch is a measuring hook, not configuration: only a build with the

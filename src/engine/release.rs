@@ -91,7 +91,7 @@ impl Releaser {
         let news = match released {
             // Its message reached other clients (more than one, or one while
             // this client has no waiter of its own): the lock is contended
-            // across clients (see `lock/reentrant.rs`).
+            // across clients (see `lock/client_order.rs`).
             Released::FreedAndWoke { listeners } if !fair => Some(handoff::Released::Woke {
                 others: listeners as usize > usize::from(self.lines.waiting(ops.name()) > 0),
             }),

@@ -171,7 +171,7 @@ impl Node<'_> {
         let mut serving = true;
         if self.conn.is_cluster() {
             let state = self.cluster(&say).await?;
-            serving = state.verdict == Verdict::Ok;
+            serving = state.verdict != Verdict::Problem;
             found.push(state);
             found.push(sharded_pubsub(&say, &support, self.conn.is_sharded()));
         }
@@ -294,9 +294,12 @@ impl Node<'_> {
         }
     }
 
-    /// The scripts, keys and channels locks use, allowed.
+    /// The scripts, keys and channels locks use, allowed: the commands sent
+    /// (`SCRIPT LOAD`, `EVAL`, publishing), and, where the server can say
+    /// (Redis 7.0 and later), every command the lock scripts run inside.
     async fn permissions(&self, say: &Say<'_>) -> Result<Finding> {
         let key = key_in(self.slot);
+        let channel = lock_channel(&key);
         let mut load = redis::cmd("SCRIPT");
         load.arg("LOAD").arg("return 1");
         let mut eval = redis::cmd("EVAL");
@@ -304,7 +307,7 @@ impl Node<'_> {
             .arg(1)
             .arg(&key);
         let mut publish = redis::cmd(self.conn.publish_command());
-        publish.arg(lock_channel(&key)).arg("");
+        publish.arg(&channel).arg("");
         let mut refusals = Vec::new();
         for (what, cmd) in [
             ("SCRIPT LOAD", &load),
@@ -316,6 +319,15 @@ impl Node<'_> {
                 Ok(_) => {}
                 Err(e) if refused(&e) => refusals.push(format!("{what}: {e}")),
                 Err(e) => return Err(e),
+            }
+        }
+        if refusals.is_empty() {
+            let inside = self.refused_inside_scripts(&key, &channel).await?;
+            if !inside.is_empty() {
+                refusals.push(format!(
+                    "inside the lock scripts, on a lock key or channel: {}",
+                    inside.join(", ")
+                ));
             }
         }
         Ok(match refusals.is_empty() {
@@ -330,20 +342,57 @@ impl Node<'_> {
                 Verdict::Problem,
                 format!("refused: {}", refusals.join("; ")),
                 Some(
-                    "allow the lock user scripts, keys and channels: ACL SETUSER <user> \
-                     +@scripting +@pubsub +@keyspace +@hash +@string ~* &* (a user made \
-                     on Redis 7 has no channel until given one)"
+                    "allow the lock user what the locks run: ACL SETUSER <user> ~* &* \
+                     +@scripting +@pubsub +@keyspace +@string +@hash +@sortedset +@list \
+                     +@connection +time +info +wait +waitaof (a user made on Redis 7 has no \
+                     channel until given one)"
                         .into(),
                 ),
             ),
         })
     }
 
+    /// The commands the lock scripts run on `key` and `channel` that the
+    /// user may not (`acl_check.lua`); none where the server cannot say
+    /// (before Redis 7.0, `redis.acl_check_cmd` does not exist).
+    async fn refused_inside_scripts(&self, key: &str, channel: &str) -> Result<Vec<String>> {
+        let subscribe = match self.conn.is_sharded() {
+            true => "ssubscribe",
+            false => "subscribe",
+        };
+        let mut check = redis::cmd("EVAL");
+        check
+            .arg(include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/lua/acl_check.lua"
+            )))
+            .arg(1)
+            .arg(key)
+            .arg(channel)
+            .arg(self.conn.publish_command().to_ascii_lowercase())
+            .arg(subscribe);
+        match self.ask(&check).await {
+            Ok(value) => Ok(redis::from_redis_value::<Vec<String>>(value).unwrap_or_default()),
+            // Older servers: the commands sent were allowed, which is what
+            // can be known there.
+            Err(e) if e.to_string().contains("acl_check_cmd") => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Every slot served, the cluster agreeing it is up.
     async fn cluster(&self, say: &Say<'_>) -> Result<Finding> {
         let mut cmd = redis::cmd("CLUSTER");
         cmd.arg("INFO");
-        let info = self.text(&cmd).await?;
+        let Some(info) = self.text(&cmd).await? else {
+            return Ok(say(
+                "cluster",
+                Verdict::Advice,
+                "CLUSTER INFO is refused, so the cluster's state could not be read".into(),
+                Some("allow the lock user CLUSTER INFO, or check the state by hand".into()),
+            ));
+        };
+        let info = Some(info);
         let state = field(&info, "cluster_state").unwrap_or_default();
         let assigned = field(&info, "cluster_slots_assigned").unwrap_or_default();
         let failing = field(&info, "cluster_slots_fail").unwrap_or_default();

@@ -3,7 +3,7 @@
 //! result ([`Plan`], from [`Wanted::plan`]).
 //!
 //! The probe runs the commands themselves with nothing to wait for (`WAIT 0
-//! 0`, `WAITAOF 0 0 0` answer at once), so a command the server does not
+//! 1`, `WAITAOF 0 0 1` answer at once), so a command the server does not
 //! know, an ACL that forbids it, a rename and a replica's refusal all show the
 //! same way they would on an acquire; and it reads `appendonly` and
 //! `appendfsync`, without which `WAITAOF`'s local count never comes (or comes
@@ -41,10 +41,12 @@ pub(crate) struct Support {
 pub(crate) async fn probe(conn: &Conn, slot: Option<u16>) -> Result<Support, Error> {
     let ask =
         |cmd: redis::Cmd| async move { conn.query_on(slot, &cmd).await.map_err(Error::redis) };
+    // Nothing to wait for: answered at once (a timeout of 1 ms, never 0,
+    // which would mean "for ever" to a server that counted otherwise).
     let mut wait = redis::cmd("WAIT");
-    wait.arg(0).arg(0);
+    wait.arg(0).arg(1);
     let mut waitaof = redis::cmd("WAITAOF");
-    waitaof.arg(0).arg(0).arg(0);
+    waitaof.arg(0).arg(0).arg(1);
     let info = |section: &str| {
         let mut cmd = redis::cmd("INFO");
         cmd.arg(section);
@@ -114,10 +116,22 @@ pub(crate) async fn probe(conn: &Conn, slot: Option<u16>) -> Result<Support, Err
     })
 }
 
-/// Whether a command's error is the server's refusal (unknown, renamed,
-/// forbidden by the ACL, not on a replica), not a failure to ask.
+/// Whether a command's error is the server's refusal of the command itself
+/// (unknown or renamed away, forbidden by the ACL, not on a replica, a
+/// `WAITAOF` without an append-only file), not a failure to ask: a `BUSY`
+/// server or any other passing error keeps what was known.
 pub(crate) fn refused(e: &Error) -> bool {
-    matches!(e, Error::Redis(f) if matches!(f.kind(), RedisErrorKind::Server | RedisErrorKind::NoPermission))
+    let Error::Redis(failure) = e else {
+        return false;
+    };
+    match failure.kind() {
+        RedisErrorKind::NoPermission => true,
+        RedisErrorKind::Server => {
+            let text = e.to_string().to_ascii_lowercase();
+            text.contains("unknown command") || text.contains("cannot be used")
+        }
+        _ => false,
+    }
 }
 
 /// `None` when the command answered; why not when the server refused it, in
@@ -129,14 +143,19 @@ fn why_not(reply: Result<Value, Error>) -> Result<Option<String>, Error> {
         Err(e) if refused(&e) => e.to_string(),
         Err(e) => return Err(e),
     };
+    Ok(Some(in_words(&refusal)))
+}
+
+/// A server's refusal of a command, in words a user can act on.
+pub(crate) fn in_words(refusal: &str) -> String {
     let lower = refusal.to_ascii_lowercase();
-    Ok(Some(if lower.contains("unknown command") {
+    if lower.contains("unknown command") {
         "it does not know the command (too old, or renamed away)".to_owned()
     } else if lower.contains("noperm") || lower.contains("no permissions") {
         "the client's ACL user may not run it (ACL SETUSER <user> +<command>)".to_owned()
     } else {
         format!("it refuses it: {refusal}")
-    }))
+    }
 }
 
 /// The durability asked for in the configuration.
@@ -257,7 +276,7 @@ impl Wanted {
         }
         if let Some(why) = &support.waitaof {
             return Err(format!(
-                "durability {mode} needs WAITAOF (Redis 7.2 and later, Valkey 8 and \
+                "durability {mode} needs WAITAOF (Redis 7.2 and later, Valkey 7.2 and \
                  later), which {server} refuses ({why}); durability replicas sends WAIT"
             ));
         }

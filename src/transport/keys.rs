@@ -47,15 +47,17 @@ pub(crate) fn semaphore_receipt(name: &str, release: &str) -> String {
     suffixed(name, &format!("{SEMAPHORE_RECEIPT}:{release}"))
 }
 
-/// The order in which this crate's clients wait for a reentrant lock,
-/// `{name}:rl-waiters`: a ZSET of client id -> arrival (see `lock_acquire.lua`).
+/// The order in which this crate's clients wait for a reentrant lock (or a
+/// write lock), `{name}:rl-waiters`: a ZSET of client id -> arrival (see
+/// `order_common.lua`).
 /// A hint among this crate's clients; Redisson never reads it.
 pub(crate) fn lock_waiters(name: &str) -> String {
     suffixed(name, LOCK_WAITERS)
 }
 
-/// The client a reentrant lock's last release named for the next turn,
-/// `{name}:rl-turn`, for a few milliseconds (see `lock_release.lua`).
+/// The client a reentrant lock's (or write lock's) last release named for
+/// the next turn, `{name}:rl-turn`, for a few milliseconds (see
+/// `order_common.lua`).
 /// Redisson never reads it.
 pub(crate) fn lock_turn(name: &str) -> String {
     suffixed(name, LOCK_TURN)

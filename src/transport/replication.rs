@@ -30,7 +30,7 @@ use crate::config::Durability;
 use crate::error::{Error, Result};
 use crate::transport::background::Spawner;
 use crate::transport::conn::Conn;
-use crate::transport::durability::{probe, refused, Plan, Wanted};
+use crate::transport::durability::{in_words, probe, refused, Plan, Wanted};
 use crate::transport::pubsub::EpochReader;
 
 /// How soon a server found unable to give the durability asked for is asked
@@ -233,7 +233,9 @@ impl ReplicaSync {
     /// release or renewal costs liveness (the hold lives on until its lease
     /// ends), never exclusion, so a failure is only logged.
     pub(crate) async fn quietly(&self) {
-        if !self.is_on() {
+        // Best effort, on what is known: a release never asks the server
+        // again (a client closing must not probe it on its way out).
+        if !self.inner.may_sync || self.inner.probed().plan == Ok(Plan::Off) {
             return;
         }
         if let Err(e) = self.ask(None).await {
@@ -323,18 +325,24 @@ impl Inner {
         lane: usize,
         asks: &[Option<(String, String)>],
     ) -> Vec<Result<bool>> {
+        let quiet = lane == lane_of(&None);
         let link = match self.lanes[lane]
             .link
             .get_or_try_init(|| (self.open)())
             .await
         {
             Ok(link) => link,
+            // Nothing was to be sent if sync is off (a confirmation after a
+            // change of connection, which would have asked the server again).
+            Err(_) if self.probed().plan == Ok(Plan::Off) => {
+                return asks.iter().map(|_| Ok(true)).collect()
+            }
             Err(e) => return asks.iter().map(|_| Err(e.clone())).collect(),
         };
         // Only a confirmation asks again after a change of connection: a
         // release's or renewals' sync is best effort, and a client closing
         // must not probe the server on its way out.
-        let plan = match lane == lane_of(&None) {
+        let plan = match quiet {
             true => self.probed().plan.clone(),
             false => self.plan_now(link, false).await,
         };
@@ -363,14 +371,17 @@ impl Inner {
                 let e = Error::unexpected("replica sync", other);
                 return asks.iter().map(|_| Err(e.clone())).collect();
             }
-            Err(e) if refused(&e) => return self.after_refusal(link, asks, e).await,
+            Err(e) if refused(&e) && !quiet => return self.after_refusal(link, asks, e).await,
             Err(e) => return asks.iter().map(|_| Err(e.clone())).collect(),
         };
         let plan = plan.unwrap_or(Plan::Off);
         let enough = match replies.last() {
             Some(Value::ServerError(refusal)) => {
                 let e = Error::unexpected(self.wanted.mode.command(), refusal);
-                return self.after_refusal(link, asks, e).await;
+                return match quiet {
+                    true => asks.iter().map(|_| Err(e.clone())).collect(),
+                    false => self.after_refusal(link, asks, e).await,
+                };
             }
             Some(reply) => plan.satisfied_by(reply),
             None => Err(Error::unexpected("replica sync", "no reply")),
@@ -420,24 +431,34 @@ impl Inner {
         e: Error,
     ) -> Vec<Result<bool>> {
         match self.plan_now(link, true).await {
-            // Still the same plan: the refusal was not about the command.
-            Ok(Plan::On { .. }) => asks.iter().map(|_| Err(e.clone())).collect(),
+            // The server still says it supports the command (or was asked a
+            // moment ago): the refusal itself is the reason.
+            Ok(Plan::On { mode, .. }) => {
+                let reason = format!(
+                    "the server refused {}: {}",
+                    mode.command(),
+                    in_words(&e.to_string())
+                );
+                self.answer_without_sync(asks, &Err(reason))
+            }
             plan => self.answer_without_sync(asks, &plan),
         }
     }
 
     /// The plan for the server `link` reaches: the last one found, unless the
     /// client's connection changed since, the mode could not be had a while
-    /// ago, or `again` asks for a fresh look.
+    /// ago, or `again` asks for a fresh look (a refusal; at most once per
+    /// [`ASK_AGAIN_AFTER`] on one connection).
     async fn plan_now(&self, link: &Conn, again: bool) -> std::result::Result<Plan, String> {
         let epoch = self.epoch.now();
         let fresh = |probed: &Probed| {
-            probed.epoch == epoch && (probed.plan.is_ok() || probed.at.elapsed() < ASK_AGAIN_AFTER)
+            let recent = probed.at.elapsed() < ASK_AGAIN_AFTER;
+            probed.epoch == epoch && (recent || (probed.plan.is_ok() && !again))
         };
         let started = Instant::now();
         {
             let probed = self.probed();
-            if !self.may_sync || (!again && fresh(&probed)) {
+            if !self.may_sync || fresh(&probed) {
                 return probed.plan.clone();
             }
         }
@@ -503,7 +524,14 @@ pub(crate) async fn start_on(
             plan: Plan::Off,
             may_sync: false,
         };
-        return Ok((start, None));
+        let asked =
+            config.replica_sync.is_some_and(|n| n > 0) || config.durability != Durability::Replicas;
+        let warning = (conn.is_cluster() && asked).then(|| {
+            "replica sync does not run in cluster mode yet: replica_sync and durability \
+             are not applied, and a failover can lose a hold granted just before it"
+                .to_owned()
+        });
+        return Ok((start, warning));
     }
     let support = probe(conn, None).await?;
     let (plan, warning) = wanted

@@ -116,10 +116,25 @@ async fn an_acl_without_lock_channels_or_scripts_is_a_problem() {
             .await
             .unwrap();
     }
-    for (user, refused) in [
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("nosortedsets")
+        .arg(&["on", ">pw", "~*", "&*", "+@all", "-zadd"])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let mut cases = vec![
         ("nochannels", "publishing on a lock channel"),
         ("noscripts", "SCRIPT LOAD"),
-    ] {
+    ];
+    // What the scripts run inside is asked with redis.acl_check_cmd (7.0).
+    if server_has(7, 0, "redis.acl_check_cmd") {
+        cases.push((
+            "nosortedsets",
+            "inside the lock scripts, on a lock key or channel: zadd",
+        ));
+    }
+    for (user, refused) in cases {
         let client = server
             .client_with(|config| {
                 config.username = Some(user.into());

@@ -24,7 +24,8 @@ const CLIENT_NAME: &str = "redisson-locks-cli";
 /// One that takes a lock for a command announces itself as any client of the
 /// library does, so that `show` names the holder: this host, this pid.
 /// `without_sync`: the client asks for no replica sync (the doctor checks
-/// the one asked for instead of failing to connect without it).
+/// the one asked for instead of failing to connect without it); nor does a
+/// client that only looks.
 pub(crate) async fn connect(
     connection: &Connection,
     holds: bool,
@@ -32,7 +33,10 @@ pub(crate) async fn connect(
 ) -> Result<(Client, Option<u32>), Failure> {
     let (mut config, target) = config_of(connection)?;
     let wanted_sync = config.replica_sync;
-    if without_sync {
+    // A client that only looks sends no acquire to confirm: it need not ask
+    // the server what it supports (nor warn a read-only user that it may
+    // not run WAIT).
+    if without_sync || !holds {
         config.replica_sync = Some(0);
     }
     config.announce = holds;

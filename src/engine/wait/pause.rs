@@ -41,9 +41,10 @@ pub(crate) enum Pause {
     NoTtl,
     /// At most `most`, in the lock's order of clients with `ahead` clients
     /// before this one's (the attempt went out at `sent`): each release names
-    /// the first for its turn and publishes one message, so the messages
-    /// before this client's turn are slept through, and the one after which
-    /// it is first makes it try within [`NEXT_IN_TURN_AT_MOST`]. Only while
+    /// the first for its turn and publishes one unlock message (`"0"`; a write
+    /// release a `"1"` before it), so the releases before this client's turn
+    /// are slept through, and the one after which it is first makes it try
+    /// within [`NEXT_IN_TURN_AT_MOST`] (see `behind`). Only while
     /// its channel stands confirmed since before `sent` (every message since
     /// reached this client); otherwise a message makes it try, as any
     /// waiter.

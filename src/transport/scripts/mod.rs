@@ -60,7 +60,7 @@ pub(crate) fn epoch_millis() -> u64 {
 pub(crate) type BusyTtl = i64;
 
 /// A busy acquire's reply: the bound on the next sleep, and, for a waiter in
-/// its lock's order of clients (see `lock_acquire.lua`), how many clients wait
+/// its lock's order of clients (see `order_common.lua`), how many clients wait
 /// ahead of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Busy {
@@ -75,7 +75,7 @@ impl From<BusyTtl> for Busy {
 }
 
 /// What one attempt sends of its lock's order of waiting clients (see
-/// `lock_acquire.lua`).
+/// `order_common.lua`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum InOrder {
     /// A first attempt or a single try: another client's turn is honoured,
