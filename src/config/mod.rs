@@ -236,7 +236,8 @@ pub struct Config {
     /// none when it had none (or could not be asked: see
     /// [`Client::warnings`](crate::Client::warnings)). `Some(0)` turns it off
     /// (under [`Durability::Aof`], the primary's own fsync is still waited
-    /// for). Single server and Sentinel; off in cluster mode.
+    /// for). On every topology: in a cluster, each acquire's `WAIT` goes to the
+    /// primary that took it.
     ///
     /// With it, an acquire no replica acknowledged is released again and reported
     /// as [`Error::NotReplicated`]: a hold that only the primary knows would be lost

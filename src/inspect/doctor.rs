@@ -254,16 +254,6 @@ impl Node<'_> {
 
     /// The durability asked for, against what the server supports.
     fn durability(&self, say: &Say<'_>, support: &Support, wish: Wish) -> Finding {
-        if self.conn.is_cluster() {
-            return say(
-                "durability",
-                Verdict::Advice,
-                "replica sync does not run in cluster mode: a failover can lose a hold \
-                 granted just before it"
-                    .into(),
-                Some("fencing tokens (RFencedLock) keep a lost hold from writing".into()),
-            );
-        }
         let wanted = Wanted {
             mode: wish.durability,
             replicas: wish.replica_sync,

@@ -18,6 +18,12 @@
 //! connection reaches (after a failover, perhaps not the one the acquire
 //! reached); for a release or renewals, a `PUBLISH` to a channel of this
 //! crate's, which outside a cluster is replicated.
+//!
+//! In a cluster, `WAIT` counts the writes of the one node it is sent to, so
+//! each confirmation's fence and `WAIT` go to the primary serving its hold's
+//! slot (a pipeline goes to the node of its keys), one pipeline per slot; a
+//! release's or renewals' best-effort sync, which names no hold, is not sent
+//! there.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,6 +37,7 @@ use crate::error::{Error, Result};
 use crate::transport::background::Spawner;
 use crate::transport::conn::Conn;
 use crate::transport::durability::{in_words, probe, refused, Plan, Wanted};
+use crate::transport::keys::{cluster_slot, Slot};
 use crate::transport::pubsub::EpochReader;
 
 /// How soon a server found unable to give the durability asked for is asked
@@ -78,6 +85,9 @@ struct Inner {
     auto: Option<u32>,
     /// Whether sync can ever be on: off for good without a probe otherwise.
     may_sync: bool,
+    /// The servers are a cluster: a release's or renewals' sync, which
+    /// names no hold, has no node to go to, and is not sent.
+    cluster: bool,
     /// What is sent now, as the last probe of the server found it.
     probed: Mutex<Probed>,
     /// One probe at a time.
@@ -154,6 +164,7 @@ pub(crate) struct Start {
     pub(crate) auto: Option<u32>,
     pub(crate) plan: Plan,
     pub(crate) may_sync: bool,
+    pub(crate) cluster: bool,
 }
 
 impl ReplicaSync {
@@ -172,6 +183,7 @@ impl ReplicaSync {
                 wanted: start.wanted,
                 auto: start.auto,
                 may_sync: start.may_sync,
+                cluster: start.cluster,
                 probed: Mutex::new(Probed {
                     plan: Ok(start.plan),
                     epoch: epoch.now(),
@@ -235,7 +247,8 @@ impl ReplicaSync {
     pub(crate) async fn quietly(&self) {
         // Best effort, on what is known: a release never asks the server
         // again (a client closing must not probe it on its way out).
-        if !self.inner.may_sync || self.inner.probed().plan == Ok(Plan::Off) {
+        let inner = &self.inner;
+        if !inner.may_sync || inner.cluster || inner.probed().plan == Ok(Plan::Off) {
             return;
         }
         if let Err(e) = self.ask(None).await {
@@ -353,6 +366,56 @@ impl Inner {
         else {
             return self.answer_without_sync(asks, &plan);
         };
+        let plan = plan.unwrap_or(Plan::Off);
+        if !link.is_cluster() {
+            return self.send_group(link, quiet, plan, &command, asks).await;
+        }
+        // A cluster: a release's or renewals' sync names no hold, so no node
+        // to send it to; it is best effort, and not sent.
+        if quiet {
+            return asks.iter().map(|_| Ok(true)).collect();
+        }
+        // Each hold's fence and a `WAIT` go to the primary that took it: one
+        // pipeline per slot (a pipeline goes to the node of its keys), the
+        // slots' pipelines at once.
+        let mut groups: Vec<(Slot, Vec<usize>)> = Vec::new();
+        for (at, hold) in asks.iter().enumerate() {
+            let slot = cluster_slot(hold.as_ref().map_or("", |(name, _)| name.as_str()));
+            match groups.iter_mut().find(|(of, _)| *of == slot) {
+                Some((_, members)) => members.push(at),
+                None => groups.push((slot, vec![at])),
+            }
+        }
+        let sent = futures_util::future::join_all(groups.iter().map(|(_, members)| {
+            let group: Vec<_> = members.iter().map(|&at| asks[at].clone()).collect();
+            let command = command.clone();
+            async move { self.send_group(link, quiet, plan, &command, &group).await }
+        }))
+        .await;
+        let mut answers: Vec<Option<Result<bool>>> = asks.iter().map(|_| None).collect();
+        for ((_, members), group_answers) in groups.iter().zip(sent) {
+            for (&at, answer) in members.iter().zip(group_answers) {
+                answers[at] = Some(answer);
+            }
+        }
+        answers
+            .into_iter()
+            .map(|answer| {
+                answer.unwrap_or_else(|| Err(Error::unexpected("replica sync", "no answer")))
+            })
+            .collect()
+    }
+
+    /// One pipeline to one server: each hold's fence (a release's: one
+    /// `PUBLISH`), then `command`; what it says for each ask.
+    async fn send_group(
+        &self,
+        link: &Conn,
+        quiet: bool,
+        plan: Plan,
+        command: &redis::Cmd,
+        asks: &[Option<(String, String)>],
+    ) -> Vec<Result<bool>> {
         let mut pipe = redis::pipe();
         for hold in asks {
             match hold {
@@ -360,7 +423,7 @@ impl Inner {
                 None => pipe.cmd("PUBLISH").arg(FENCE_CHANNEL).arg(""),
             };
         }
-        pipe.add_command(command);
+        pipe.add_command(command.clone());
         let replies: Result<Vec<Value>> = pipe
             .query_async(&mut link.clone())
             .await
@@ -374,7 +437,6 @@ impl Inner {
             Err(e) if refused(&e) && !quiet => return self.after_refusal(link, asks, e).await,
             Err(e) => return asks.iter().map(|_| Err(e.clone())).collect(),
         };
-        let plan = plan.unwrap_or(Plan::Off);
         let enough = match replies.last() {
             Some(Value::ServerError(refusal)) => {
                 let e = Error::unexpected(self.wanted.mode.command(), refusal);
@@ -470,7 +532,7 @@ impl Inner {
                 return probed.plan.clone();
             }
         }
-        let found = match probe(link, None).await {
+        let found = match probe(link, some_primary(link).await).await {
             Ok(support) => match self.wanted.plan(&support, self.auto) {
                 Ok((plan, warning)) => {
                     if let Some(warning) = warning {
@@ -502,11 +564,25 @@ impl Inner {
     }
 }
 
+/// A primary of `conn`'s cluster to ask what the servers support (one slot
+/// it serves); `None` outside a cluster, or when none can be named (then
+/// the question goes where the driver sends it).
+async fn some_primary(conn: &Conn) -> Option<u16> {
+    if !conn.is_cluster() {
+        return None;
+    }
+    conn.primaries()
+        .await
+        .ok()
+        .and_then(|(slots, _)| slots.into_iter().flatten().next())
+}
+
 /// How replica sync starts on the server `conn` reaches, for `config`: what it
 /// sends after each acquire, with a warning for the user when that is less
 /// than asked. [`Error::Config`] when the server cannot give the durability
-/// asked for (the message says why, and how to fix it). Off in cluster mode
-/// (`WAIT` would have to reach the node that took each write).
+/// asked for (the message says why, and how to fix it). In a cluster, one
+/// primary is asked (the others are taken to be alike, as the nodes of one
+/// cluster are), and each acquire's `WAIT` goes to the primary that took it.
 pub(crate) async fn start_on(
     config: &crate::Config,
     conn: &Conn,
@@ -517,23 +593,17 @@ pub(crate) async fn start_on(
         timeout: Duration::from_millis(config.effective_replica_sync_timeout_ms()),
     };
     let nothing_asked = config.replica_sync == Some(0) && !config.durability.local();
-    if conn.is_cluster() || nothing_asked {
+    if nothing_asked {
         let start = Start {
             wanted,
             auto: None,
             plan: Plan::Off,
             may_sync: false,
+            cluster: conn.is_cluster(),
         };
-        let asked =
-            config.replica_sync.is_some_and(|n| n > 0) || config.durability != Durability::Replicas;
-        let warning = (conn.is_cluster() && asked).then(|| {
-            "replica sync does not run in cluster mode yet: replica_sync and durability \
-             are not applied, and a failover can lose a hold granted just before it"
-                .to_owned()
-        });
-        return Ok((start, warning));
+        return Ok((start, None));
     }
-    let support = probe(conn, None).await?;
+    let support = probe(conn, some_primary(conn).await).await?;
     let (plan, warning) = wanted
         .plan(&support, support.replicas)
         .map_err(Error::Config)?;
@@ -547,6 +617,7 @@ pub(crate) async fn start_on(
         auto: support.replicas,
         plan,
         may_sync: replicas > 0 || config.durability.local(),
+        cluster: conn.is_cluster(),
     };
     Ok((start, warning))
 }

@@ -628,3 +628,62 @@ async fn waiters_follow_their_channels<'c, F, Fut>(
         );
     }
 }
+
+/// Replica sync in a cluster: each acquire's fence and `WAIT` go to the
+/// primary that took the hold (a `WAIT` counts one node's writes), so holds
+/// on every primary are confirmed by that primary's replica; with one
+/// replica frozen, an acquire on its primary is given back and reported,
+/// while locks on the other primaries are still confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_sync_waits_on_the_primary_that_took_each_hold() {
+    let cluster = RedisCluster::start();
+    assert!(
+        cluster.wait_until_replicas_synced(T).await,
+        "the replicas did not sync"
+    );
+    let mut config = cluster.config();
+    config.replica_sync = None;
+    let client = redisson_locks::Client::connect(config).await.unwrap();
+    assert_eq!(client.replica_sync(), 1, "the primaries have replicas");
+    // Names on every primary, confirmed together (one pipeline per slot).
+    let names: Vec<String> = (0..12).map(|i| format!("synced-{i}")).collect();
+    let primaries: std::collections::HashSet<usize> =
+        names.iter().map(|name| cluster.primary_for(name)).collect();
+    assert_eq!(primaries.len(), 3, "the names cover every primary");
+    let guards = futures_util::future::join_all(names.iter().map(|name| {
+        let lock = client.get_lock(name).unwrap();
+        async move { lock.lock().await }
+    }))
+    .await;
+    for (name, guard) in names.iter().zip(guards) {
+        let guard = guard.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let replica = cluster.replica_for(name);
+        assert!(
+            cluster.nodes[replica].keys().await.contains(name),
+            "{name} is not on its primary's replica"
+        );
+        guard.unlock().await.unwrap();
+    }
+
+    // One replica frozen: its primary's acquire is not confirmed.
+    let frozen = "frozen-replica";
+    let replica = cluster.replica_for(frozen);
+    cluster.nodes[replica].pause();
+    let err = client.get_lock(frozen).unwrap().lock().await.unwrap_err();
+    let other = names
+        .iter()
+        .find(|name| cluster.primary_for(name) != cluster.primary_for(frozen))
+        .unwrap();
+    let elsewhere = client.get_lock(other).unwrap().lock().await;
+    cluster.nodes[replica].resume();
+    assert!(err.is_not_replicated(), "{err:?}");
+    elsewhere.unwrap().unlock().await.unwrap();
+    let primary = cluster.primary_for(frozen);
+    assert!(
+        !cluster.nodes[primary]
+            .keys()
+            .await
+            .contains(&frozen.to_owned()),
+        "the unconfirmed hold was kept"
+    );
+}

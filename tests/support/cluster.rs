@@ -173,6 +173,11 @@ impl RedisCluster {
         // As the single server's (see `SUITE_RECHECK`): a wake-up within
         // PROMPT is then a message's.
         config.recheck_interval = super::SUITE_RECHECK;
+        // No replica sync: the tests kill primaries, and a promoted replica
+        // has no replica of its own (acquires would fail NotReplicated, as
+        // they should). `replica_sync_waits_on_the_primary_that_took_each_hold`
+        // turns it on.
+        config.replica_sync = Some(0);
         config
     }
 
@@ -284,14 +289,7 @@ impl RedisCluster {
     /// lost) and becomes the primary. Returns the index of the new primary
     /// once it says so.
     pub async fn fail_over_gracefully(&self, key: &str) -> usize {
-        let primary_id = self.node_id(self.primary_for(key));
-        let replica = (0..self.nodes.len())
-            .find(|&i| {
-                self.cli(i, &["cluster", "nodes"]).lines().any(|line| {
-                    line.contains("myself") && line.contains("slave") && line.contains(&primary_id)
-                })
-            })
-            .expect("the primary's replica");
+        let replica = self.replica_for(key);
         let answer = self.cli(replica, &["cluster", "failover"]);
         assert!(answer.contains("OK"), "CLUSTER FAILOVER: {answer}");
         let promoted = super::eventually(Duration::from_secs(30), || async {
@@ -300,6 +298,39 @@ impl RedisCluster {
         .await;
         assert!(promoted, "the replica did not take over");
         replica
+    }
+
+    /// Waits until every primary's replicas have done their initial sync
+    /// (`state=online` in its `INFO replication`): until then a `WAIT` on it
+    /// counts none.
+    pub async fn wait_until_replicas_synced(&self, limit: Duration) -> bool {
+        super::eventually(limit, || async {
+            let mut all = true;
+            for node in self.nodes.iter().filter(|n| n.is_running()) {
+                let info = node.info("replication").await;
+                if info.contains("role:master")
+                    && info
+                        .lines()
+                        .any(|l| l.starts_with("slave") && !l.contains("state=online"))
+                {
+                    all = false;
+                }
+            }
+            all
+        })
+        .await
+    }
+
+    /// The index of the replica of the primary serving `key`.
+    pub fn replica_for(&self, key: &str) -> usize {
+        let primary_id = self.node_id(self.primary_for(key));
+        (0..self.nodes.len())
+            .find(|&i| {
+                self.cli(i, &["cluster", "nodes"]).lines().any(|line| {
+                    line.contains("myself") && line.contains("slave") && line.contains(&primary_id)
+                })
+            })
+            .expect("the primary's replica")
     }
 
     /// Whether node `index` is a primary now (its own CLUSTER NODES line).
