@@ -11,6 +11,8 @@
 //!     [--locks 1] [--kind reentrant|fair]
 //! cargo run --release --example lockbench -- --scale handoff-floor [--ops 2000]
 //!     [--hold-us 1000]
+//! cargo run --release --example lockbench -- --cluster 3 [--tasks 64] [--locks 64]
+//!     [--ops 100] [--hold-us 0] [--clients 1]
 //! cargo run --release --example lockbench -- --scale deadlocks
 //! cargo run --release --example lockbench -- --scale nested [--processes 4] [--tasks 4]
 //!     [--clients 1] [--seconds 10] [--mix fair-reentrant|all] [--without a,b]
@@ -30,13 +32,15 @@
 //! The modules: `options` (the flags), `workload` (the contended run), `contend`
 //! (what a task acquires), `observe` (the server's and the process's numbers),
 //! `floors` (the same work without the library), `scale` (the scale runs),
-//! `deadlocks` (how long a deadlock takes to be named) and `nested` (nested
-//! locks across processes: liveness).
+//! `deadlocks` (how long a deadlock takes to be named), `nested` (nested
+//! locks across processes: liveness) and `cluster` (the load across a
+//! cluster's shards).
 
 use serde_json::json;
 
 #[path = "../support/args.rs"]
 mod args;
+mod cluster;
 mod contend;
 mod deadlocks;
 mod floors;
@@ -115,6 +119,9 @@ fn install_metrics(on: bool) -> Result<Option<Scrape>, String> {
 async fn run_with(o: &Options) -> Result<serde_json::Value, String> {
     if let (Some(run), Some(url)) = (&o.nested_child, &o.url) {
         return nested::child(url, run, &o.nested).await;
+    }
+    if let Some(primaries) = o.cluster {
+        return cluster::run(o, primaries).await;
     }
     let (_server, url) = match &o.url {
         Some(url) => (None, url.clone()),

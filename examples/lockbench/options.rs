@@ -74,6 +74,12 @@ pub(crate) struct Options {
     pub(crate) max_seconds: f64,
     pub(crate) write_pct: usize,
     pub(crate) url: Option<String>,
+    /// `--cluster N`: the workload on a cluster of N primaries this run
+    /// starts (see `cluster.rs`).
+    pub(crate) cluster: Option<usize>,
+    /// `--broadcast`: on a cluster, unlock messages by broadcast pub/sub
+    /// (`Config::sharded_pubsub = Some(false)`), for comparison.
+    pub(crate) broadcast: bool,
     /// A label copied into the output, naming the workload.
     pub(crate) workload: Option<String>,
     pub(crate) scale_watchdog: bool,
@@ -112,6 +118,8 @@ pub(crate) fn parse() -> Result<Options, String> {
         max_seconds: 60.0,
         write_pct: 20,
         url: None,
+        cluster: None,
+        broadcast: false,
         workload: None,
         scale_watchdog: false,
         scale_waiters: false,
@@ -157,6 +165,8 @@ pub(crate) fn parse() -> Result<Options, String> {
             "--max-seconds" => o.max_seconds = args.parsed(f, "a number")?,
             "--write-pct" => o.write_pct = args.count(f)?,
             "--url" => o.url = Some(args.value(f)?),
+            "--cluster" => o.cluster = Some(args.count(f)?),
+            "--broadcast" => o.broadcast = true,
             "--workload" => o.workload = Some(args.value(f)?),
             "--port" => {
                 let port = args.number(f)?;

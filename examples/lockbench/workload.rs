@@ -280,7 +280,7 @@ impl Worker {
 
 /// Jain's fairness index of the counts: 1.0 when all are equal (and when all
 /// are zero).
-fn jain(counts: &[u64]) -> f64 {
+pub(crate) fn jain(counts: &[u64]) -> f64 {
     let sum: f64 = counts.iter().map(|&c| c as f64).sum();
     let sum_sq: f64 = counts.iter().map(|&c| (c as f64).powi(2)).sum();
     if sum_sq > 0.0 {
