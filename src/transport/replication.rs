@@ -37,6 +37,7 @@ use crate::error::{Error, Result};
 use crate::transport::background::Spawner;
 use crate::transport::conn::Conn;
 use crate::transport::durability::{in_words, probe, refused, Plan, Wanted};
+#[cfg(feature = "cluster")]
 use crate::transport::keys::{cluster_slot, Slot};
 use crate::transport::pubsub::EpochReader;
 
@@ -378,22 +379,15 @@ impl Inner {
         // Each hold's fence and a `WAIT` go to the primary that took it: one
         // pipeline per slot (a pipeline goes to the node of its keys), the
         // slots' pipelines at once.
-        let mut groups: Vec<(Slot, Vec<usize>)> = Vec::new();
-        for (at, hold) in asks.iter().enumerate() {
-            let slot = cluster_slot(hold.as_ref().map_or("", |(name, _)| name.as_str()));
-            match groups.iter_mut().find(|(of, _)| *of == slot) {
-                Some((_, members)) => members.push(at),
-                None => groups.push((slot, vec![at])),
-            }
-        }
-        let sent = futures_util::future::join_all(groups.iter().map(|(_, members)| {
+        let groups = by_slot(asks);
+        let sent = futures_util::future::join_all(groups.iter().map(|members| {
             let group: Vec<_> = members.iter().map(|&at| asks[at].clone()).collect();
             let command = command.clone();
             async move { self.send_group(link, quiet, plan, &command, &group).await }
         }))
         .await;
         let mut answers: Vec<Option<Result<bool>>> = asks.iter().map(|_| None).collect();
-        for ((_, members), group_answers) in groups.iter().zip(sent) {
+        for (members, group_answers) in groups.iter().zip(sent) {
             for (&at, answer) in members.iter().zip(group_answers) {
                 answers[at] = Some(answer);
             }
@@ -562,6 +556,27 @@ impl Inner {
     fn probed(&self) -> std::sync::MutexGuard<'_, Probed> {
         self.probed.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// The asks' places grouped by the slot of their hold (in a cluster, one
+/// pipeline goes to the node of one slot).
+#[cfg(feature = "cluster")]
+fn by_slot(asks: &[Option<(String, String)>]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(Slot, Vec<usize>)> = Vec::new();
+    for (at, hold) in asks.iter().enumerate() {
+        let slot = cluster_slot(hold.as_ref().map_or("", |(name, _)| name.as_str()));
+        match groups.iter_mut().find(|(of, _)| *of == slot) {
+            Some((_, members)) => members.push(at),
+            None => groups.push((slot, vec![at])),
+        }
+    }
+    groups.into_iter().map(|(_, members)| members).collect()
+}
+
+/// Without Cluster support there is one server: one group.
+#[cfg(not(feature = "cluster"))]
+fn by_slot(asks: &[Option<(String, String)>]) -> Vec<Vec<usize>> {
+    vec![(0..asks.len()).collect()]
 }
 
 /// A primary of `conn`'s cluster to ask what the servers support (one slot
