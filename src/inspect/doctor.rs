@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::config::Durability;
 use crate::error::{Error, Result};
 use crate::transport::conn::Conn;
-use crate::transport::durability::{probe, refused, Plan, Support, Wanted};
+use crate::transport::durability::{info_field as field, probe, refused, Plan, Support, Wanted};
 use crate::transport::keys::lock_channel;
 
 /// How a finding stands.
@@ -536,14 +536,6 @@ fn version(say: &Say<'_>, support: &Support) -> Finding {
         "no lock-relevant quirk known for this version".to_owned()
     };
     say("version", Verdict::Ok, detail, None)
-}
-
-/// A `field:value` line of an `INFO` text.
-fn field(text: &Option<String>, name: &str) -> Option<String> {
-    text.as_deref()?.lines().find_map(|line| {
-        let (key, value) = line.split_once(':')?;
-        (key == name).then(|| value.trim().to_owned())
-    })
 }
 
 /// A key the checkup's script may touch (it only reads it), in `slot` when

@@ -6,8 +6,11 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use crate::engine::contract::Target;
 use crate::engine::Engine;
-use crate::transport::scripts::{InOrder, Order};
+use crate::error::Result;
+use crate::transport::conn::Conn;
+use crate::transport::scripts::{self, InOrder, Order};
 
 /// How long a release's turn keeps a free lock for the client it names (see
 /// `order_common.lua`): the time that client's waiter has, from the release,
@@ -127,9 +130,17 @@ impl ClientOrder {
         }
     }
 
-    /// The order a waiter that gave up leaves, if its client may be in it.
-    pub(crate) fn left<'o>(&self, owner: &'o str) -> Option<Order<'o>> {
+    /// A waiter of `target` that gave up leaves the order, if its client may
+    /// be in it, publishing on the lock's channel as it does (see
+    /// `lock_leave_order.lua`). A hint, which expires on its own if this
+    /// fails.
+    pub(crate) async fn leave(&self, conn: &mut Conn, target: &Target) -> Result<()> {
         let joined = self.place.load(Ordering::Relaxed) == Place::Joined as u8;
-        self.sent(owner).filter(|_| joined)
+        match self.sent(&target.owner).filter(|_| joined) {
+            Some(order) => {
+                scripts::lock_leave_order(conn, &target.name, target.channel(), order).await
+            }
+            None => Ok(()),
+        }
     }
 }

@@ -143,17 +143,8 @@ impl Acquirer for ReentrantOps {
         })
     }
 
-    /// Leaves the lock's order of waiting clients (a waiter that gave up): a
-    /// hint, which expires on its own if this fails.
+    /// Leaves the lock's order of waiting clients (a waiter that gave up).
     fn abandon(self: Arc<Self>, mut conn: Conn) -> BoxFuture<Result<()>> {
-        Box::pin(async move {
-            match self.order.left(self.owner()) {
-                Some(order) => {
-                    let (name, channel) = (self.name(), self.channel());
-                    scripts::lock_leave_order(&mut conn, name, channel, order).await
-                }
-                None => Ok(()),
-            }
-        })
+        Box::pin(async move { self.order.leave(&mut conn, self.target()).await })
     }
 }

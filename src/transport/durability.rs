@@ -71,15 +71,9 @@ pub(crate) async fn probe(conn: &Conn, slot: Option<u16>) -> Result<Support, Err
     };
     let (replication, persistence, server) =
         (text(replication)?, text(persistence)?, text(server)?);
-    let field = |text: &Option<String>, name: &str| -> Option<String> {
-        text.as_deref()?.lines().find_map(|line| {
-            let (key, value) = line.split_once(':')?;
-            (key == name).then(|| value.trim().to_owned())
-        })
-    };
     let server = match (
-        field(&server, "valkey_version"),
-        field(&server, "redis_version"),
+        info_field(&server, "valkey_version"),
+        info_field(&server, "redis_version"),
     ) {
         (Some(v), _) => format!("Valkey {v}"),
         (None, Some(v)) => format!("Redis {v}"),
@@ -90,7 +84,7 @@ pub(crate) async fn probe(conn: &Conn, slot: Option<u16>) -> Result<Support, Err
         .and_then(|v| redis::from_redis_value::<HashMap<String, String>>(v).ok())
         .and_then(|pairs| pairs.get("appendfsync").map(|v| v.to_ascii_lowercase()));
     let local_aof = match (
-        field(&persistence, "aof_enabled").as_deref(),
+        info_field(&persistence, "aof_enabled").as_deref(),
         appendfsync.as_deref(),
     ) {
         (Some("0"), _) => Some(
@@ -112,7 +106,17 @@ pub(crate) async fn probe(conn: &Conn, slot: Option<u16>) -> Result<Support, Err
         waitaof: why_not(waitaof)?,
         local_aof,
         fsync_each_second: appendfsync.as_deref() == Some("everysec"),
-        replicas: field(&replication, "connected_slaves").and_then(|n| crate::numeral::decimal(&n)),
+        replicas: info_field(&replication, "connected_slaves")
+            .and_then(|n| crate::numeral::decimal(&n)),
+    })
+}
+
+/// The value of a `field:value` line of an `INFO` reply's `text` (none when
+/// the reply or the line is missing).
+pub(crate) fn info_field(text: &Option<String>, name: &str) -> Option<String> {
+    text.as_deref()?.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        (key == name).then(|| value.trim().to_owned())
     })
 }
 

@@ -371,11 +371,8 @@ impl Inner {
         if !link.is_cluster() {
             return self.send_group(link, quiet, plan, &command, asks).await;
         }
-        // A cluster: a release's or renewals' sync names no hold, so no node
-        // to send it to; it is best effort, and not sent.
-        if quiet {
-            return asks.iter().map(|_| Ok(true)).collect();
-        }
+        // A cluster: only confirmations come here (a release's or renewals'
+        // sync names no hold, so no node, and `quietly` sends none there).
         // Each hold's fence and a `WAIT` go to the primary that took it: one
         // pipeline per slot (a pipeline goes to the node of its keys), the
         // slots' pipelines at once.

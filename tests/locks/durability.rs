@@ -109,13 +109,22 @@ async fn a_mode_the_server_cannot_give_is_refused_at_connect_with_the_reason() {
     guard.unlock().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_aof_hold_is_in_the_primarys_file_before_the_acquire_returns() {
+/// A server that fsyncs every write to its append-only file and a client
+/// asking for `Durability::Aof` on it; none before 7.2 (no WAITAOF).
+async fn fsyncing_every_write() -> Option<(RedisServer, Client)> {
     if !server_has(7, 2, "WAITAOF") {
-        return;
+        return None;
     }
     let server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let client = connect(&server, Durability::Aof, Some(0)).await.unwrap();
+    Some((server, client))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aof_hold_is_in_the_primarys_file_before_the_acquire_returns() {
+    let Some((server, client)) = fsyncing_every_write().await else {
+        return;
+    };
     assert_eq!(client.durability(), Some(Durability::Aof));
     let name = "in-the-file-7f3a";
     let guard = client.get_lock(name).unwrap().lock().await.unwrap();
@@ -129,11 +138,9 @@ async fn an_aof_hold_is_in_the_primarys_file_before_the_acquire_returns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_stops_keeping_its_file_fails_acquires_clearly_until_it_keeps_it_again() {
-    if !server_has(7, 2, "WAITAOF") {
+    let Some((server, client)) = fsyncing_every_write().await else {
         return;
-    }
-    let server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let client = connect(&server, Durability::Aof, Some(0)).await.unwrap();
+    };
     let lock = client.get_lock("file-kept").unwrap();
     lock.lock().await.unwrap().unlock().await.unwrap();
 
