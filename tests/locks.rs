@@ -8,6 +8,7 @@ mod locks {
     mod ambiguity;
     mod cancellation;
     mod cluster;
+    mod cluster_campaigns;
     mod config_database;
     mod deadlocks;
     mod doctor;

@@ -10,7 +10,18 @@
 //!   every other node, and `..._publishshard_sent`, what a sharded one sends
 //!   its shard's replicas: none here);
 //! - the shard channels subscribed on each node at the end of the run's
-//!   busiest second (`PUBSUB SHARDCHANNELS`), sampled while it runs.
+//!   busiest second (`PUBSUB SHARDCHANNELS`), sampled while it runs;
+//! - each shard's CPU time (`INFO cpu`, user and system: every primary is a
+//!   process of its own) and Jain's index over the shards: the split the
+//!   servers measure, not one inferred from command counts;
+//! - where the server has `CLUSTER SLOT-STATS` (Valkey 8.0 on, Redis 8.2 on,
+//!   with `cluster-slot-stats-enabled`), each shard's slots' CPU time and
+//!   bytes out, summed. Those servers do not count a script's CPU time or
+//!   its input against its keys' slot (measured on Valkey 9.1 and Redis 8.2:
+//!   200 `EVAL`s of a `SET` leave the slot at 0 µs and 0 bytes in, the same
+//!   200 `SET`s at about 200 µs), so for this crate, whose every change is a
+//!   script, SLOT-STATS sees the replies only (`bytes_out`); its CPU field is
+//!   reported as read. Elsewhere (Redis 7.0) those fields are `null`.
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
@@ -108,6 +119,55 @@ struct Counts {
     /// The cluster bus messages it sent for broadcast and sharded publishes.
     bus_publish: u64,
     bus_publishshard: u64,
+    /// The process's CPU time, user and system (`INFO cpu`), in µs.
+    cpu_us: u64,
+    /// Its slots' CPU time and bytes out, from `CLUSTER SLOT-STATS`, where
+    /// the server has it.
+    slot_stats: Option<SlotStats>,
+}
+
+/// One node's `CLUSTER SLOT-STATS`, summed over the slots it serves.
+#[derive(Default, Clone, Copy)]
+struct SlotStats {
+    cpu_usec: u64,
+    bytes_out: u64,
+}
+
+/// Sums `CLUSTER SLOT-STATS SLOTSRANGE 0 16383` (the node answers for the
+/// slots it serves): each entry is a slot and its metrics, name then value.
+fn sum_slot_stats(reply: &redis::Value) -> Option<SlotStats> {
+    use redis::Value;
+    let entries = match reply {
+        Value::Array(entries) => entries,
+        _ => return None,
+    };
+    let mut sum = SlotStats::default();
+    for entry in entries {
+        let Value::Array(pair) = entry else { continue };
+        let metrics: Vec<(&Value, &Value)> = match pair.get(1) {
+            Some(Value::Map(map)) => map.iter().map(|(k, v)| (k, v)).collect(),
+            Some(Value::Array(flat)) => flat
+                .chunks(2)
+                .filter_map(|c| Some((c.first()?, c.get(1)?)))
+                .collect(),
+            _ => continue,
+        };
+        for (name, value) in metrics {
+            let name = match name {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                Value::SimpleString(s) => s.clone(),
+                _ => continue,
+            };
+            let Value::Int(n) = value else { continue };
+            let n = u64::try_from(*n).unwrap_or(0);
+            match name.as_str() {
+                "cpu-usec" => sum.cpu_usec += n,
+                "network-bytes-out" => sum.bytes_out += n,
+                _ => {}
+            }
+        }
+    }
+    Some(sum)
 }
 
 async fn snapshot(nodes: &[TestServer]) -> Result<Vec<Counts>, String> {
@@ -128,6 +188,26 @@ async fn snapshot(nodes: &[TestServer]) -> Result<Vec<Counts>, String> {
             .query_async(&mut conn)
             .await
             .map_err(err)?;
+        let cpu: String = redis::cmd("INFO")
+            .arg("cpu")
+            .query_async(&mut conn)
+            .await
+            .map_err(err)?;
+        let seconds = |name: &str| -> f64 {
+            cpu.lines()
+                .find_map(|line| line.strip_prefix(&format!("{name}:")))
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        let cpu_us = ((seconds("used_cpu_user") + seconds("used_cpu_sys")) * 1e6) as u64;
+        let slot_stats: Option<redis::Value> = redis::cmd("CLUSTER")
+            .arg("SLOT-STATS")
+            .arg("SLOTSRANGE")
+            .arg(0)
+            .arg(16383)
+            .query_async(&mut conn)
+            .await
+            .ok();
         let calls = |line: &str| -> u64 {
             line.split(',')
                 .find_map(|part| part.split_once("calls=").map(|(_, n)| n))
@@ -158,6 +238,8 @@ async fn snapshot(nodes: &[TestServer]) -> Result<Vec<Counts>, String> {
             publish: command("publish"),
             bus_publish: field("cluster_stats_messages_publish_sent"),
             bus_publishshard: field("cluster_stats_messages_publishshard_sent"),
+            cpu_us,
+            slot_stats: slot_stats.as_ref().and_then(sum_slot_stats),
         });
     }
     Ok(all)
@@ -210,7 +292,23 @@ fn report(
             publish: a.publish.saturating_sub(b.publish),
             bus_publish: a.bus_publish.saturating_sub(b.bus_publish),
             bus_publishshard: a.bus_publishshard.saturating_sub(b.bus_publishshard),
+            cpu_us: a.cpu_us.saturating_sub(b.cpu_us),
+            slot_stats: match (b.slot_stats, a.slot_stats) {
+                (Some(b), Some(a)) => Some(SlotStats {
+                    cpu_usec: a.cpu_usec.saturating_sub(b.cpu_usec),
+                    bytes_out: a.bytes_out.saturating_sub(b.bytes_out),
+                }),
+                _ => None,
+            },
         })
+        .collect();
+    // The servers' own split: each process's CPU time, and (SLOT-STATS)
+    // each shard's slots' bytes out.
+    let cpu: Vec<u64> = diff.iter().map(|c| c.cpu_us).collect();
+    let cpu_total: u64 = cpu.iter().sum();
+    let bytes_out: Option<Vec<u64>> = diff
+        .iter()
+        .map(|c| c.slot_stats.map(|s| s.bytes_out))
         .collect();
     let total: u64 = diff.iter().map(|c| c.commands).sum();
     let shares: Vec<f64> = diff
@@ -229,6 +327,10 @@ fn report(
                 "commands": c.commands, "share": share, "spublish": c.spublish,
                 "publish": c.publish, "bus_publish_sent": c.bus_publish,
                 "bus_publishshard_sent": c.bus_publishshard, "peak_shard_channels": channels,
+                "cpu_us": c.cpu_us,
+                "cpu_share": c.cpu_us as f64 / cpu_total.max(1) as f64,
+                "slot_stats_cpu_usec": c.slot_stats.map(|s| s.cpu_usec),
+                "slot_stats_bytes_out": c.slot_stats.map(|s| s.bytes_out),
             })
         })
         .collect();
@@ -245,6 +347,8 @@ fn report(
         "acq_per_s": acquisitions as f64 / wall.as_secs_f64(),
         "commands_per_acq": per(total),
         "jain_over_shards": jain,
+        "jain_cpu_over_shards": crate::workload::jain(&cpu),
+        "jain_slot_stats_bytes_out_over_shards": bytes_out.as_deref().map(crate::workload::jain),
         "publishes_per_acq": per(by_kind["spublish"] + by_kind["publish"]),
         "sharded_publishes_per_acq": per(by_kind["spublish"]),
         "bus_messages_per_publish": by_kind["bus"] as f64
@@ -319,6 +423,16 @@ fn start(primaries: usize) -> Result<Vec<TestServer>, String> {
                 .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("cluster_state:ok"))
         });
         if ok {
+            // Per-slot CPU and network counts (CLUSTER SLOT-STATS) are off by
+            // default; a server without them refuses, and the report says null.
+            for node in &nodes {
+                let _ = Command::new("redis-cli")
+                    .args(["-p", &node.port().to_string()])
+                    .args(["config", "set", "cluster-slot-stats-enabled", "yes"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
             return Ok(nodes);
         }
         std::thread::sleep(Duration::from_millis(100));

@@ -140,13 +140,16 @@ impl Engine {
         warnings.extend(sync_warning);
         let linger = crate::engine::heuristics::heuristics().unsubscribe_linger;
         // In a cluster with sharded pub/sub, the subscriptions get a connection
-        // of their own: a node that gives up a slot (a reshard, a failover)
-        // pushes `sunsubscribe` to its subscribers, and redis-rs takes that push
-        // for the reply to the command at the front of that node's queue,
-        // shifting every later reply on the connection by one (a script's reply
-        // read as another's: seen as timeouts under a graceful failover). On a
-        // connection of subscriptions alone, only subscriptions' confirmations
-        // can be shifted, which costs a re-check, never a wrong answer.
+        // of their own. A node that gives up a slot (a reshard, a failover)
+        // pushes `sunsubscribe` to its subscribers and keeps the connection;
+        // redis-rs before 1.8.2 took that push for the reply to the command at
+        // the front of that node's queue, shifting every later reply by one (a
+        // script's reply read as another's: seen as timeouts under a graceful
+        // failover; redis-rs#2530, fixed in 1.8.2, which this crate requires,
+        // and tested by `cluster::a_pushed_sunsubscribe_is_never_taken_for_a_commands_reply`).
+        // The separate connection stays: a subscription's traffic never waits
+        // behind scripts, and a wedged command link (see `silence.rs`) is
+        // replaced without ending every subscription.
         let subscriptions = match conn.is_cluster() && conn.is_sharded() {
             true => open_connection(&config, background.spawner().clone(), &pushes, false).await?,
             false => conn.clone(),

@@ -15,6 +15,7 @@ use tokio::runtime::Handle;
 use crate::transport::background::{entered, Spawner};
 use crate::transport::home::Home;
 use crate::transport::script_cache::ScriptCache;
+use crate::transport::silence::{Sent, Verdict};
 
 /// The client's connection: a cheap, cloneable handle. It knows where its driver
 /// lives (see `home.rs`) and moves it to the client's own thread when that home
@@ -43,6 +44,9 @@ struct Shared {
     on_move: Box<dyn Fn() + Send + Sync>,
     /// The server's script cache as this client knows it.
     scripts: Arc<ScriptCache>,
+    /// When the link last answered (see `silence.rs`): a cluster link silent
+    /// through a command's whole timeout is replaced.
+    silence: crate::transport::silence::Silence,
 }
 
 /// Connects a new link like the first one.
@@ -57,6 +61,9 @@ pub(crate) type Reconnect = Box<
 struct Placed {
     link: Link,
     home: Home,
+    /// Counts the links this client made: a silence is judged against the
+    /// link the command went out on, never a newer one.
+    generation: u64,
 }
 
 /// Which kind of connection.
@@ -129,13 +136,18 @@ impl Conn {
             shared: Arc::new(Shared {
                 cluster,
                 sharded,
-                placed: RwLock::new(Placed { link, home }),
+                placed: RwLock::new(Placed {
+                    link,
+                    home,
+                    generation: 0,
+                }),
                 reconnect,
                 moving: tokio::sync::Mutex::new(()),
                 leaving: std::sync::atomic::AtomicBool::new(false),
                 spawner,
                 on_move,
                 scripts: Arc::new(ScriptCache::default()),
+                silence: Default::default(),
             }),
         }
     }
@@ -258,6 +270,7 @@ impl Conn {
         *shared.placed.write().unwrap_or_else(|p| p.into_inner()) = Placed {
             link: link.clone(),
             home: Home::Client(shared.spawner.handle().clone()),
+            generation: current.generation + 1,
         };
         crate::trace::info_event!(
             "the runtime driving the connection ended or stalled: moved the connection to the \
@@ -265,6 +278,52 @@ impl Conn {
         );
         (shared.on_move)();
         Ok(link)
+    }
+
+    /// Judges the link a command went out on (generation `generation`, at
+    /// `sent`) by its `result`; a cluster link that went silent (see
+    /// `silence.rs`) is replaced in the background by a new one, and every
+    /// channel subscribed again there (its waiters woken), as after a move.
+    fn judge<T>(&self, result: &redis::RedisResult<T>, sent: Sent, generation: u64) {
+        let verdict = self.shared.silence.judge(result, sent);
+        if verdict != Verdict::Silent || !self.shared.cluster {
+            return;
+        }
+        let conn = self.clone();
+        self.shared.spawner.spawn(async move {
+            conn.replace_silent(generation).await;
+        });
+    }
+
+    /// Replaces link number `generation` if it is still the one in use and
+    /// has said nothing since it was judged silent. If no new link can be
+    /// made (the cluster is down), the old one stays.
+    async fn replace_silent(&self, generation: u64) {
+        let shared = &self.shared;
+        let _moving = shared.moving.lock().await;
+        let current = shared.placed();
+        if current.generation != generation {
+            return;
+        }
+        let link = match (shared.reconnect)().await {
+            Ok(link) => link,
+            Err(e) => {
+                crate::trace::warn_event!(
+                    "the cluster connection answered nothing for a whole timeout, and a new one could not be made (tried again on the next silence): {e}"
+                );
+                return;
+            }
+        };
+        *shared.placed.write().unwrap_or_else(|p| p.into_inner()) = Placed {
+            link,
+            home: Home::Client(shared.spawner.handle().clone()),
+            generation: generation + 1,
+        };
+        shared.silence.answered();
+        crate::trace::warn_event!(
+            "the cluster connection answered nothing for a whole timeout (redis-rs's slot refresh can hang for good): replaced it with a new one"
+        );
+        (shared.on_move)();
     }
 
     /// The primaries a whole-keyspace command (SCAN) must visit, each named by
@@ -328,13 +387,19 @@ impl Conn {
     }
 
     pub(crate) async fn subscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
+        let (generation, sent) = (self.shared.placed().generation, self.shared.silence.sent());
         let (mut link, runtime) = self.link().await?;
-        entered(runtime, async move { link.subscribe(channels).await }).await
+        let result = entered(runtime, async move { link.subscribe(channels).await }).await;
+        self.judge(&result, sent, generation);
+        result
     }
 
     pub(crate) async fn unsubscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
+        let (generation, sent) = (self.shared.placed().generation, self.shared.silence.sent());
         let (mut link, runtime) = self.link().await?;
-        entered(runtime, async move { link.unsubscribe(channels).await }).await
+        let result = entered(runtime, async move { link.unsubscribe(channels).await }).await;
+        self.judge(&result, sent, generation);
+        result
     }
 }
 
@@ -467,8 +532,12 @@ impl redis::aio::ConnectionLike for Link {
 impl redis::aio::ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            let generation = self.shared.placed().generation;
+            let sent = self.shared.silence.sent();
             let (mut link, runtime) = self.link().await?;
-            entered(runtime, link.req_packed_command(cmd)).await
+            let result = entered(runtime, link.req_packed_command(cmd)).await;
+            self.judge(&result, sent, generation);
+            result
         })
     }
 
@@ -479,8 +548,12 @@ impl redis::aio::ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
+            let generation = self.shared.placed().generation;
+            let sent = self.shared.silence.sent();
             let (mut link, runtime) = self.link().await?;
-            entered(runtime, link.req_packed_commands(pipeline, offset, count)).await
+            let result = entered(runtime, link.req_packed_commands(pipeline, offset, count)).await;
+            self.judge(&result, sent, generation);
+            result
         })
     }
 

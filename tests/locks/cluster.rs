@@ -550,7 +550,7 @@ async fn waiters_follow_their_channels_through_a_graceful_failover() {
         ["{handed}:reentrant", "{handed-fair}:fair"],
         "the new primary",
         |name| async move {
-            cluster.fail_over_gracefully(name).await;
+            cluster.fail_over_gracefully(name);
         },
     )
     .await;
@@ -686,4 +686,103 @@ async fn replica_sync_waits_on_the_primary_that_took_each_hold() {
             .contains(&frozen.to_owned()),
         "the unconfirmed hold was kept"
     );
+}
+
+/// The server pushes `sunsubscribe` to every sharded subscriber of a slot
+/// it gives up, and keeps the connection: redis-rs before 1.8.2 took that
+/// push for the reply to the command at the front of the node's queue, and
+/// every later reply on the connection went to the command after its own
+/// (redis-rs#2530, fixed by #2583 in 1.8.2, the version this crate needs).
+/// Here, on redis-rs's own cluster connection, eight tasks keep `INCR`s in
+/// flight to the node of a subscribed channel while the channel's slot
+/// moves away three times: each task's counter must read 1, 2, 3, … with
+/// no reply shifted, and the push must have come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushed_sunsubscribe_is_never_taken_for_a_commands_reply() {
+    if !crate::support::server_has(7, 0, "sharded pub/sub") {
+        return;
+    }
+    let cluster = Arc::new(RedisCluster::start());
+    let pushed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = pushed.clone();
+    let client = redis::cluster::ClusterClientBuilder::new(
+        cluster
+            .nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}", n.port()))
+            .collect::<Vec<_>>(),
+    )
+    .use_protocol(redis::ProtocolVersion::RESP3)
+    .response_timeout(Duration::from_secs(5))
+    .push_sender(move |push: redis::PushInfo| {
+        if push.kind == redis::PushKind::SUnsubscribe {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok::<(), std::convert::Infallible>(())
+    })
+    .build()
+    .unwrap();
+    let mut conn = client.get_async_connection().await.unwrap();
+    for round in 0..3 {
+        let channel = format!("{{pushed-{round}}}");
+        conn.ssubscribe(&channel).await.unwrap();
+        // Counters on the channel's node, in slots that stay there.
+        let node = cluster.primary_for(&channel);
+        let keys: Vec<String> = (0..10_000)
+            .map(|i| format!("counter-{round}-{i}"))
+            .filter(|key| cluster.primary_for(key) == node)
+            .take(8)
+            .collect();
+        assert_eq!(keys.len(), 8, "counters on node {node}");
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let counting: Vec<_> = keys
+            .into_iter()
+            .map(|key| {
+                let (mut conn, stop) = (conn.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut expected = 1;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let got: redis::RedisResult<i64> =
+                            redis::cmd("INCR").arg(&key).query_async(&mut conn).await;
+                        match got {
+                            Ok(n) if n == expected => expected += 1,
+                            other => return Err(format!("{key}: INCR #{expected} read {other:?}")),
+                        }
+                    }
+                    Ok(expected - 1)
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let before = pushed.load(std::sync::atomic::Ordering::SeqCst);
+        let mover = cluster.clone();
+        let moved = channel.clone();
+        tokio::task::spawn_blocking(move || {
+            let slot = mover.slot_of(&moved);
+            let to = *mover
+                .primaries()
+                .iter()
+                .find(|&&p| p != mover.primary_of_slot(slot))
+                .unwrap();
+            mover.move_slot(slot, to, Duration::ZERO);
+        })
+        .await
+        .unwrap();
+        assert!(
+            eventually(T, || async {
+                pushed.load(std::sync::atomic::Ordering::SeqCst) > before
+            })
+            .await,
+            "round {round}: no sunsubscribe was pushed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for task in counting {
+            let counted = task
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("round {round}: {e}"));
+            assert!(counted > 0, "round {round}: no INCR was answered");
+        }
+    }
 }

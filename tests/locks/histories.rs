@@ -415,13 +415,13 @@ async fn a_campaign_of_cuts_and_pauses_leaves_linearizable_histories() {
 /// How long an outcome nobody knows may keep a lock held in the campaign of
 /// cuts and pauses: its settle asks again every `retry_interval` (200 ms),
 /// each try bounded by the reply timeout (500 ms), three times.
-const CUTS_SETTLE: Duration = Duration::from_millis(2_100);
+pub(super) const CUTS_SETTLE: Duration = Duration::from_millis(2_100);
 
 /// The longest a waiter may wait on a lock free for it under cuts, write
 /// pauses and partitions of 300 ms: the fault itself, a reply timeout and a
 /// retry's pause (what a waiter cut off needs to try again), and the
 /// re-check interval (1 s) for a message the fault swallowed.
-const CUTS_STALL_BOUND: Duration = Duration::from_millis(3_000);
+pub(super) const CUTS_STALL_BOUND: Duration = Duration::from_millis(3_000);
 
 /// One permit of the permit-expirable semaphore (a 30 s lease, outlasting
 /// every fault), taken and given back by id, recorded.
@@ -571,7 +571,7 @@ const CAMPAIGN_LATCH_COUNT: u64 = 80;
 
 /// Gives the campaign's two semaphores their two permits each, and its latch
 /// its count (once: nobody re-arms it during the run).
-async fn set_campaign_counts(client: &redisson_locks::Client) {
+pub(super) async fn set_campaign_counts(client: &redisson_locks::Client) {
     assert!(client
         .get_semaphore("camp-slots")
         .unwrap()
@@ -593,7 +593,7 @@ async fn set_campaign_counts(client: &redisson_locks::Client) {
 }
 
 /// The campaign's tasks, running, and what stops them.
-struct CampaignTasks {
+pub(super) struct CampaignTasks {
     stop: Arc<std::sync::atomic::AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -602,7 +602,7 @@ impl CampaignTasks {
     /// `per_client` tasks on each of `clients` and a latch task, recording
     /// into `recorder`; task `t` of client `c` is owner `owner(c, t)`, its
     /// latch task `owner(c, per_client)`.
-    fn start(
+    pub(super) fn start(
         clients: &[redisson_locks::Client],
         per_client: u64,
         recorder: &Arc<Recorder>,
@@ -628,7 +628,7 @@ impl CampaignTasks {
     }
 
     /// Tells them to stop after their round, and waits for them, at most `limit`.
-    async fn stop(self, limit: Duration, what: &str) {
+    pub(super) async fn stop(self, limit: Duration, what: &str) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         within(limit, what, async {
             for task in self.tasks {
@@ -698,7 +698,7 @@ pub(super) fn keep(dir: &std::path::Path, kept: &str) -> std::path::PathBuf {
 /// Checks a campaign's merged `history`; when no order explains it, keeps
 /// the recorded files of `dir` under `target/histories/<kept>/` and fails,
 /// naming the `run` (its seed, or what it struck) and the place.
-fn check_or_keep(history: &[Operation], dir: &std::path::Path, kept: &str, run: &str) {
+pub(super) fn check_or_keep(history: &[Operation], dir: &std::path::Path, kept: &str, run: &str) {
     let Err(why) = check_campaign(history) else {
         return;
     };
@@ -710,7 +710,7 @@ fn check_or_keep(history: &[Operation], dir: &std::path::Path, kept: &str, run: 
 /// drew, if any), then its release. A wait that ran out is a `fail` (no
 /// effect, and no evidence of a holder: a paused server explains it too); a
 /// call that failed is unknown.
-async fn recorded_hold(
+pub(super) async fn recorded_hold(
     recorder: &Recorder,
     owner: &str,
     lock: &str,

@@ -190,44 +190,7 @@ impl RedisCluster {
     /// The index of the node serving `key` as a primary (CLUSTER NODES seen from a
     /// live node).
     pub fn primary_for(&self, key: &str) -> usize {
-        let node = self
-            .nodes
-            .iter()
-            .find(|n| n.is_running())
-            .expect("a live node");
-        let slot = self.slot_of(key);
-        let nodes = Command::new("redis-cli")
-            .args(["-p", &node.port().to_string(), "cluster", "nodes"])
-            .output()
-            .expect("redis-cli");
-        for line in String::from_utf8_lossy(&nodes.stdout).lines() {
-            let fields: Vec<&str> = line.split(' ').collect();
-            if !fields.get(2).is_some_and(|f| f.contains("master"))
-                || fields.get(2).is_some_and(|f| f.contains("fail"))
-            {
-                continue;
-            }
-            let serves = fields[8..].iter().any(|range| match range.split_once('-') {
-                Some((a, b)) => {
-                    a.parse::<u16>().is_ok_and(|a| a <= slot)
-                        && b.parse::<u16>().is_ok_and(|b| slot <= b)
-                }
-                None => range.parse::<u16>() == Ok(slot),
-            });
-            if serves {
-                let port: u16 = fields[1]
-                    .split(['@', ':'])
-                    .nth(1)
-                    .and_then(|p| p.parse().ok())
-                    .expect("port");
-                return self
-                    .nodes
-                    .iter()
-                    .position(|n| n.port() == port)
-                    .expect("known node");
-            }
-        }
-        panic!("no primary serves slot {slot}");
+        self.primary_of_slot(self.slot_of(key))
     }
 
     /// The slot of `key` (CLUSTER KEYSLOT, asked of a live node).
@@ -248,24 +211,110 @@ impl RedisCluster {
     }
 
     /// Moves the slot of `key` from the primary serving it to another
-    /// primary, as a reshard does on Redis 7: the target imports it, the
-    /// source migrates it, its keys are MIGRATEd, and every primary is told
-    /// the new owner. Returns the index of the new owner.
+    /// primary (see [`move_slot`](Self::move_slot)). Returns the index of
+    /// the new owner.
     pub async fn move_slot_of(&self, key: &str) -> usize {
-        let slot = self.slot_of(key).to_string();
+        let slot = self.slot_of(key);
         let from = self.primary_for(key);
-        let primaries: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| self.nodes[i].is_running() && self.is_primary(i))
-            .collect();
-        let to = *primaries
+        let to = *self
+            .primaries()
             .iter()
             .find(|&&i| i != from)
             .expect("another primary");
+        self.move_slot(slot, to, Duration::ZERO);
+        to
+    }
+
+    /// The indexes of the live primaries (each node's own word).
+    pub fn primaries(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].is_running() && self.is_primary(i))
+            .collect()
+    }
+
+    /// Moves `slot` to primary `to`, as a reshard does, the way the server
+    /// under test does it best: Valkey 9's atomic `CLUSTER MIGRATESLOTS`
+    /// (the keys stream over, then the slot changes hands at once), or else
+    /// the classic way of Redis 7 (`CLUSTER SETSLOT` and `MIGRATE`): the
+    /// target imports, the source migrates, its keys are `MIGRATE`d one at a
+    /// time `pace` apart (so clients meet `ASK`, and `TRYAGAIN` for a script
+    /// whose keys are split, meanwhile), and every primary is told the new
+    /// owner. Blocking: call it off the runtime's workers
+    /// (`spawn_blocking`), whose timers the load's waiters need.
+    pub fn move_slot(&self, slot: u16, to: usize, pace: Duration) {
+        let from = self.primary_of_slot(slot);
+        if from == to {
+            return;
+        }
+        let to_id = self.node_id(to);
+        if self.has_atomic_slot_migration() {
+            let slot = slot.to_string();
+            let answer = self.cli(
+                from,
+                &[
+                    "cluster",
+                    "migrateslots",
+                    "slotsrange",
+                    &slot,
+                    &slot,
+                    "node",
+                    &to_id,
+                ],
+            );
+            assert!(answer.contains("OK"), "CLUSTER MIGRATESLOTS: {answer}");
+        } else {
+            self.move_slot_classically(slot, (from, to), pace);
+        }
+        if !self.wait_until_all_see(slot, to) {
+            panic!(
+                "slot {slot} did not reach node {to}: {}",
+                self.cli(from, &["cluster", "getslotmigrations"])
+            );
+        }
+    }
+
+    /// Waits (30 s at most) until every live node, replicas too, says
+    /// primary `owner` serves `slot`.
+    pub fn wait_until_all_see(&self, slot: u16, owner: usize) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let live: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].is_running())
+            .collect();
+        while live
+            .iter()
+            .any(|&i| self.owner_seen_by(i, slot) != Some(owner))
+        {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
+    /// `INFO section` of every live node.
+    pub fn info_of_each(&self, section: &str) -> Vec<String> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].is_running())
+            .map(|i| self.cli(i, &["info", section]))
+            .collect()
+    }
+
+    /// Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`).
+    pub fn has_atomic_slot_migration(&self) -> bool {
+        let server = super::server_version();
+        server.name.eq_ignore_ascii_case("valkey") && server.at_least(9, 0)
+    }
+
+    /// [`move_slot`](Self::move_slot) the classic way.
+    fn move_slot_classically(&self, slot: u16, (from, to): (usize, usize), pace: Duration) {
+        let slot = slot.to_string();
         let (from_id, to_id) = (self.node_id(from), self.node_id(to));
         self.cli(to, &["cluster", "setslot", &slot, "importing", &from_id]);
         self.cli(from, &["cluster", "setslot", &slot, "migrating", &to_id]);
+        let batch = if pace.is_zero() { "100" } else { "1" };
         loop {
-            let keys = self.cli(from, &["cluster", "getkeysinslot", &slot, "100"]);
+            let keys = self.cli(from, &["cluster", "getkeysinslot", &slot, batch]);
             let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
             if keys.is_empty() {
                 break;
@@ -274,29 +323,100 @@ impl RedisCluster {
             let mut args = vec!["migrate", "127.0.0.1", &port, "", "0", "5000", "keys"];
             args.extend(keys);
             self.cli(from, &args);
+            std::thread::sleep(pace);
         }
-        for &i in std::iter::once(&to)
-            .chain(std::iter::once(&from))
-            .chain(&primaries)
-        {
+        for i in [to, from].into_iter().chain(self.primaries()) {
             self.cli(i, &["cluster", "setslot", &slot, "node", &to_id]);
         }
-        to
+    }
+
+    /// The primary serving `slot`, as node `seen_by` sees it.
+    fn owner_seen_by(&self, seen_by: usize, slot: u16) -> Option<usize> {
+        let nodes = self.cli(seen_by, &["cluster", "nodes"]);
+        for line in nodes.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            if !fields.get(2).is_some_and(|f| f.contains("master"))
+                || fields.get(2).is_some_and(|f| f.contains("fail"))
+            {
+                continue;
+            }
+            let serves = fields
+                .iter()
+                .skip(8)
+                .any(|range| match range.split_once('-') {
+                    Some((a, b)) => {
+                        a.parse::<u16>().is_ok_and(|a| a <= slot)
+                            && b.parse::<u16>().is_ok_and(|b| slot <= b)
+                    }
+                    None => range.parse::<u16>() == Ok(slot),
+                });
+            if serves {
+                let port: u16 = fields[1].split(['@', ':']).nth(1)?.parse().ok()?;
+                return self.nodes.iter().position(|n| n.port() == port);
+            }
+        }
+        None
+    }
+
+    /// The primary serving `slot` (seen from a live node).
+    pub fn primary_of_slot(&self, slot: u16) -> usize {
+        let node = self
+            .nodes
+            .iter()
+            .position(|n| n.is_running())
+            .expect("a live node");
+        self.owner_seen_by(node, slot)
+            .unwrap_or_else(|| panic!("no primary serves slot {slot}"))
+    }
+
+    /// The nodes of the shard serving the slot of `key`: its primary and
+    /// that primary's replicas (CLUSTER NODES seen from the primary).
+    pub fn shard_of(&self, key: &str) -> Vec<usize> {
+        let primary = self.primary_for(key);
+        let id = self.node_id(primary);
+        let mut shard = vec![primary];
+        for line in self.cli(primary, &["cluster", "nodes"]).lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            if fields.get(3) == Some(&id.as_str()) {
+                let port = fields[1]
+                    .split(['@', ':'])
+                    .nth(1)
+                    .and_then(|p| p.parse::<u16>().ok());
+                if let Some(i) = self.nodes.iter().position(|n| Some(n.port()) == port) {
+                    shard.push(i);
+                }
+            }
+        }
+        shard
+    }
+
+    /// Every sharded subscription on every live node: (node, channel)
+    /// (`PUBSUB SHARDCHANNELS`).
+    pub fn shard_subscriptions(&self) -> Vec<(usize, String)> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].is_running())
+            .flat_map(|i| {
+                self.cli(i, &["pubsub", "shardchannels"])
+                    .lines()
+                    .filter(|c| !c.is_empty())
+                    .map(|c| (i, c.to_owned()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     /// A graceful failover of the primary serving `key`, as an upgrade does
     /// it: its replica runs `CLUSTER FAILOVER` (the two agree, no write is
     /// lost) and becomes the primary. Returns the index of the new primary
-    /// once it says so.
-    pub async fn fail_over_gracefully(&self, key: &str) -> usize {
+    /// once it says so. Blocking, as [`move_slot`](Self::move_slot) is.
+    pub fn fail_over_gracefully(&self, key: &str) -> usize {
         let replica = self.replica_for(key);
         let answer = self.cli(replica, &["cluster", "failover"]);
         assert!(answer.contains("OK"), "CLUSTER FAILOVER: {answer}");
-        let promoted = super::eventually(Duration::from_secs(30), || async {
-            self.is_primary(replica) && self.primary_for(key) == replica
-        })
-        .await;
-        assert!(promoted, "the replica did not take over");
+        assert!(
+            self.wait_until_all_see(self.slot_of(key), replica),
+            "the replica did not take over"
+        );
         replica
     }
 
