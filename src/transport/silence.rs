@@ -40,8 +40,12 @@ impl Default for Silence {
 }
 
 impl Silence {
+    /// Microseconds since `started`, from 1: a command sent the instant the
+    /// link was made is after the answer it starts with (0).
     fn now_us(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX)
+        u64::try_from(self.started.elapsed().as_micros())
+            .unwrap_or(u64::MAX)
+            .saturating_add(1)
     }
 
     /// A command goes out now.
