@@ -936,6 +936,26 @@ impl Client {
         ))
     }
 
+    /// A semaphore that serves its waiters strictly in arrival order, with
+    /// leased permits the watchdog renews (see [`RFairSemaphore`](crate::RFairSemaphore);
+    /// Redisson has none). No I/O happens here.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
+    /// let pool = client.get_fair_semaphore("connections")?;
+    /// pool.try_set_permits(4).await?;
+    /// let permits = pool.acquire(1).await?;
+    /// permits.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`get_lock`](Client::get_lock).
+    pub fn get_fair_semaphore(&self, name: impl Into<String>) -> Result<crate::RFairSemaphore> {
+        let name = self.checked_name(name.into())?;
+        Ok(crate::RFairSemaphore::new(self.inner.clone(), name))
+    }
+
     /// A count-down latch (Redisson `getCountDownLatch(name)`): tasks anywhere
     /// wait until others have counted it down to zero. No I/O happens here.
     ///

@@ -199,7 +199,10 @@ pub use lock::{
     BackOff, FencedStore, FencedWrite, LockGuard, MultiGuard, MultiLock, RFencedLock, RLock,
     RReadWriteLock, RedGuard, RedLock, RemainingTtl,
 };
-pub use sync::{Permit, PermitId, RCountDownLatch, RPermitExpirableSemaphore, RSemaphore};
+pub use sync::{
+    FairPermits, Permit, PermitId, RCountDownLatch, RFairSemaphore, RPermitExpirableSemaphore,
+    RSemaphore,
+};
 pub use transport::keys::MAX_NAME_LEN;
 
 #[doc = include_str!("../PORTING.md")]

@@ -71,6 +71,8 @@ fn layer_of_path(first: &str) -> Option<usize> {
         | "RemainingTtl"
         | "Permit"
         | "PermitId"
+        | "FairPermits"
+        | "RFairSemaphore"
         | "RCountDownLatch"
         | "RPermitExpirableSemaphore"
         | "RSemaphore" => 3,

@@ -16,6 +16,7 @@ mod locks {
     mod errors;
     mod fair;
     mod fair_line;
+    mod fair_semaphore;
     mod faults;
     mod fenced;
     mod group;

@@ -292,6 +292,9 @@ pub(crate) enum RenewKind {
     /// A permit of a permit-expirable semaphore (name: the semaphore, field:
     /// the permit id in hex): move its score in `{name}:timeout` later.
     Permit,
+    /// A hold of a fair semaphore's permits (name: the semaphore, field: the
+    /// hold id): move its lease end later.
+    FairPermits,
 }
 
 /// Checks a wait time before any I/O.

@@ -329,6 +329,7 @@ async fn renew_batch(
         RenewKind::ReadHolds => scripts::read_renew(&mut conn, &holds, lease_ms).await,
         RenewKind::GroupMembers => scripts::group_renew(&mut conn, &holds, lease_ms).await,
         RenewKind::Permit => scripts::pes_renew(&mut conn, &holds, lease_ms).await,
+        RenewKind::FairPermits => scripts::fsem_renew(&mut conn, &holds, lease_ms).await,
     };
     drop(holds);
     (batch, sent, renewed)

@@ -14,7 +14,14 @@ fn handles_and_futures_are_send(
     latch: RCountDownLatch,
     permit: Permit,
     id: PermitId,
+    fair: RFairSemaphore,
+    fair_permits: FairPermits,
 ) {
+    send_sync(&fair);
+    send_sync(&fair_permits);
+    send(&fair.acquire(1));
+    send(&fair.try_acquire(1, std::time::Duration::ZERO));
+    send(&fair_permits.release());
     send_sync(&sem);
     send_sync(&pes);
     send_sync(&latch);

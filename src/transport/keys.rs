@@ -183,6 +183,27 @@ pub(crate) fn permit_timeouts(name: &str) -> String {
     suffixed(name, "timeout")
 }
 
+/// The fair semaphore's holds' leases: a ZSET of hold id -> epoch-ms end.
+pub(crate) fn fair_semaphore_leases(name: &str) -> String {
+    prefixed("redisson_fair_semaphore_leases", name)
+}
+
+/// The fair semaphore's line: a LIST of waiter ids in arrival order.
+pub(crate) fn fair_semaphore_queue(name: &str) -> String {
+    prefixed("redisson_fair_semaphore_queue", name)
+}
+
+/// The fair semaphore's waiter deadlines: a ZSET of waiter id -> epoch ms.
+pub(crate) fn fair_semaphore_timeouts(name: &str) -> String {
+    prefixed("redisson_fair_semaphore_timeout", name)
+}
+
+/// The prefix of the fair semaphore's waiter channels: waiter `w` listens
+/// on `<prefix>:w`.
+pub(crate) fn fair_semaphore_channel(name: &str) -> String {
+    prefixed("redisson_fair_semaphore__channel", name)
+}
+
 /// The channel of a count-down latch. Redisson builds it with literal braces
 /// around the name, whatever the name contains (not [`prefixed`]).
 pub(crate) fn latch_channel(name: &str) -> String {

@@ -385,16 +385,22 @@ impl PushHandler {
 const UNSUBSCRIBE_LINGER: Duration = Duration::from_secs(1);
 
 /// Whether `channel` is a channel of one waiter of `lock` (a fair waiter's
-/// own, `redisson_lock__channel:{lock}:<owner>`), whose UNSUBSCRIBE may
+/// own, `redisson_lock__channel:{lock}:<owner>`, or a fair semaphore
+/// waiter's, `redisson_fair_semaphore__channel:{lock}:<waiter>`), whose UNSUBSCRIBE may
 /// linger: never reused, and nobody else's release is told it was heard. A
 /// kind's shared channel (a lock's, a read-write lock's, a semaphore's, a
 /// latch's) may not: while it lingers, every release's PUBLISH counts this
 /// client as a listener, and a release of its own that "woke a waiter" would
 /// hold its newcomers back for a waiter that is gone.
 fn is_one_waiters(channel: &str, lock: &str) -> bool {
-    channel
-        .strip_prefix(crate::transport::keys::lock_channel(lock).as_str())
-        .is_some_and(|rest| rest.starts_with(':'))
+    use crate::transport::keys::{fair_semaphore_channel, lock_channel};
+    [lock_channel(lock), fair_semaphore_channel(lock)]
+        .iter()
+        .any(|prefix| {
+            channel
+                .strip_prefix(prefix.as_str())
+                .is_some_and(|rest| rest.starts_with(':'))
+        })
 }
 
 /// How long after the server ended a subscription it is made once more

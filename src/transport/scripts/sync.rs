@@ -41,6 +41,12 @@ lua_script!(
     PES_AVAILABLE,
     "semaphore_count.lua" + "pes_common.lua" + "pes_available.lua"
 );
+// The fair semaphore's scripts share its line and lease rules (`fsem_common.lua`).
+lua_script!(FSEM_ACQUIRE, "fsem_common.lua" + "fsem_acquire.lua");
+lua_script!(FSEM_RELEASE, "fsem_common.lua" + "fsem_release.lua");
+lua_script!(FSEM_LEAVE, "fsem_common.lua" + "fsem_leave.lua");
+lua_script!(FSEM_RENEW, "fsem_common.lua" + "fsem_renew.lua");
+lua_script!(FSEM_PERMITS, "fsem_common.lua" + "fsem_permits.lua");
 lua_script!(LATCH_TRY_SET, "latch_try_set.lua");
 lua_script!(LATCH_COUNT_DOWN, "latch_count_down.lua");
 lua_script!(LATCH_DELETE, "latch_delete.lua");
@@ -288,6 +294,199 @@ pub(crate) async fn pes_available(conn: &mut Conn, keys: &PermitKeys) -> Result<
         "permit-expirable available",
         call_naming(conn, &keys.semaphore, Some(&keys.timeouts), &invocation).await?,
     )
+}
+
+/// The keys of one fair semaphore (see `lua/fsem_common.lua`).
+#[derive(Debug, Clone)]
+pub(crate) struct FairSemaphoreKeys {
+    pub(crate) semaphore: std::sync::Arc<str>,
+    pub(crate) leases: String,
+    pub(crate) queue: String,
+    pub(crate) timeouts: String,
+    /// Waiter `w` listens on `<channel_prefix>:w`.
+    pub(crate) channel_prefix: String,
+}
+
+impl FairSemaphoreKeys {
+    pub(crate) fn new(semaphore: std::sync::Arc<str>) -> Self {
+        use crate::transport::keys;
+        FairSemaphoreKeys {
+            leases: keys::fair_semaphore_leases(&semaphore),
+            queue: keys::fair_semaphore_queue(&semaphore),
+            timeouts: keys::fair_semaphore_timeouts(&semaphore),
+            channel_prefix: keys::fair_semaphore_channel(&semaphore),
+            semaphore,
+        }
+    }
+
+    /// The channel waiter `waiter` listens on.
+    pub(crate) fn waiter_channel(&self, waiter: &str) -> String {
+        format!("{}:{waiter}", self.channel_prefix)
+    }
+
+    /// A call of `script` with the semaphore, leases, line and deadlines as KEYS.
+    fn invocation<'a>(&self, script: &'a LuaScript) -> ScriptCall<'a> {
+        let mut invocation = script.key(&*self.semaphore);
+        invocation
+            .key(&self.leases)
+            .key(&self.queue)
+            .key(&self.timeouts);
+        invocation
+    }
+
+    async fn call(&self, conn: &mut Conn, invocation: &ScriptCall<'_>) -> Result<Value> {
+        call_naming(conn, &self.semaphore, Some(&self.queue), invocation).await
+    }
+}
+
+/// How a fair semaphore's acquire takes its turn (see `lua/fsem_acquire.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// In arrival order: take when first in line (or nobody waits), else
+    /// join the line, or keep the place there.
+    InLine,
+    /// Take if available now, whoever waits (a try with no wait, as Java's
+    /// `tryAcquire()` does on a fair semaphore); never join.
+    Barge,
+}
+
+/// One attempt of a fair semaphore's acquire: `permits` under hold `hold`,
+/// leased until `lease_end_ms`, for waiter `waiter`, whose place in line is
+/// kept for `window_ms` of silence.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FairAsk<'a> {
+    pub(crate) hold: &'a str,
+    pub(crate) waiter: &'a str,
+    pub(crate) permits: u32,
+    pub(crate) lease_end_ms: u64,
+    pub(crate) turn: Turn,
+    pub(crate) window_ms: u64,
+}
+
+/// Takes permits of a fair semaphore in turn (see [`FairAsk`]).
+pub(crate) async fn fsem_acquire(
+    conn: &mut Conn,
+    keys: &FairSemaphoreKeys,
+    ask: FairAsk<'_>,
+) -> Result<PermitsTaken> {
+    let mut invocation = keys.invocation(&FSEM_ACQUIRE);
+    invocation
+        .arg(epoch_millis())
+        .arg(ask.lease_end_ms)
+        .arg(ask.hold)
+        .arg(ask.waiter)
+        .arg(ask.permits)
+        .arg(match ask.turn {
+            Turn::InLine => "line",
+            Turn::Barge => "barge",
+        })
+        .arg(ask.window_ms)
+        .arg(conn.publish_command())
+        .arg(&keys.channel_prefix);
+    match decode_int(
+        "fair semaphore acquire",
+        keys.call(conn, &invocation).await?,
+    )? {
+        0 => Ok(PermitsTaken::Taken),
+        ms if ms > 0 => Ok(PermitsTaken::Busy(Some(std::time::Duration::from_millis(
+            ms.unsigned_abs(),
+        )))),
+        _ => Ok(PermitsTaken::Busy(None)),
+    }
+}
+
+/// Gives back the permits held under `hold`; `true` when they were out.
+pub(crate) async fn fsem_release(
+    conn: &mut Conn,
+    keys: &FairSemaphoreKeys,
+    hold: &str,
+) -> Result<bool> {
+    let mut invocation = keys.invocation(&FSEM_RELEASE);
+    invocation
+        .arg(hold)
+        .arg(epoch_millis())
+        .arg(conn.publish_command())
+        .arg(&keys.channel_prefix);
+    decode_flag(
+        "fair semaphore release",
+        keys.call(conn, &invocation).await?,
+    )
+}
+
+/// Waiter `waiter` leaves the line; `true` when it had a place.
+pub(crate) async fn fsem_leave(
+    conn: &mut Conn,
+    keys: &FairSemaphoreKeys,
+    waiter: &str,
+) -> Result<bool> {
+    let mut invocation = keys.invocation(&FSEM_LEAVE);
+    invocation
+        .arg(waiter)
+        .arg(epoch_millis())
+        .arg(conn.publish_command())
+        .arg(&keys.channel_prefix);
+    decode_flag("fair semaphore leave", keys.call(conn, &invocation).await?)
+}
+
+/// What a fair semaphore's permits call does (see `lua/fsem_permits.lua`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PermitsChange {
+    Available,
+    TrySet(u32),
+    Add(i32),
+    Drain,
+}
+
+/// Reads or changes a fair semaphore's permits; the script's number.
+pub(crate) async fn fsem_permits(
+    conn: &mut Conn,
+    keys: &FairSemaphoreKeys,
+    change: PermitsChange,
+) -> Result<i64> {
+    let (what, number) = match change {
+        PermitsChange::Available => ("available", 0),
+        PermitsChange::TrySet(n) => ("try_set", i64::from(n)),
+        PermitsChange::Add(n) => ("add", i64::from(n)),
+        PermitsChange::Drain => ("drain", 0),
+    };
+    let mut invocation = keys.invocation(&FSEM_PERMITS);
+    invocation
+        .arg(what)
+        .arg(number)
+        .arg(epoch_millis())
+        .arg(conn.publish_command())
+        .arg(&keys.channel_prefix);
+    decode_int(
+        "fair semaphore permits",
+        keys.call(conn, &invocation).await?,
+    )
+}
+
+/// Watchdog: moves the lease end of every `(semaphore, hold id)` still out
+/// to `lease_ms` from now (never earlier); one flag per hold, `false` for
+/// one that is gone.
+pub(crate) async fn fsem_renew(
+    conn: &mut Conn,
+    holds: &[(&str, &str)],
+    lease_ms: u64,
+) -> Result<Vec<bool>> {
+    let now = epoch_millis();
+    let mut invocation = FSEM_RENEW.call();
+    invocation.arg(now).arg(now.saturating_add(lease_ms));
+    for (name, hold) in holds {
+        invocation
+            .key(*name)
+            .key(crate::transport::keys::fair_semaphore_leases(name))
+            .arg(*hold);
+    }
+    let reply: Value = invocation.invoke(conn).await.map_err(Error::redis)?;
+    match reply {
+        Value::Array(flags) if flags.len() == holds.len() => flags
+            .into_iter()
+            .map(|flag| decode_flag("fair semaphore renew", flag))
+            .collect(),
+        other => Err(Error::unexpected("fair semaphore renew", other)),
+    }
 }
 
 /// Sets the latch's count unless it is counting; `true` when set.

@@ -1,0 +1,375 @@
+//! The fair semaphore (`RFairSemaphore`): waiters served strictly in arrival
+//! order, a big request first in line holding back smaller ones, a try with
+//! no wait barging, leased permits renewed by the watchdog and given back
+//! when their holder dies, a vanished waiter skipped, and every way out of a
+//! wait leaving nothing behind.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+
+use crate::support::{eventually, within, RedisServer};
+
+const T: Duration = Duration::from_secs(20);
+
+/// How many wait in `name`'s line (its LIST).
+async fn line_len(server: &RedisServer, name: &str) -> usize {
+    let mut admin = server.admin().await;
+    admin
+        .llen(format!("redisson_fair_semaphore_queue:{{{name}}}"))
+        .await
+        .unwrap()
+}
+
+/// A task that takes `permits` of `name`, records its `tag` when it has them,
+/// and keeps them until told.
+fn waiter(
+    client: &redisson_locks::Client,
+    name: &str,
+    permits: u32,
+    tag: &'static str,
+    served: &Arc<Mutex<Vec<&'static str>>>,
+) -> (
+    tokio::task::JoinHandle<redisson_locks::FairPermits>,
+    tokio::sync::oneshot::Sender<()>,
+) {
+    let semaphore = client.get_fair_semaphore(name).unwrap();
+    let served = served.clone();
+    let (go, told) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let permits = semaphore.acquire(permits).await.unwrap();
+        served.lock().unwrap().push(tag);
+        let _ = told.await;
+        permits
+    });
+    (task, go)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_served_in_arrival_order_across_clients() {
+    let server = RedisServer::start();
+    let clients = [server.client().await, server.client().await];
+    let semaphore = clients[0].get_fair_semaphore("fifo").unwrap();
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    assert!(!semaphore.try_set_permits(5).await.unwrap());
+    let first = semaphore.acquire(1).await.unwrap();
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let mut waiting = Vec::new();
+    for (i, tag) in ["a", "b", "c", "d", "e", "f"].into_iter().enumerate() {
+        waiting.push(waiter(&clients[i % 2], "fifo", 1, tag, &served));
+        assert!(
+            eventually(T, || async { line_len(&server, "fifo").await == i + 1 }).await,
+            "{tag} did not join the line"
+        );
+    }
+    first.release().await.unwrap();
+    for (task, go) in waiting {
+        let _ = go.send(());
+        within(T, "a waiter in turn", task)
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    }
+    assert_eq!(*served.lock().unwrap(), ["a", "b", "c", "d", "e", "f"]);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
+    assert_eq!(line_len(&server, "fifo").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_big_request_first_in_line_holds_back_smaller_ones_behind_it() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let semaphore = client.get_fair_semaphore("big").unwrap();
+    assert!(semaphore.try_set_permits(3).await.unwrap());
+    let held = semaphore.acquire(2).await.unwrap();
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let (big, go_big) = waiter(&client, "big", 2, "big", &served);
+    assert!(eventually(T, || async { line_len(&server, "big").await == 1 }).await);
+    let (small, go_small) = waiter(&client, "big", 1, "small", &served);
+    assert!(eventually(T, || async { line_len(&server, "big").await == 2 }).await);
+    // One permit is free, and the small request behind the big one does not
+    // take it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(served.lock().unwrap().is_empty(), "{served:?}");
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
+    held.release().await.unwrap();
+    let _ = (go_big.send(()), go_small.send(()));
+    let big = within(T, "the big request", big).await.unwrap();
+    let small = within(T, "the small request", small).await.unwrap();
+    assert_eq!(*served.lock().unwrap(), ["big", "small"]);
+    assert_eq!(big.permits() + small.permits(), 3);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 0);
+    big.release().await.unwrap();
+    small.release().await.unwrap();
+    assert_eq!(semaphore.available_permits().await.unwrap(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_with_no_wait_barges_and_a_try_with_a_wait_queues() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let semaphore = client.get_fair_semaphore("barge").unwrap();
+    assert!(semaphore.try_set_permits(2).await.unwrap());
+    let held = semaphore.acquire(1).await.unwrap();
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let (big, go_big) = waiter(&client, "barge", 2, "big", &served);
+    assert!(eventually(T, || async { line_len(&server, "barge").await == 1 }).await);
+    // Java's tryAcquire() on a fair semaphore barges: so does a zero wait.
+    let barged = semaphore.try_acquire(1, Duration::ZERO).await.unwrap();
+    let barged = barged.expect("a try with no wait takes the free permit");
+    assert_eq!(line_len(&server, "barge").await, 1, "it never queued");
+    // A try with a wait queues behind the big request, and gives up.
+    let timed = semaphore
+        .try_acquire(1, Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(timed.is_none());
+    assert_eq!(line_len(&server, "barge").await, 1, "it left the line");
+    held.release().await.unwrap();
+    barged.release().await.unwrap();
+    let _ = go_big.send(());
+    let big = within(T, "the big request", big).await.unwrap();
+    assert_eq!(big.permits(), 2);
+    big.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_wait_leaves_no_place_no_permit_and_no_subscription() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let semaphore = client.get_fair_semaphore("dropped").unwrap();
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    let held = semaphore.acquire(1).await.unwrap();
+    let waiting = {
+        let semaphore = semaphore.clone();
+        tokio::spawn(async move { semaphore.acquire(1).await })
+    };
+    assert!(eventually(T, || async { line_len(&server, "dropped").await == 1 }).await);
+    waiting.abort();
+    assert!(
+        eventually(T, || async { line_len(&server, "dropped").await == 0 }).await,
+        "the dropped waiter kept its place"
+    );
+    let mut admin = server.admin().await;
+    let fields: Vec<String> = admin.hkeys("dropped").await.unwrap();
+    assert_eq!(fields.len(), 2, "permits and the one hold: {fields:?}");
+    assert!(
+        eventually(T, || async { server.channels().await.is_empty() }).await,
+        "subscriptions left: {:?}",
+        server.channels().await
+    );
+    held.release().await.unwrap();
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
+    // Bad input: nothing sent.
+    assert!(semaphore
+        .acquire(0)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(semaphore
+        .try_acquire(1, Duration::from_secs(u64::MAX / 2))
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_are_renewed_while_held_and_come_back_a_lease_after_renewals_stop() {
+    let server = RedisServer::start();
+    let short = |config: &mut redisson_locks::Config| {
+        config.lock_watchdog_timeout = Duration::from_secs(1);
+    };
+    let holder = server.client_with(short).await;
+    let semaphore = holder.get_fair_semaphore("leased").unwrap();
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    let permits = semaphore.acquire(1).await.unwrap();
+    // Three leases long: renewed all along.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!permits.is_lease_lost());
+    assert!(permits.valid_for().is_some());
+    assert_eq!(semaphore.available_permits().await.unwrap(), 0);
+    permits.release().await.unwrap();
+
+    // A holder whose renewals stop (here: its term, `max_hold`, is over; a
+    // process that died stops them the same way) keeps its permits one lease
+    // more, then they are back, and a waiter elsewhere gets them.
+    let bounded = server
+        .client_with(|config| {
+            config.lock_watchdog_timeout = Duration::from_secs(1);
+            config.max_hold = Some(Duration::from_millis(1_500));
+        })
+        .await;
+    let stopped = bounded
+        .get_fair_semaphore("leased")
+        .unwrap()
+        .acquire(1)
+        .await
+        .unwrap();
+    let other = server.client().await;
+    let waiting = other.get_fair_semaphore("leased").unwrap();
+    let started = std::time::Instant::now();
+    let got = within(T, "permits whose renewals stopped", waiting.acquire(1))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(stopped.is_lease_lost(), "the holder knows");
+    assert!(stopped.release().await.unwrap_err().is_not_held());
+    got.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_vanished_from_the_head_of_the_line_is_skipped() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let semaphore = client.get_fair_semaphore("vanished").unwrap();
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    // A waiter that joined and died: first in line, its place a moment from
+    // its end, nobody to take the free permit for it.
+    let mut admin = server.admin().await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let _: () = admin
+        .rpush("redisson_fair_semaphore_queue:{vanished}", "ghost")
+        .await
+        .unwrap();
+    let _: () = admin
+        .zadd(
+            "redisson_fair_semaphore_timeout:{vanished}",
+            "ghost",
+            now_ms + 300,
+        )
+        .await
+        .unwrap();
+    let _: () = admin.hset("vanished", "want:ghost", 1).await.unwrap();
+    let got = within(T, "the waiter behind a vanished one", semaphore.acquire(1))
+        .await
+        .unwrap();
+    assert_eq!(line_len(&server, "vanished").await, 0);
+    got.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redisson_semaphore_of_the_same_name_is_refused_both_ways() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    // Redisson's RSemaphore keeps its count in a string at the name.
+    let plain = client.get_semaphore("shared-name").unwrap();
+    assert!(plain.try_set_permits(3).await.unwrap());
+    let fair = client.get_fair_semaphore("shared-name").unwrap();
+    let refused = fair.acquire(1).await.unwrap_err();
+    assert!(refused.is_wrong_type(), "{refused}");
+    assert!(fair.available_permits().await.unwrap_err().is_wrong_type());
+    assert_eq!(plain.available_permits().await.unwrap(), 3, "untouched");
+
+    // And a fair semaphore's hash is no count for an RSemaphore.
+    let fair = client.get_fair_semaphore("fair-only").unwrap();
+    assert!(fair.try_set_permits(2).await.unwrap());
+    let plain = client.get_semaphore("fair-only").unwrap();
+    assert!(plain.try_acquire().await.is_err());
+    assert_eq!(fair.available_permits().await.unwrap(), 2, "untouched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_can_be_added_removed_and_drained() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let semaphore = client.get_fair_semaphore("counts").unwrap();
+    assert_eq!(semaphore.available_permits().await.unwrap(), 0);
+    assert_eq!(semaphore.add_permits(3).await.unwrap(), 3);
+    // A waiter for two is called as soon as the permits come.
+    assert_eq!(semaphore.drain_permits().await.unwrap(), 3);
+    let waiting = {
+        let semaphore = semaphore.clone();
+        tokio::spawn(async move { semaphore.acquire(2).await })
+    };
+    assert!(eventually(T, || async { line_len(&server, "counts").await == 1 }).await);
+    assert_eq!(semaphore.add_permits(1).await.unwrap(), 1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiting.is_finished(), "served with one permit of two");
+    assert_eq!(semaphore.add_permits(1).await.unwrap(), 2);
+    let two = within(T, "the waiter for two", waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(semaphore.available_permits().await.unwrap(), 0);
+    assert_eq!(semaphore.add_permits(-1).await.unwrap(), -1);
+    two.release().await.unwrap();
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
+}
+
+/// Eight tasks over two clients take one of two permits in turn for 3 s,
+/// every call recorded: no instant of the history has more than two holders
+/// (the permits model of `support/history.rs`), and the line shares the
+/// permits out evenly (Jain's index over the tasks' counts: a plain
+/// semaphore's race lets a task starve; one served in arrival order cannot).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_run_never_has_more_holders_than_permits_and_serves_every_task() {
+    use crate::support::history::{check, merge, Op, Outcome, Permits, Recorder};
+    let server = RedisServer::start();
+    let dir = std::env::temp_dir().join(format!("rl-fair-sem-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let recorder = Arc::new(Recorder::create(&dir, "fair-semaphore"));
+    let clients = [server.client().await, server.client().await];
+    assert!(clients[0]
+        .get_fair_semaphore("recorded")
+        .unwrap()
+        .try_set_permits(2)
+        .await
+        .unwrap());
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let semaphore = clients[t % 2].get_fair_semaphore("recorded").unwrap();
+            let recorder = recorder.clone();
+            tokio::spawn(async move {
+                let owner = format!("t{t}");
+                let mut served = 0_u64;
+                while tokio::time::Instant::now() < until {
+                    let call = recorder.invoke(&owner, "recorded", Op::PermitAcquire);
+                    let Ok(permits) = semaphore.acquire(1).await else {
+                        drop(call);
+                        continue;
+                    };
+                    call.end(Outcome::Ok, None);
+                    served += 1;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    let call = recorder.invoke(&owner, "recorded", Op::PermitRelease);
+                    match permits.release().await {
+                        Ok(()) => call.end(Outcome::Ok, None),
+                        Err(e) if e.is_not_held() => call.end(Outcome::Refused, None),
+                        Err(_) => drop(call),
+                    }
+                }
+                served
+            })
+        })
+        .collect();
+    let mut served = Vec::new();
+    for task in tasks {
+        served.push(within(T, "a task", task).await.unwrap());
+    }
+    let history = merge(&dir);
+    assert!(history.len() > 100, "{} operations", history.len());
+    if let Err(violation) = check(&Permits { n: 2 }, &history) {
+        panic!(
+            "the permits model found no order ({} operations); history in {}",
+            violation.operations.len(),
+            dir.display()
+        );
+    }
+    let sum: f64 = served.iter().map(|&n| n as f64).sum();
+    let squares: f64 = served.iter().map(|&n| (n as f64).powi(2)).sum();
+    let jain = sum * sum / (served.len() as f64 * squares);
+    eprintln!("fair semaphore, 8 tasks, 2 permits: served {served:?}, Jain {jain:.3}");
+    assert!(jain > 0.95, "Jain {jain:.3} over {served:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
