@@ -20,13 +20,25 @@
 -- back everyone behind it (as java.util.concurrent.Semaphore(n, true) does).
 -- Only a try with no wait barges (its Java namesake tryAcquire() does too).
 
+-- Time is the server's (TIME): every client agrees on when a lease or a place
+-- in line ends, whatever their clocks say (Redisson has no such object whose
+-- Java clients would use their own, as they do for the permit-expirable one).
+if redis.replicate_commands then
+    redis.replicate_commands()
+end
+
+local function now_ms()
+    local t = redis.call('time')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
 -- Why the semaphore's keys cannot be used, or nil. Checked before anything is
 -- written (a script's writes are not undone by a later error).
 local function foreign(semaphore, leases, queue, timeouts)
     local wanted = {{semaphore, 'hash', 'the fair semaphore'}, {leases, 'zset', 'the permit leases'},
         {queue, 'list', "the waiters' line"}, {timeouts, 'zset', "the waiters' deadlines"}}
     for _, key in ipairs(wanted) do
-        if key[1] ~= nil then
+        if key[1] ~= nil and key[1] ~= false then
             local kind = redis.call('type', key[1]).ok
             if kind ~= 'none' and kind ~= key[2] then
                 local hint = ''
@@ -36,6 +48,10 @@ local function foreign(semaphore, leases, queue, timeouts)
                 return 'WRONGTYPE ' .. key[3] .. ' key ' .. key[1] .. ' holds a ' .. kind .. hint
             end
         end
+    end
+    local permits = redis.call('hget', semaphore, 'permits')
+    if permits ~= false and not string.match(permits, '^%-?%d+$') then
+        return 'ERR the fair semaphore ' .. semaphore .. ' holds a permit count that is not a number'
     end
     return nil
 end
@@ -72,7 +88,9 @@ end
 -- Removes the waiters at the head of the line whose deadline has passed (gone:
 -- a live waiter moves its own deadline ahead at every attempt), stopping at
 -- the first live one or at `keep` (the caller, evidently alive). Returns the
--- head left, false when the line is empty.
+-- head left, false when the line is empty. Only the head is looked at: a
+-- waiter that vanished further back keeps its entry until it comes first,
+-- and is removed then, a window after its last attempt at most.
 local function live_head(semaphore, queue, timeouts, now, keep)
     local head = redis.call('lindex', queue, 0)
     while head ~= false and head ~= keep do

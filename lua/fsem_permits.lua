@@ -5,9 +5,8 @@
 --          "add" (add ARGV[2], negative to remove), "drain" (take every
 --          available permit for good)
 -- ARGV[2]  the number, for "try_set" and "add"
--- ARGV[3]  now, epoch ms
--- ARGV[4]  the publish command
--- ARGV[5]  the waiters' channel prefix
+-- ARGV[3]  the publish command
+-- ARGV[4]  the waiters' channel prefix
 --
 -- Every one first gives back the permits of holds whose lease ended, and
 -- calls the first in line when what it asks for is available afterwards.
@@ -16,12 +15,13 @@
 -- "drain": the permits taken.
 
 local semaphore, leases, queue, timeouts = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local what, number, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local publish, channel_prefix = ARGV[4], ARGV[5]
+local what, number = ARGV[1], tonumber(ARGV[2])
+local publish, channel_prefix = ARGV[3], ARGV[4]
 local refused = foreign(semaphore, leases, queue, timeouts)
 if refused then
     return redis.error_reply(refused)
 end
+local now = now_ms()
 
 reclaim(semaphore, leases, now)
 local reply

@@ -3,22 +3,22 @@
 --
 -- KEYS[2i-1]  hold i's semaphore HASH
 -- KEYS[2i]    its leases ZSET
--- ARGV[1]     now, epoch ms
--- ARGV[2]     the instant the renewed leases end, epoch ms
--- ARGV[2+i]   hold i's id
+-- ARGV[1]     the renewed lease, ms (from the server's now)
+-- ARGV[1+i]   hold i's id
 --
--- Reply: one entry per hold: 1 when it is still out (its lease now ends at
--- ARGV[2] or later), 0 when it is gone (released, or its lease ended: a late
+-- Reply: one entry per hold: 1 when it is still out (its lease now ends a
+-- lease from now or later), 0 when it is gone (released, or its lease ended: a late
 -- renewal never revives it; or the keys hold something this crate did not
 -- write). One bad key never fails the batch.
 
-local now, lease_end = tonumber(ARGV[1]), tonumber(ARGV[2])
+local now = now_ms()
+local lease_end = now + tonumber(ARGV[1])
 local found = {}
 for i = 1, #KEYS / 2 do
     local semaphore, leases = KEYS[2 * i - 1], KEYS[2 * i]
-    local hold = ARGV[2 + i]
+    local hold = ARGV[1 + i]
     found[i] = 0
-    if not foreign(semaphore, leases, nil, nil) then
+    if not foreign(semaphore, leases, false, false) then
         local score = tonumber(redis.call('zscore', leases, hold))
         if score ~= nil and score > now and redis.call('hexists', semaphore, 'hold:' .. hold) == 1 then
             if score < lease_end then

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use redisson_locks::{
-    Client, LockGuard, MultiGuard, MultiLock, RLock, RSemaphore, RedGuard, RedLock,
+    Client, FairPermits, LockGuard, MultiGuard, MultiLock, RFairSemaphore, RLock, RSemaphore,
+    RedGuard, RedLock,
 };
 
 use crate::options::{err, Kind, Options};
@@ -14,8 +15,10 @@ pub(crate) enum Contender {
     Lock,
     Multi(MultiLock),
     Red(RedLock),
-    /// A semaphore of one permit, taken and given back like a lock.
+    /// A semaphore, one permit taken and given back like a lock.
     Semaphore(RSemaphore),
+    /// A fair semaphore, one permit taken in turn.
+    FairSemaphore(RFairSemaphore),
 }
 
 /// What it holds.
@@ -24,6 +27,7 @@ pub(crate) enum Held {
     Multi(MultiGuard),
     Red(RedGuard),
     Permit(RSemaphore),
+    FairPermits(FairPermits),
 }
 
 impl Contender {
@@ -40,6 +44,7 @@ impl Contender {
                 sem.acquire().await.map_err(err)?;
                 Held::Permit(sem.clone())
             }
+            Contender::FairSemaphore(sem) => Held::FairPermits(sem.acquire(1).await.map_err(err)?),
         })
     }
 }
@@ -51,6 +56,7 @@ impl Held {
             Held::Multi(guard) => guard.unlock().await,
             Held::Red(guard) => guard.unlock().await,
             Held::Permit(sem) => sem.release().await,
+            Held::FairPermits(permits) => permits.release().await,
         }
         .map_err(err)
     }
@@ -95,8 +101,15 @@ pub(crate) async fn task_locks(
         ),
         Kind::Semaphore => {
             let sem = client.get_semaphore(format!("{base}:sem")).map_err(err)?;
-            sem.try_set_permits(1).await.map_err(err)?;
+            sem.try_set_permits(permits(o)?).await.map_err(err)?;
             Contender::Semaphore(sem)
+        }
+        Kind::FairSemaphore => {
+            let sem = client
+                .get_fair_semaphore(format!("{base}:fsem"))
+                .map_err(err)?;
+            sem.try_set_permits(permits(o)?).await.map_err(err)?;
+            Contender::FairSemaphore(sem)
         }
         _ => Contender::Lock,
     };
@@ -105,6 +118,11 @@ pub(crate) async fn task_locks(
         shared_side,
         contender,
     })
+}
+
+/// Each semaphore's permits (`--permits`), as the semaphores count them.
+fn permits(o: &Options) -> Result<u32, String> {
+    u32::try_from(o.permits).map_err(|_| format!("--permits {} is too many", o.permits))
 }
 
 /// The exclusive lock and the read side (if any) of `kind` named `name`.
@@ -128,7 +146,7 @@ fn locks(kind: Kind, client: &Client, name: String) -> Result<(RLock, Option<RLo
         Kind::Spin => (client.get_spin_lock(name).map_err(err)?, None),
         Kind::NonReentrant => (client.get_non_reentrant_lock(name).map_err(err)?, None),
         Kind::Group => (client.get_multi_lock(name, ["a", "b"]).map_err(err)?, None),
-        Kind::Multi | Kind::RedLock | Kind::Semaphore => {
+        Kind::Multi | Kind::RedLock | Kind::Semaphore | Kind::FairSemaphore => {
             (client.get_lock(name).map_err(err)?, None)
         }
     })

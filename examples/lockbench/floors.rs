@@ -232,9 +232,11 @@ fn floor_lock(kind: Kind, client: &Client, name: String) -> Result<RLock, String
         Kind::Fenced => client.get_fenced_lock(name).map(|fenced| (*fenced).clone()),
         Kind::Spin => client.get_spin_lock(name),
         Kind::Group => client.get_multi_lock(name, ["a", "b"]),
-        Kind::NonReentrant | Kind::Multi | Kind::RedLock | Kind::Semaphore => {
-            client.get_non_reentrant_lock(name)
-        }
+        Kind::NonReentrant
+        | Kind::Multi
+        | Kind::RedLock
+        | Kind::Semaphore
+        | Kind::FairSemaphore => client.get_non_reentrant_lock(name),
     }
     .map_err(err)
 }

@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! cargo run --release --example lockbench -- \
-//!     [--kind reentrant|fair|read|write|rw-mix|fenced|spin|non-reentrant|multi|group|redlock|semaphore] [--tasks 16] [--clients 1]
-//!     [--locks 1] [--ops 100] [--hold-us 100] [--max-seconds 60]
+//!     [--kind reentrant|fair|read|write|rw-mix|fenced|spin|non-reentrant|multi|group|redlock|semaphore|fair-semaphore] [--tasks 16] [--clients 1]
+//!     [--locks 1] [--permits 1] [--ops 100] [--hold-us 100] [--max-seconds 60]
 //!     [--write-pct 20] [--url redis://... | --port N] [--metrics] [--recheck-ms 1000]
 //! cargo run --release --example lockbench -- --scale watchdog [--watchdog-locks 10000]
 //!     [--watchdog-ms 3000]
@@ -168,7 +168,12 @@ async fn run_with(o: &Options) -> Result<serde_json::Value, String> {
         return nested::nested(&url, &o.nested).await;
     }
     let mut report = workload::workload(o, &url).await?;
-    if o.tasks == 1 && !matches!(o.kind, Kind::Multi | Kind::RedLock | Kind::Semaphore) {
+    if o.tasks == 1
+        && !matches!(
+            o.kind,
+            Kind::Multi | Kind::RedLock | Kind::Semaphore | Kind::FairSemaphore
+        )
+    {
         // Uncontended: compare with the floor in this very process and moment.
         let floor = floors::floor_ratio(o, &url).await?;
         if let Some(map) = report.as_object_mut() {

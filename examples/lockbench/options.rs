@@ -21,8 +21,11 @@ pub(crate) enum Kind {
     /// A RedLock over three clients (of one server here: what it costs, not what
     /// it survives).
     RedLock,
-    /// A semaphore (`RSemaphore`) of one permit per lock name.
+    /// A semaphore (`RSemaphore`) of `--permits` permits per lock name.
     Semaphore,
+    /// A fair semaphore (`RFairSemaphore`) of `--permits` permits per lock
+    /// name: its waiters served in arrival order.
+    FairSemaphore,
 }
 
 impl Kind {
@@ -41,6 +44,7 @@ impl Kind {
             Kind::Group => "group",
             Kind::RedLock => "redlock",
             Kind::Semaphore => "semaphore",
+            Kind::FairSemaphore => "fair-semaphore",
         }
     }
 
@@ -59,6 +63,7 @@ impl Kind {
             "group" => Kind::Group,
             "redlock" => Kind::RedLock,
             "semaphore" => Kind::Semaphore,
+            "fair-semaphore" => Kind::FairSemaphore,
             other => return Err(format!("unknown kind {other}")),
         })
     }
@@ -69,6 +74,9 @@ pub(crate) struct Options {
     pub(crate) tasks: usize,
     pub(crate) clients: usize,
     pub(crate) locks: usize,
+    /// `--permits N`: the permits of each semaphore (`semaphore`,
+    /// `fair-semaphore`); 1 by default, a lock's worth.
+    pub(crate) permits: usize,
     pub(crate) ops: usize,
     pub(crate) hold: Duration,
     pub(crate) max_seconds: f64,
@@ -113,6 +121,7 @@ pub(crate) fn parse() -> Result<Options, String> {
         tasks: 16,
         clients: 1,
         locks: 1,
+        permits: 1,
         ops: 100,
         hold: Duration::from_micros(100),
         max_seconds: 60.0,
@@ -160,6 +169,7 @@ pub(crate) fn parse() -> Result<Options, String> {
             "--waiters" => o.waiters = args.count(f)?,
             "--clients" => o.clients = args.count(f)?,
             "--locks" => o.locks = args.count(f)?,
+            "--permits" => o.permits = args.count(f)?,
             "--ops" => o.ops = args.count(f)?,
             "--hold-us" => o.hold = Duration::from_micros(args.number(f)?),
             "--max-seconds" => o.max_seconds = args.parsed(f, "a number")?,
@@ -238,6 +248,7 @@ fn check(o: &Options) -> Result<(), String> {
         ("--tasks", o.tasks),
         ("--clients", o.clients),
         ("--locks", o.locks),
+        ("--permits", o.permits),
         ("--ops", o.ops),
         ("--watchdog-locks", o.watchdog_locks),
     ] {

@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::metrics::{kind, HoldMeter, Kind, Labels};
 use crate::transport::pubsub::Class;
 use crate::transport::scripts::{
-    self, epoch_millis, FairAsk, FairSemaphoreKeys, PermitsChange, PermitsTaken, Turn,
+    self, FairAsk, FairSemaphoreKeys, PermitsChange, PermitsTaken, Turn,
 };
 
 /// The fair semaphore's kind, as its measurements name it.
@@ -46,8 +46,13 @@ const PLACE_WINDOW: Duration = Duration::from_secs(10);
 /// - **Leases.** Every acquisition's permits are leased for
 ///   [`lock_watchdog_timeout`](crate::Config::lock_watchdog_timeout) and
 ///   renewed by the client's watchdog while the [`FairPermits`] live; a
-///   holder that dies gives them back when its lease ends. A waiter that
-///   vanished leaves the line within 10 s.
+///   holder that dies gives them back when its lease ends. Leases and places
+///   in line are timed by the server's clock (`TIME`), so clients whose
+///   clocks differ agree on them.
+/// - **Vanished waiters.** A waiter keeps its place by trying again every
+///   few seconds; one that vanished (a killed process) is removed when it
+///   comes first in line, 10 s after its last try at most, and holds back
+///   the line that long.
 /// - **Wake-ups.** Each waiter sleeps on a channel of its own, told only when
 ///   it is first in line and what it asks for is available: a release wakes
 ///   one waiter, never a herd.
@@ -58,7 +63,8 @@ const PLACE_WINDOW: Duration = Duration::from_secs(10);
 /// `redisson_fair_semaphore_timeout:{name}`, and the waiters' channels
 /// `redisson_fair_semaphore__channel:{name}:<waiter>`. A Redisson
 /// `RSemaphore` of the same name keeps a string there: each side refuses the
-/// other's key with `WRONGTYPE` (see PORTING.md).
+/// other's key with `WRONGTYPE` (see PORTING.md). A lock of the same name is
+/// a hash too, and is not told apart: give each object a name of its own.
 ///
 /// ```no_run
 /// # async fn demo(client: redisson_locks::Client) -> Result<(), redisson_locks::Error> {
@@ -221,6 +227,7 @@ impl RFairSemaphore {
             ));
         }
         check_permits(permits)?;
+        wait.start()?;
         let lease = self.client.config.lock_watchdog_timeout;
         let lease_ms = duration_to_millis("watchdog timeout", lease)?;
         let turn = match wait.is_one_off() {
@@ -233,15 +240,21 @@ impl RFairSemaphore {
             Turn::Barge => OnDrop::disarmed(),
             Turn::InLine => {
                 let (keys, waiter) = (self.keys.clone(), waiter.clone());
+                let terms = SettleTerms::of(&self.client.config);
                 OnDrop::armed_lazily(&self.client.conn, move |conn| {
-                    let mut conn = conn.clone();
+                    let conn = conn.clone();
                     async move {
-                        if let Err(e) = scripts::fsem_leave(&mut conn, &keys, &waiter).await {
-                            crate::trace::warn_event!(
-                                "fair semaphore {:?}: leaving the line failed (the place ends with its deadline): {e}",
-                                keys.semaphore
-                            );
-                        }
+                        // Retried until the server answers: a place left
+                        // behind would hold back the line when it came first.
+                        let what = format!(
+                            "fair semaphore {:?} (leaving the line, waiter {waiter})",
+                            keys.semaphore
+                        );
+                        super::settle::settle_retrying(terms, &what, || {
+                            let (mut conn, keys, waiter) = (conn.clone(), &keys, &waiter);
+                            async move { scripts::fsem_leave(&mut conn, keys, waiter).await.map(drop) }
+                        })
+                        .await;
                     }
                 })
             }
@@ -259,6 +272,9 @@ impl RFairSemaphore {
         match &taken {
             // The script took it out of the line as it served it.
             Ok(Some(_)) => place.disarm(),
+            // Refused before it ran (the keys are not a fair semaphore's):
+            // no place was taken.
+            Err(e) if e.is_wrong_type() || e.is_invalid_argument() => place.disarm(),
             _ => place.run_now().await,
         }
         taken
@@ -280,7 +296,7 @@ impl RFairSemaphore {
             hold: &hold,
             waiter,
             permits,
-            lease_end_ms: epoch_millis().saturating_add(lease_ms),
+            lease_ms,
             turn,
             window_ms: PLACE_WINDOW.as_millis() as u64,
         };
@@ -404,9 +420,8 @@ impl RFairSemaphore {
 /// # Validity
 /// As a [`LockGuard`](crate::LockGuard)'s: the permits are surely held until
 /// the instant their last confirmed acquire or renewal was sent, plus the
-/// lease, minus the clock-drift margin. Leases end on the wall clock of the
-/// client that took or renewed them, as the permit-expirable semaphore's do:
-/// keep clocks synchronised.
+/// lease, minus the clock-drift margin. The server times the lease from when
+/// it ran the script, after that send, by its own clock.
 ///
 /// # Drop
 /// Dropping it stops the renewal and sends the release from the client's own

@@ -373,3 +373,66 @@ async fn a_recorded_run_never_has_more_holders_than_permits_and_serves_every_tas
     assert!(jain > 0.95, "Jain {jain:.3} over {served:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A head that vanished is removed by whatever script runs next, and the
+/// waiter it held back is called at once if what it asks for is free: here
+/// a newcomer's try removes it, and the waiter behind, which last tried
+/// before the vanished head's place ran out, must not sleep to its own next
+/// try (up to a third of the 10 s window) on a permit that is free for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_behind_a_vanished_head_is_called_by_the_next_script_that_removes_it() {
+    let server = RedisServer::start();
+    let clients = [server.client().await, server.client().await];
+    let semaphore = clients[0].get_fair_semaphore("called").unwrap();
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    // First in line: a waiter for two permits that died, its place ending
+    // in 300 ms.
+    let mut admin = server.admin().await;
+    let time: (u64, u64) = redis::cmd("TIME").query_async(&mut admin).await.unwrap();
+    let server_now_ms = time.0 * 1000 + time.1 / 1000;
+    let _: () = admin
+        .rpush("redisson_fair_semaphore_queue:{called}", "ghost")
+        .await
+        .unwrap();
+    let _: () = admin
+        .zadd(
+            "redisson_fair_semaphore_timeout:{called}",
+            "ghost",
+            server_now_ms + 300,
+        )
+        .await
+        .unwrap();
+    let _: () = admin.hset("called", "want:ghost", 2).await.unwrap();
+    let behind = {
+        let semaphore = semaphore.clone();
+        tokio::spawn(async move { semaphore.acquire(1).await })
+    };
+    assert!(eventually(T, || async { line_len(&server, "called").await == 2 }).await);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!behind.is_finished(), "nothing ran to remove the ghost yet");
+    // The newcomer's first try removes the ghost and joins the line behind
+    // the waiter (it stays there: no leave calls anyone).
+    let newcomer = {
+        let semaphore = clients[1].get_fair_semaphore("called").unwrap();
+        tokio::spawn(async move { semaphore.acquire(1).await })
+    };
+    let started = std::time::Instant::now();
+    let got = within(T, "the waiter behind the ghost", behind)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(1_500),
+        "called {:?} after the ghost was removed",
+        started.elapsed()
+    );
+    got.release().await.unwrap();
+    within(T, "the newcomer", newcomer)
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    assert_eq!(line_len(&server, "called").await, 0);
+}

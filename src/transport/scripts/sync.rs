@@ -351,14 +351,14 @@ pub(crate) enum Turn {
 }
 
 /// One attempt of a fair semaphore's acquire: `permits` under hold `hold`,
-/// leased until `lease_end_ms`, for waiter `waiter`, whose place in line is
-/// kept for `window_ms` of silence.
+/// leased for `lease_ms` from the server's now, for waiter `waiter`, whose
+/// place in line is kept for `window_ms` of silence.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FairAsk<'a> {
     pub(crate) hold: &'a str,
     pub(crate) waiter: &'a str,
     pub(crate) permits: u32,
-    pub(crate) lease_end_ms: u64,
+    pub(crate) lease_ms: u64,
     pub(crate) turn: Turn,
     pub(crate) window_ms: u64,
 }
@@ -371,8 +371,7 @@ pub(crate) async fn fsem_acquire(
 ) -> Result<PermitsTaken> {
     let mut invocation = keys.invocation(&FSEM_ACQUIRE);
     invocation
-        .arg(epoch_millis())
-        .arg(ask.lease_end_ms)
+        .arg(ask.lease_ms)
         .arg(ask.hold)
         .arg(ask.waiter)
         .arg(ask.permits)
@@ -404,7 +403,6 @@ pub(crate) async fn fsem_release(
     let mut invocation = keys.invocation(&FSEM_RELEASE);
     invocation
         .arg(hold)
-        .arg(epoch_millis())
         .arg(conn.publish_command())
         .arg(&keys.channel_prefix);
     decode_flag(
@@ -422,7 +420,6 @@ pub(crate) async fn fsem_leave(
     let mut invocation = keys.invocation(&FSEM_LEAVE);
     invocation
         .arg(waiter)
-        .arg(epoch_millis())
         .arg(conn.publish_command())
         .arg(&keys.channel_prefix);
     decode_flag("fair semaphore leave", keys.call(conn, &invocation).await?)
@@ -453,7 +450,6 @@ pub(crate) async fn fsem_permits(
     invocation
         .arg(what)
         .arg(number)
-        .arg(epoch_millis())
         .arg(conn.publish_command())
         .arg(&keys.channel_prefix);
     decode_int(
@@ -463,16 +459,15 @@ pub(crate) async fn fsem_permits(
 }
 
 /// Watchdog: moves the lease end of every `(semaphore, hold id)` still out
-/// to `lease_ms` from now (never earlier); one flag per hold, `false` for
-/// one that is gone.
+/// to `lease_ms` from the server's now (never earlier); one flag per hold,
+/// `false` for one that is gone.
 pub(crate) async fn fsem_renew(
     conn: &mut Conn,
     holds: &[(&str, &str)],
     lease_ms: u64,
 ) -> Result<Vec<bool>> {
-    let now = epoch_millis();
     let mut invocation = FSEM_RENEW.call();
-    invocation.arg(now).arg(now.saturating_add(lease_ms));
+    invocation.arg(lease_ms);
     for (name, hold) in holds {
         invocation
             .key(*name)
