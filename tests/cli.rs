@@ -51,8 +51,10 @@ impl Ran {
 /// terminal), killed if dropped. `REDIS_URL` is cleared, so only what a test
 /// passes says where the server is.
 fn command(args: &[&str]) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(BIN);
+    let mut command = tokio::process::Command::new("env");
     command
+        .arg(DEFAULT_SIGNALS)
+        .arg(BIN)
         .args(args)
         .env_remove("REDIS_URL")
         .stdin(Stdio::null())
@@ -61,6 +63,16 @@ fn command(args: &[&str]) -> tokio::process::Command {
         .kill_on_drop(true);
     command
 }
+
+/// The tool is started through `env` with this: as a terminal or a service
+/// manager would start it, with the stop signals at their default
+/// disposition, whatever the test runner inherited. A job a non-interactive
+/// shell starts in the background ignores SIGINT and SIGQUIT, `nohup`
+/// ignores SIGHUP, and the tool rightly keeps a signal ignored at its start
+/// ignored (`a_signal_ignored_at_start_stays_ignored_and_is_not_passed_on`):
+/// the tests of what those signals do would then hang. (`env` execs the
+/// tool: its pid is the tool's.)
+const DEFAULT_SIGNALS: &str = "--default-signal=INT,QUIT,HUP,TERM";
 
 /// Runs the tool with `args` (and `input` on a piped stdin), bounded by
 /// [`RUN`].
@@ -1862,7 +1874,7 @@ impl Pty {
         };
         tokio::process::Command::new("setsid")
             .arg("-c")
-            .arg(BIN)
+            .args(["env", DEFAULT_SIGNALS, BIN])
             .args(args)
             .env_remove("REDIS_URL")
             .stdin(open())
