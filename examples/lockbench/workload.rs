@@ -310,6 +310,9 @@ fn report(
     };
     json!({
         "workload": o.workload, "kind": o.kind.name(), "tasks": o.tasks, "clients": o.clients, "locks": o.locks,
+        // A semaphore's permits: with more than one, "overlaps" counts holders
+        // beside another, as they should be (up to permits - 1 at once).
+        "permits": o.permits,
         "ops": o.ops, "hold_us": o.hold.as_micros() as u64,
         "capped": shared.capped.load(Ordering::Relaxed),
         "acquisitions": acquisitions,
