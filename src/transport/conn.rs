@@ -280,13 +280,31 @@ impl Conn {
         Ok(link)
     }
 
-    /// Judges the link a command went out on (generation `generation`, at
-    /// `sent`) by its `result`; a cluster link that went silent (see
-    /// `silence.rs`) is replaced in the background by a new one, and every
-    /// channel subscribed again there (its waiters woken), as after a move.
-    fn judge<T>(&self, result: &redis::RedisResult<T>, sent: Sent, generation: u64) {
-        let verdict = self.shared.silence.judge(result, sent);
-        if verdict != Verdict::Silent || !self.shared.cluster {
+    /// What a command about to go out is judged by afterwards (see
+    /// [`judge`](Conn::judge)): the link it goes out on and when. Only a
+    /// cluster link is watched: a single server's and a Sentinel's managers
+    /// reconnect by themselves, and their commands pay nothing for this.
+    fn watch(&self) -> Option<(u64, Sent)> {
+        let shared = &self.shared;
+        shared.cluster.then(|| {
+            let generation = shared
+                .placed
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .generation;
+            (generation, shared.silence.sent())
+        })
+    }
+
+    /// Judges the link a command went out on (see [`watch`](Conn::watch))
+    /// by its `result`; a cluster link that went silent (see `silence.rs`)
+    /// is replaced in the background by a new one, and every channel
+    /// subscribed again there (its waiters woken), as after a move.
+    fn judge<T>(&self, result: &redis::RedisResult<T>, watched: Option<(u64, Sent)>) {
+        let Some((generation, sent)) = watched else {
+            return;
+        };
+        if self.shared.silence.judge(result, sent) != Verdict::Silent {
             return;
         }
         let conn = self.clone();
@@ -387,18 +405,18 @@ impl Conn {
     }
 
     pub(crate) async fn subscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
-        let (generation, sent) = (self.shared.placed().generation, self.shared.silence.sent());
+        let watched = self.watch();
         let (mut link, runtime) = self.link().await?;
         let result = entered(runtime, async move { link.subscribe(channels).await }).await;
-        self.judge(&result, sent, generation);
+        self.judge(&result, watched);
         result
     }
 
     pub(crate) async fn unsubscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
-        let (generation, sent) = (self.shared.placed().generation, self.shared.silence.sent());
+        let watched = self.watch();
         let (mut link, runtime) = self.link().await?;
         let result = entered(runtime, async move { link.unsubscribe(channels).await }).await;
-        self.judge(&result, sent, generation);
+        self.judge(&result, watched);
         result
     }
 }
@@ -532,11 +550,10 @@ impl redis::aio::ConnectionLike for Link {
 impl redis::aio::ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let generation = self.shared.placed().generation;
-            let sent = self.shared.silence.sent();
+            let watched = self.watch();
             let (mut link, runtime) = self.link().await?;
             let result = entered(runtime, link.req_packed_command(cmd)).await;
-            self.judge(&result, sent, generation);
+            self.judge(&result, watched);
             result
         })
     }
@@ -548,11 +565,10 @@ impl redis::aio::ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let generation = self.shared.placed().generation;
-            let sent = self.shared.silence.sent();
+            let watched = self.watch();
             let (mut link, runtime) = self.link().await?;
             let result = entered(runtime, link.req_packed_commands(pipeline, offset, count)).await;
-            self.judge(&result, sent, generation);
+            self.judge(&result, watched);
             result
         })
     }
