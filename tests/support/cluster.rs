@@ -370,21 +370,23 @@ impl RedisCluster {
     }
 
     /// The nodes of the shard serving the slot of `key`: its primary and
-    /// that primary's replicas (CLUSTER NODES seen from the primary).
+    /// the nodes that say, each in its own CLUSTER NODES line, that they
+    /// replicate it (a demoted primary knows its new role at once; the
+    /// primary's own table may list it as a replica only later).
     pub fn shard_of(&self, key: &str) -> Vec<usize> {
         let primary = self.primary_for(key);
         let id = self.node_id(primary);
         let mut shard = vec![primary];
-        for line in self.cli(primary, &["cluster", "nodes"]).lines() {
-            let fields: Vec<&str> = line.split(' ').collect();
-            if fields.get(3) == Some(&id.as_str()) {
-                let port = fields[1]
-                    .split(['@', ':'])
-                    .nth(1)
-                    .and_then(|p| p.parse::<u16>().ok());
-                if let Some(i) = self.nodes.iter().position(|n| Some(n.port()) == port) {
-                    shard.push(i);
-                }
+        for i in (0..self.nodes.len()).filter(|&i| i != primary && self.nodes[i].is_running()) {
+            let replicates = self.cli(i, &["cluster", "nodes"]).lines().any(|line| {
+                let fields: Vec<&str> = line.split(' ').collect();
+                fields
+                    .get(2)
+                    .is_some_and(|f| f.contains("myself") && f.contains("slave"))
+                    && fields.get(3) == Some(&id.as_str())
+            });
+            if replicates {
+                shard.push(i);
             }
         }
         shard
