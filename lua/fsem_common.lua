@@ -8,17 +8,33 @@
 --
 --   name                                      HASH 'permits' -> permits available;
 --                                             'hold:<id>' -> permits held under <id>;
---                                             'want:<waiter>' -> permits a waiter asks
+--                                             'want:<waiter>' -> permits a waiter in
+--                                             line asks (its mark of being in line);
+--                                             'line:<client>' -> the epoch of that
+--                                             client's places (see below)
 --   redisson_fair_semaphore_leases:{name}     ZSET hold id -> lease end, epoch ms
 --   redisson_fair_semaphore_queue:{name}      LIST waiter ids, in arrival order
---   redisson_fair_semaphore_timeout:{name}    ZSET waiter id -> epoch-ms instant after
---                                             which it is taken for gone
---   redisson_fair_semaphore__channel:{name}:<waiter>   the waiter's own channel
+--   redisson_fair_semaphore_timeout:{name}    ZSET client id -> epoch-ms instant after
+--                                             which its waiters are taken for gone
+--   redisson_fair_semaphore__channel:{name}:<client>   the client's channel: a
+--                                             message names the waiter it calls
+--
+-- A waiter's id is '<client>:<uuid>', and a hold taken by a waiter has the
+-- waiter's id: a grant made to it (by a release of its own client, see
+-- fsem_release.lua) is found by its next attempt, and given back by its leave.
 --
 -- Waiters are served strictly in arrival order: permits go to the first in
 -- line only, and a first in line that asks for more than are available holds
 -- back everyone behind it (as java.util.concurrent.Semaphore(n, true) does).
 -- Only a try with no wait barges (its Java namesake tryAcquire() does too).
+--
+-- Places are kept per client, not per waiter: one attempt by any waiter of a
+-- client moves the client's deadline ahead, so that its parked waiters send
+-- nothing. A client whose deadline passed is gone: its deadline and epoch go
+-- at once, its waiters as they come first. The epoch ('line:<client>', the id
+-- of the waiter whose join made it) changes only when the client's places
+-- were lost (its deadline passed, the keys were deleted, a failover lost
+-- them): a client that sees a new epoch tells its waiters to join again.
 
 -- Time is the server's (TIME): every client agrees on when a lease or a place
 -- in line ends, whatever their clocks say (Redisson has no such object whose
@@ -32,22 +48,31 @@ local function now_ms()
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Why the semaphore's keys cannot be used, or nil. Checked before anything is
--- written (a script's writes are not undone by a later error).
-local function foreign(semaphore, leases, queue, timeouts)
-    local wanted = {{semaphore, 'hash', 'the fair semaphore'}, {leases, 'zset', 'the permit leases'},
-        {queue, 'list', "the waiters' line"}, {timeouts, 'zset', "the waiters' deadlines"}}
-    for _, key in ipairs(wanted) do
-        if key[1] ~= nil and key[1] ~= false then
-            local kind = redis.call('type', key[1]).ok
-            if kind ~= 'none' and kind ~= key[2] then
-                local hint = ''
-                if key[2] == 'hash' and kind == 'string' then
-                    hint = ' (a Redisson RSemaphore of the same name?)'
-                end
-                return 'WRONGTYPE ' .. key[3] .. ' key ' .. key[1] .. ' holds a ' .. kind .. hint
-            end
-        end
+-- Why `key` cannot be used as a `want` key (`what`), or nil.
+local function wrong_type(key, want, what)
+    local kind = redis.call('type', key).ok
+    if kind == 'none' or kind == want then
+        return nil
+    end
+    local hint = ''
+    if want == 'hash' and kind == 'string' then
+        hint = ' (a Redisson RSemaphore of the same name?)'
+    end
+    return 'WRONGTYPE ' .. what .. ' key ' .. key .. ' holds a ' .. kind .. hint
+end
+
+-- Why the semaphore cannot be used, or nil: its key is not a hash (a
+-- Redisson RSemaphore of the same name is a string), or its count is not a
+-- number. Checked before anything is written (a script's writes are not
+-- undone by a later error). The other keys are this crate's own (prefixed,
+-- never shared with Redisson) and are not checked, to spare every script
+-- three commands: one of the wrong type fails the script with Redis's
+-- WRONGTYPE, after at most the clean-ups any script makes first (ended
+-- leases back, gone clients' waiters removed), which leave a consistent state.
+local function foreign(semaphore)
+    local refused = wrong_type(semaphore, 'hash', 'the fair semaphore')
+    if refused then
+        return refused
     end
     local permits = redis.call('hget', semaphore, 'permits')
     if permits ~= false and not string.match(permits, '^%-?%d+$') then
@@ -78,45 +103,113 @@ local function reclaim(semaphore, leases, now)
     return #ended
 end
 
--- Leaves the line: place, deadline and what it asked for.
-local function leave(semaphore, queue, timeouts, waiter)
-    redis.call('lrem', queue, 1, waiter)
-    redis.call('zrem', timeouts, waiter)
-    redis.call('hdel', semaphore, 'want:' .. waiter)
+-- The client a waiter id belongs to ('<client>:<uuid>').
+local function client_of(waiter)
+    return string.match(waiter, '^(.*):') or waiter
 end
 
--- Removes the waiters at the head of the line whose deadline has passed (gone:
--- a live waiter moves its own deadline ahead at every attempt), stopping at
--- the first live one or at `keep` (the caller, evidently alive). Returns the
--- head left, false when the line is empty. Only the head is looked at: a
--- waiter that vanished further back keeps its entry until it comes first,
--- and is removed then, a window after its last attempt at most.
+-- Leaves the line: place and what it asked for. Returns whether it had one.
+local function leave(semaphore, queue, waiter)
+    if redis.call('hdel', semaphore, 'want:' .. waiter) == 0 then
+        return false
+    end
+    redis.call('lrem', queue, 1, waiter)
+    return true
+end
+
+-- A client that is gone (its deadline passed: a live one moves its own
+-- ahead at every attempt) loses its deadline and epoch: if it was alive
+-- after all, its next attempt sees a new epoch, and its waiters join again.
+local function forget(semaphore, timeouts, client)
+    redis.call('hdel', semaphore, 'line:' .. client)
+    redis.call('zrem', timeouts, client)
+end
+
+-- Forgets up to 100 clients whose deadline passed. Called by joins, leaves
+-- and permit changes, not by every script: a gone client's waiters are
+-- removed as they come first whatever this finds (see `live_head`); this
+-- only keeps the deadlines of clients that left no waiter from piling up.
+local function reap(semaphore, timeouts, now)
+    local lapsed = redis.call('zrangebyscore', timeouts, '-inf', now, 'LIMIT', 0, 100)
+    for _, client in ipairs(lapsed) do
+        forget(semaphore, timeouts, client)
+    end
+end
+
+-- Joins the line (or keeps the place there: `in_line`), asking for
+-- `wanted`, and moves the waiter's client's deadline `window` ms ahead.
+-- Returns the client's epoch.
+local function join(semaphore, queue, timeouts, waiter, wanted, now, window, in_line)
+    if not in_line then
+        reap(semaphore, timeouts, now)
+        redis.call('rpush', queue, waiter)
+    end
+    redis.call('hset', semaphore, 'want:' .. waiter, wanted)
+    local client = client_of(waiter)
+    redis.call('zadd', timeouts, now + window, client)
+    local epoch = redis.call('hget', semaphore, 'line:' .. client)
+    if epoch == false then
+        epoch = waiter
+        redis.call('hset', semaphore, 'line:' .. client, epoch)
+    end
+    return epoch
+end
+
+-- Removes the waiters at the head of the line whose client is gone, stopping
+-- at the first live one or at `keep` (the caller, evidently alive). Returns
+-- the head left, false when the line is empty. Only the head is looked at: a
+-- waiter of a gone client further back keeps its entry until it comes
+-- first, and is removed then.
 local function live_head(semaphore, queue, timeouts, now, keep)
     local head = redis.call('lindex', queue, 0)
     while head ~= false and head ~= keep do
-        local deadline = tonumber(redis.call('zscore', timeouts, head))
+        local client = client_of(head)
+        local deadline = tonumber(redis.call('zscore', timeouts, client))
         if deadline ~= nil and deadline > now then
             return head
         end
+        if deadline ~= nil then
+            forget(semaphore, timeouts, client)
+        end
         redis.call('lpop', queue)
-        redis.call('zrem', timeouts, head)
         redis.call('hdel', semaphore, 'want:' .. head)
         head = redis.call('lindex', queue, 0)
     end
     return head
 end
 
--- Tells the first in line, on its own channel, when what it asks for is
--- available (the message: the permits available). Nobody else is told: the
--- line is served in order, one head at a time.
-local function call_head(semaphore, queue, timeouts, now, publish, channel_prefix)
-    local head = live_head(semaphore, queue, timeouts, now, nil)
+-- Takes `wanted` permits under hold id `hold`, leased until `lease_end`.
+local function take(semaphore, leases, hold, wanted, lease_end)
+    redis.call('hincrby', semaphore, 'permits', -wanted)
+    redis.call('hset', semaphore, 'hold:' .. hold, wanted)
+    redis.call('zadd', leases, lease_end, hold)
+end
+
+-- Gives back the permits held under `hold`; how many (nil: none were).
+local function give_back(semaphore, leases, hold)
+    local n = tonumber(redis.call('hget', semaphore, 'hold:' .. hold))
+    if n ~= nil then
+        redis.call('hdel', semaphore, 'hold:' .. hold)
+        redis.call('zrem', leases, hold)
+        redis.call('hincrby', semaphore, 'permits', n)
+    end
+    return n
+end
+
+-- Tells `head`, the first in line (false: nobody), on its client's channel,
+-- when what it asks for is available (the message: its waiter id). Nobody
+-- else is told: the line is served in order, one head at a time.
+local function call(semaphore, head, publish, channel_prefix)
     if head == false then
         return
     end
-    local want = tonumber(redis.call('hget', semaphore, 'want:' .. head)) or 1
-    local free = available(semaphore)
-    if free >= want then
-        redis.call(publish, channel_prefix .. ':' .. head, free)
+    local asks = redis.call('hmget', semaphore, 'want:' .. head, 'permits')
+    if (tonumber(asks[2]) or 0) >= (tonumber(asks[1]) or 1) then
+        redis.call(publish, channel_prefix .. ':' .. client_of(head), head)
     end
+end
+
+-- Calls the first in line (see `call`), once the gone are removed.
+local function call_head(semaphore, queue, timeouts, now, publish, channel_prefix)
+    call(semaphore, live_head(semaphore, queue, timeouts, now, nil), publish, channel_prefix)
 end

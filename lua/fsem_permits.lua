@@ -17,13 +17,14 @@
 local semaphore, leases, queue, timeouts = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local what, number = ARGV[1], tonumber(ARGV[2])
 local publish, channel_prefix = ARGV[3], ARGV[4]
-local refused = foreign(semaphore, leases, queue, timeouts)
+local refused = foreign(semaphore)
 if refused then
     return redis.error_reply(refused)
 end
 local now = now_ms()
 
 reclaim(semaphore, leases, now)
+reap(semaphore, timeouts, now)
 local reply
 if what == 'available' then
     reply = available(semaphore)

@@ -18,7 +18,7 @@ for i = 1, #KEYS / 2 do
     local semaphore, leases = KEYS[2 * i - 1], KEYS[2 * i]
     local hold = ARGV[1 + i]
     found[i] = 0
-    if not foreign(semaphore, leases, false, false) then
+    if not foreign(semaphore) then
         local score = tonumber(redis.call('zscore', leases, hold))
         if score ~= nil and score > now and redis.call('hexists', semaphore, 'hold:' .. hold) == 1 then
             if score < lease_end then

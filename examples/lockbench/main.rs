@@ -55,6 +55,7 @@ mod progress;
 #[path = "../support/prometheus_recorder.rs"]
 mod prometheus_recorder;
 mod scale;
+mod short_term;
 #[path = "../support/throwaway_server.rs"]
 mod throwaway_server;
 mod workload;
@@ -138,16 +139,17 @@ async fn run_with(o: &Options) -> Result<serde_json::Value, String> {
         let fair = scale::waiters_scale(&url, Kind::Fair, o.waiters, 1).await?;
         let ratio = fair["served_s"].as_f64().unwrap_or(0.0)
             / reentrant["served_s"].as_f64().unwrap_or(f64::NAN);
+        let fair_semaphore = scale::waiters_scale(&url, Kind::FairSemaphore, o.waiters, 1).await?;
         return Ok(json!({
             "scale": "waiters", "waiters": o.waiters,
             "reentrant": reentrant, "fair": fair, "fair_to_reentrant_time": ratio,
+            "fair_semaphore": fair_semaphore,
         }));
     }
     if o.scale_spread {
-        let kind = if o.kind == Kind::Fair {
-            Kind::Fair
-        } else {
-            Kind::Reentrant
+        let kind = match o.kind {
+            Kind::Fair | Kind::FairSemaphore => o.kind,
+            _ => Kind::Reentrant,
         };
         let mut report = scale::waiters_scale(&url, kind, o.waiters, o.locks).await?;
         if let Some(map) = report.as_object_mut() {

@@ -6,17 +6,48 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redisson_locks::{Client, RLock};
+use redisson_locks::{Client, FairPermits, LockGuard, RFairSemaphore, RLock};
 use serde_json::json;
 
 use crate::observe::{rss_kib, Observer};
 use crate::options::{err, Kind, Options};
 use crate::ALLOCATOR;
 
-/// The locks of one scale run: `kind` (fair, else reentrant) under this run's names.
+/// The locks of one scale run: `kind` (fair, a fair semaphore of one permit,
+/// else reentrant) under this run's names.
 struct ScaleLocks {
     run: String,
     kind: Kind,
+}
+
+/// One lock of a scale run.
+enum Waitable {
+    Lock(RLock),
+    Permits(RFairSemaphore),
+}
+
+/// A hold of one.
+enum Held {
+    Lock(LockGuard),
+    Permits(FairPermits),
+}
+
+impl Waitable {
+    async fn hold(&self) -> redisson_locks::Result<Held> {
+        Ok(match self {
+            Waitable::Lock(lock) => Held::Lock(lock.lock().await?),
+            Waitable::Permits(semaphore) => Held::Permits(semaphore.acquire(1).await?),
+        })
+    }
+}
+
+impl Held {
+    async fn release(self) -> redisson_locks::Result<()> {
+        match self {
+            Held::Lock(guard) => guard.unlock().await,
+            Held::Permits(permits) => permits.release().await,
+        }
+    }
 }
 
 impl ScaleLocks {
@@ -24,12 +55,24 @@ impl ScaleLocks {
         format!("lockbench:{}:scale:{i}", self.run)
     }
 
-    fn get(&self, client: &Client, i: usize) -> Result<RLock, String> {
+    async fn get(&self, client: &Client, i: usize) -> Result<Waitable, String> {
+        Ok(match self.kind {
+            Kind::Fair => Waitable::Lock(client.get_fair_lock(self.name(i)).map_err(err)?),
+            Kind::FairSemaphore => {
+                let semaphore = client.get_fair_semaphore(self.name(i)).map_err(err)?;
+                semaphore.try_set_permits(1).await.map_err(err)?;
+                Waitable::Permits(semaphore)
+            }
+            _ => Waitable::Lock(client.get_lock(self.name(i)).map_err(err)?),
+        })
+    }
+
+    /// The line whose length counts the waiters queued on lock `i`.
+    fn queue(&self, i: usize) -> String {
         match self.kind {
-            Kind::Fair => client.get_fair_lock(self.name(i)),
-            _ => client.get_lock(self.name(i)),
+            Kind::FairSemaphore => format!("redisson_fair_semaphore_queue:{{{}}}", self.name(i)),
+            _ => format!("redisson_lock_queue:{{{}}}", self.name(i)),
         }
-        .map_err(err)
     }
 }
 
@@ -55,20 +98,27 @@ pub(crate) async fn waiters_scale(
     };
     let mut held = Vec::with_capacity(locks);
     for i in 0..locks {
-        held.push(scale.get(&holder, i)?.lock().await.map_err(err)?);
+        held.push(scale.get(&holder, i).await?.hold().await.map_err(err)?);
     }
     let rss_before = rss_kib();
     let heap_before = ALLOCATOR.allocated() as f64;
     let served = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::with_capacity(waiters);
     for w in 0..waiters {
-        let lock = scale.get(&client, w % locks)?;
         let served = served.clone();
-        tasks.push(tokio::spawn(async move {
-            let guard = lock.lock().await?;
-            served.fetch_add(1, Ordering::Relaxed);
-            guard.unlock().await
-        }));
+        // A task of each kind's own future (an enum's would be the larger's).
+        tasks.push(match scale.get(&client, w % locks).await? {
+            Waitable::Lock(lock) => tokio::spawn(async move {
+                let guard = lock.lock().await?;
+                served.fetch_add(1, Ordering::Relaxed);
+                guard.unlock().await
+            }),
+            Waitable::Permits(semaphore) => tokio::spawn(async move {
+                let permits = semaphore.acquire(1).await?;
+                served.fetch_add(1, Ordering::Relaxed);
+                permits.release().await
+            }),
+        });
         if w % 1_000 == 999 {
             tokio::task::yield_now().await;
         }
@@ -81,7 +131,7 @@ pub(crate) async fn waiters_scale(
     let (connections, subscriptions) = observer.clients().await?;
     let started = Instant::now();
     for guard in held {
-        guard.unlock().await.map_err(err)?;
+        guard.release().await.map_err(err)?;
     }
     let mut errors = 0usize;
     for task in tasks {
@@ -93,7 +143,7 @@ pub(crate) async fn waiters_scale(
     let (slow, slowest_us, slow_commands) = slowlog(&mut observer).await?;
     Ok(json!({
         "slow_commands": slow_commands,
-        "scale": "waiters", "kind": if kind == Kind::Fair { "fair" } else { "reentrant" },
+        "scale": "waiters", "kind": match kind { Kind::Fair | Kind::FairSemaphore => kind.name(), _ => "reentrant" },
         "waiters": waiters, "locks": locks,
         "served": served.load(Ordering::Relaxed), "errors": errors,
         "served_s": served_s,
@@ -134,7 +184,7 @@ async fn wait_until_waiting(
             // (The observer's queries may time out behind the burst: not yet.)
             // Every line's head listening, then (a command per lock, asked
             // only then, so as not to load the server) every waiter queued.
-            Kind::Fair => {
+            Kind::Fair | Kind::FairSemaphore => {
                 observer.clients().await.map_or(0, |(_, subs)| subs) >= locks.min(waiters) as u64
                     && queued_waiters(observer, scale, locks).await >= waiters
             }
@@ -156,8 +206,7 @@ async fn queued_waiters(observer: &mut Observer, scale: &ScaleLocks, locks: usiz
     for first in (0..locks).step_by(1_000) {
         let mut pipe = redis::pipe();
         for i in first..(first + 1_000).min(locks) {
-            pipe.cmd("LLEN")
-                .arg(format!("redisson_lock_queue:{{{}}}", scale.name(i)));
+            pipe.cmd("LLEN").arg(scale.queue(i));
         }
         let lengths: redis::RedisResult<Vec<usize>> = pipe.query_async(&mut observer.conn).await;
         match lengths {

@@ -47,6 +47,8 @@ struct Shared {
     handoffs: Mutex<Vec<Duration>>,
     waiter_handoffs: Mutex<Vec<Duration>>,
     barges: AtomicU64,
+    /// Every acquisition, for the short-term measures (`short_term.rs`).
+    acquisitions_made: Mutex<Vec<crate::short_term::Acquisition>>,
 }
 
 /// What the tasks of a run keep together: each lock's state, the run's totals
@@ -220,7 +222,14 @@ impl Worker {
                 tokio::task::yield_now().await;
             }
             self.leaving(state, is_write);
+            let released = Instant::now();
             guard.release().await?;
+            locked(&shared.acquisitions_made).push(crate::short_term::Acquisition {
+                task: self.task,
+                asked,
+                got,
+                released,
+            });
             per_task[self.task].fetch_add(1, Ordering::Relaxed);
         }
         if !shared.first_done.swap(true, Ordering::SeqCst) {
@@ -328,6 +337,7 @@ fn report(
             "max": counts.iter().max().copied().unwrap_or(0),
             "jain": jain(&counts),
         },
+        "short_term": crate::short_term::measures(std::mem::take(&mut *locked(&shared.acquisitions_made))),
         "redis_cmds": commands.client,
         "cmds_per_acq": commands.client as f64 / (acquisitions.max(1)) as f64,
         "cmds_by_command": commands.by_command,

@@ -13,6 +13,7 @@ pub(crate) mod cleanup;
 pub(crate) mod contract;
 pub(crate) mod deadlock;
 pub(crate) mod detached;
+pub(crate) mod fair_line;
 pub(crate) mod handoff;
 pub(crate) mod heuristics;
 pub(crate) mod identity;
@@ -57,6 +58,8 @@ pub(crate) struct Engine {
     pub(crate) lines: Arc<crate::engine::line::Lines>,
     /// What this client's releases of each lock did lately (see `handoff.rs`).
     pub(crate) handoffs: Arc<crate::engine::handoff::Handoffs>,
+    /// This client's waiters for each fair semaphore (see `fair_line.rs`).
+    pub(crate) fair_lines: Arc<crate::engine::fair_line::FairLines>,
     /// Which of this client's tasks holds what, to name a wait for one's own
     /// hold (see `self_wait.rs`).
     pub(crate) holdings: Arc<crate::engine::self_wait::Holdings>,
@@ -211,6 +214,7 @@ impl Engine {
             deadlocks: Default::default(),
             lines,
             handoffs,
+            fair_lines: Arc::default(),
             replica_links,
             releaser,
             warnings,

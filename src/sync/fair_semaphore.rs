@@ -9,19 +9,18 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::settle::{check_permits, settled_acquire, SettleTerms, Took};
-use super::waiting::{wait_for, Attempt, Waiting};
 use crate::config::duration_to_millis;
 use crate::engine::cleanup::OnDrop;
 use crate::engine::contract::{BoxFuture, RenewKind, Wait};
 use crate::engine::validity::{Drift, Validity};
+use crate::engine::wait::within;
 use crate::engine::watchdog::Renewal;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::metrics::{kind, HoldMeter, Kind, Labels};
-use crate::transport::pubsub::Class;
-use crate::transport::scripts::{
-    self, FairAsk, FairSemaphoreKeys, PermitsChange, PermitsTaken, Turn,
-};
+use crate::transport::conn::Conn;
+use crate::transport::pubsub::{Class, Subscription};
+use crate::transport::scripts::{self, FairAsk, FairSemaphoreKeys, FairTaken, PermitsChange, Turn};
 
 /// The fair semaphore's kind, as its measurements name it.
 const FAIR_SEMAPHORE: Kind = kind!("fair_semaphore");
@@ -78,13 +77,15 @@ const PLACE_WINDOW: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug)]
 pub struct RFairSemaphore {
     client: Arc<Engine>,
-    keys: FairSemaphoreKeys,
+    /// Its name; its keys are named when a call needs them (a handle, and
+    /// each of thousands of waiters, carries the name alone).
+    name: Arc<str>,
 }
 
 impl RFairSemaphore {
     pub(crate) fn new(client: Arc<Engine>, name: String) -> Self {
         RFairSemaphore {
-            keys: FairSemaphoreKeys::new(name.into()),
+            name: name.into(),
             client,
         }
     }
@@ -97,7 +98,7 @@ impl RFairSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        &self.keys.semaphore
+        &self.name
     }
 
     /// Takes `permits` in turn, waiting as long as it takes.
@@ -215,123 +216,310 @@ impl RFairSemaphore {
 
     async fn permits(&self, change: PermitsChange) -> Result<i64> {
         let mut conn = self.client.conn.clone();
-        scripts::fsem_permits(&mut conn, &self.keys, change).await
+        scripts::fsem_permits(&mut conn, &self.keys(), change).await
     }
 
     /// Takes `permits` as `wait` says: one waiter, one place in line, left on
-    /// every way out but success.
-    async fn take(&self, permits: u32, wait: Wait) -> Result<Option<FairPermits>> {
-        if permits == 0 {
-            return Err(Error::invalid(
-                "a fair semaphore's acquire takes at least one permit",
-            ));
-        }
-        check_permits(permits)?;
-        wait.start()?;
-        let lease = self.client.config.lock_watchdog_timeout;
-        let lease_ms = duration_to_millis("watchdog timeout", lease)?;
-        let turn = match wait.is_one_off() {
-            true => Turn::Barge,
-            false => Turn::InLine,
-        };
-        let waiter = uuid::Uuid::new_v4().simple().to_string();
-        let channel = self.keys.waiter_channel(&waiter);
-        let mut place = match turn {
-            Turn::Barge => OnDrop::disarmed(),
-            Turn::InLine => {
-                let (keys, waiter) = (self.keys.clone(), waiter.clone());
-                let terms = SettleTerms::of(&self.client.config);
-                OnDrop::armed_lazily(&self.client.conn, move |conn| {
-                    let conn = conn.clone();
-                    async move {
-                        // Retried until the server answers: a place left
-                        // behind would hold back the line when it came first.
-                        let what = format!(
-                            "fair semaphore {:?} (leaving the line, waiter {waiter})",
-                            keys.semaphore
-                        );
-                        super::settle::settle_retrying(terms, &what, || {
-                            let (mut conn, keys, waiter) = (conn.clone(), &keys, &waiter);
-                            async move { scripts::fsem_leave(&mut conn, keys, waiter).await.map(drop) }
-                        })
-                        .await;
-                    }
-                })
+    /// every way out but success (with any grant made to it meanwhile).
+    // Not an `async fn`, which would keep each argument twice for the whole
+    // wait; each layer below moves in what it keeps.
+    #[allow(clippy::manual_async_fn)]
+    fn take(
+        &self,
+        permits: u32,
+        wait: Wait,
+    ) -> impl std::future::Future<Output = Result<Option<FairPermits>>> + Send + '_ {
+        async move {
+            if permits == 0 {
+                return Err(Error::invalid(
+                    "a fair semaphore's acquire takes at least one permit",
+                ));
             }
-        };
-        let waiting = Waiting {
-            client: &self.client,
-            name: &self.keys.semaphore,
-            channel: &channel,
-            class: Class::All,
-            local_line: false,
-            kind: FAIR_SEMAPHORE,
-        };
-        let attempt = || self.attempt(&waiter, permits, (turn, lease, lease_ms));
-        let taken = wait_for(waiting, wait, attempt).await;
-        match &taken {
-            // The script took it out of the line as it served it.
-            Ok(Some(_)) => place.disarm(),
-            // Refused before it ran (the keys are not a fair semaphore's):
-            // no place was taken.
-            Err(e) if e.is_wrong_type() || e.is_invalid_argument() => place.disarm(),
-            _ => place.run_now().await,
+            check_permits(permits)?;
+            let (wait, deadline) = wait.start()?;
+            let lease = self.client.config.lock_watchdog_timeout;
+            let terms = (lease, duration_to_millis("watchdog timeout", lease)?);
+            let waiter: Arc<str> =
+                format!("{}:{}", self.client.id, uuid::Uuid::new_v4().simple()).into();
+            let labels = self.labels();
+            if wait.is_one_off() {
+                return crate::metrics::metered(&labels, true, || {
+                    Box::pin(self.barge(waiter, permits, terms))
+                })
+                .await;
+            }
+            crate::metrics::metered(&labels, false, || {
+                self.in_line(waiter, permits, terms, deadline)
+            })
+            .await
         }
-        taken
     }
 
-    /// One attempt, under a hold id of its own: the [`FairPermits`], renewed
-    /// by the watchdog, the moment it succeeds. If its future is dropped after
-    /// the script ran, or its outcome is unknown, the hold is given back by
-    /// its id (a release of an id that took nothing changes nothing).
+    /// Waits in line as waiter `waiter` (see [`wait_in_line`](Self::wait_in_line)),
+    /// leaving the line on every way out but success.
+    #[allow(clippy::manual_async_fn)]
+    fn in_line(
+        &self,
+        waiter: Arc<str>,
+        permits: u32,
+        terms: (Duration, u64),
+        deadline: Option<Instant>,
+    ) -> impl std::future::Future<Output = Result<Option<FairPermits>>> + Send + '_ {
+        async move {
+            let mut place = self.place_left_on_drop(&waiter);
+            let given_up = match self.wait_in_line(&waiter, permits, terms, deadline).await {
+                // Served: out of the line already.
+                Ok(Some(permits)) => {
+                    place.disarm();
+                    return Ok(Some(permits));
+                }
+                // Refused before it ran (the keys are not a fair semaphore's):
+                // no place was taken.
+                Err(e) if e.is_wrong_type() || e.is_invalid_argument() => {
+                    place.disarm();
+                    return Err(e);
+                }
+                // Kept small across the leave below: a waiting future's
+                // size is its largest state's.
+                Ok(None) => None,
+                Err(e) => Some(e),
+            };
+            place.run_now().await;
+            given_up.map_or(Ok(None), Err)
+        }
+    }
+
+    /// Leaves the line as waiter `waiter` when dropped armed (giving back any
+    /// grant made to it), retried until the server answers: a place left
+    /// behind would hold back the line when it came first. What it sends is
+    /// made only if it runs.
+    fn place_left_on_drop(&self, waiter: &Arc<str>) -> OnDrop {
+        let (name, waiter) = (self.name.clone(), waiter.clone());
+        let terms = SettleTerms::of(&self.client.config);
+        OnDrop::armed_lazily(&self.client.conn, move |conn| {
+            leave(conn.clone(), FairSemaphoreKeys::new(name), waiter, terms)
+        })
+    }
+
+    /// Waiter `waiter` leaving the line (and giving back any grant), retried
+    /// until the server answers.
+    fn leave(&self, waiter: &Arc<str>) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let terms = SettleTerms::of(&self.client.config);
+        leave(self.client.conn.clone(), self.keys(), waiter.clone(), terms)
+    }
+
+    /// Its keys, named.
+    fn keys(&self) -> FairSemaphoreKeys {
+        FairSemaphoreKeys::new(self.name.clone())
+    }
+
+    /// A try with no wait: one attempt that barges, never queues.
+    async fn barge(
+        &self,
+        waiter: Arc<str>,
+        permits: u32,
+        (lease, lease_ms): (Duration, u64),
+    ) -> Result<Option<FairPermits>> {
+        let sent = Instant::now();
+        match self
+            .attempt(&waiter, permits, Turn::Barge, lease_ms)
+            .await?
+        {
+            FairTaken::Taken => Ok(Some(self.permits_taken(&waiter, permits, sent, lease))),
+            FairTaken::Busy { .. } => Ok(None),
+        }
+    }
+
+    /// Waits in line as waiter `waiter` until served, granted, out of time
+    /// (`None`) or failed. Its first attempt joins Redis's line; then it
+    /// sleeps, on its client's channel for `name` (one subscription per
+    /// client, however many wait: a message names the waiter it calls), and
+    /// tries again only when a message names it, when it is told to (its
+    /// place may be lost, see `fair_line.rs`), or, as the head of its
+    /// client's line, when a re-check is due. A grant by a release of its own
+    /// client needs no command at all.
+    // Not an `async fn`, which would keep each argument twice (as the
+    // argument and as the body's local) for the whole wait.
+    #[allow(clippy::manual_async_fn)]
+    fn wait_in_line<'a>(
+        &'a self,
+        waiter: &'a Arc<str>,
+        permits: u32,
+        (lease, lease_ms): (Duration, u64),
+        deadline: Option<Instant>,
+    ) -> impl std::future::Future<Output = Result<Option<FairPermits>>> + Send + 'a {
+        async move {
+            let client = &self.client;
+            let name = &self.name;
+            let seat = client.fair_lines.seat(name, waiter.clone());
+            // The client's subscription as it stood before the first attempt:
+            // when this waiter's own is still that one, nothing published after
+            // the attempt can have been missed.
+            let before = client.pubsub.mark(&self.keys().client_channel(&client.id));
+            let mut subscription: Option<Subscription> = None;
+            let recheck = client.config.recheck_interval.min(PLACE_WINDOW / 3);
+            let mut must_try = true;
+            let mut failures = 0;
+            // When permits come back by themselves (a lease ends), if known.
+            let mut lease_ends: Option<Instant> = None;
+            // When to try again after a transient failure.
+            let mut retry_at: Option<Instant> = None;
+            // The first busy attempt (sent, on which connection): the waiter
+            // subscribes after it, and tries again once confirmed unless it
+            // listened already when that attempt went out.
+            let mut joined: Option<u64> = None;
+            loop {
+                if let (None, Some(epoch)) = (&subscription, joined) {
+                    let channel = self.keys().client_channel(&client.id);
+                    let own = client.pubsub.subscribe(&channel, waiter, Class::Addressed);
+                    let listened = before.as_ref().is_some_and(|mark| own.still(mark))
+                        && client.pubsub.connection_epoch() == epoch;
+                    must_try = !listened;
+                    subscription = Some(own);
+                }
+                let mut woken = std::pin::pin!(subscription.as_ref().map(Subscription::notified));
+                if let Some(woken) = woken.as_mut().as_pin_mut() {
+                    woken.enable();
+                }
+                let mut told = std::pin::pin!(seat.told());
+                told.as_mut().enable();
+                if let Some(sent) = seat.take_grant() {
+                    return Ok(Some(self.permits_taken(waiter, permits, sent, lease)));
+                }
+                must_try |= seat.take_try_again();
+                if must_try {
+                    // Boxed: a parked waiter carries no attempt's state.
+                    let tried = Box::pin(within(deadline, async {
+                        if let Some(subscription) = &subscription {
+                            subscription.ready().await?;
+                        }
+                        let sent = Instant::now();
+                        client.fair_lines.sent(name, sent);
+                        let epoch = client.pubsub.connection_epoch();
+                        let taken = self
+                            .attempt(waiter, permits, Turn::InLine, lease_ms)
+                            .await?;
+                        Ok::<_, Error>((sent, epoch, taken))
+                    }))
+                    .await;
+                    let Some(tried) = tried else {
+                        break; // out of time
+                    };
+                    match tried {
+                        Ok((sent, _, FairTaken::Taken)) => {
+                            return Ok(Some(self.permits_taken(waiter, permits, sent, lease)));
+                        }
+                        Ok((
+                            sent,
+                            epoch,
+                            FairTaken::Busy {
+                                hint,
+                                epoch: places,
+                            },
+                        )) => {
+                            failures = 0;
+                            client.fair_lines.busy(name, &seat, places.as_deref());
+                            lease_ends = hint.map(|hint| sent + hint);
+                            // Listening since before this attempt went out, on the
+                            // same connection: a call after it reaches this waiter.
+                            match &subscription {
+                                Some(subscription) => {
+                                    must_try = !(subscription.confirmed_before(sent)
+                                        && client.pubsub.connection_epoch() == epoch);
+                                }
+                                None => {
+                                    joined = Some(epoch);
+                                    continue; // to subscribe
+                                }
+                            }
+                            if must_try {
+                                continue; // once the subscription is confirmed
+                            }
+                        }
+                        Err(e) if e.is_transient() && failures < client.config.retry_attempts => {
+                            // Tried again after a pause drawn with full jitter,
+                            // so that waiters that failed together retry apart.
+                            failures += 1;
+                            let pause = crate::engine::retry::jitter(client.config.retry_interval);
+                            retry_at = Some(Instant::now() + pause);
+                            must_try = false;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                // Asleep until a message names it, it is told something, or (the
+                // head) a re-check or a lease's end is due.
+                let head_due = seat
+                    .recheck_at(recheck)
+                    .map(|at| lease_ends.map_or(at, |ends| at.min(ends)));
+                let until = [head_due, retry_at, deadline].into_iter().flatten().min();
+                match sleep_until_woken(woken.as_mut(), told.as_mut(), until).await {
+                    Woke::Called => (must_try, retry_at) = (true, None),
+                    Woke::Told => {}
+                    Woke::Due => {
+                        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                            break;
+                        }
+                        // A re-check, unless another waiter of this client sent an
+                        // attempt meanwhile (the head's due moved on).
+                        let now = Instant::now();
+                        must_try = seat.recheck_at(recheck).is_some_and(|at| at <= now)
+                            || lease_ends.is_some_and(|ends| ends <= now)
+                            || retry_at.is_some_and(|at| at <= now);
+                        if must_try {
+                            (lease_ends, retry_at) = (None, None);
+                        }
+                    }
+                }
+            }
+            // Out of time: a grant that came meanwhile is taken all the same.
+            Ok(seat
+                .take_grant()
+                .map(|sent| self.permits_taken(waiter, permits, sent, lease)))
+        }
+    }
+
+    /// One attempt as waiter `waiter`, whose id is also the hold's: the
+    /// reply, settled if the caller is gone. An outcome that stays unknown
+    /// is settled by the waiter itself: its next attempt finds what it took
+    /// (the hold has its id), its leave gives it back; a barge's is given
+    /// back from the client's thread.
     async fn attempt(
         &self,
-        waiter: &str,
+        waiter: &Arc<str>,
         permits: u32,
-        (turn, lease, lease_ms): (Turn, Duration, u64),
-    ) -> Result<Attempt<FairPermits>> {
-        let hold = uuid::Uuid::new_v4().simple().to_string();
-        let sent = Instant::now();
-        let ask = FairAsk {
-            hold: &hold,
-            waiter,
-            permits,
-            lease_ms,
-            turn,
-            window_ms: PLACE_WINDOW.as_millis() as u64,
-        };
-        let call: BoxFuture<Result<Option<PermitsTaken>>> = {
-            let (mut conn, keys) = (self.client.conn.clone(), self.keys.clone());
-            let (hold, waiter) = (hold.clone(), waiter.to_owned());
+        turn: Turn,
+        lease_ms: u64,
+    ) -> Result<FairTaken> {
+        let call: BoxFuture<Result<Option<FairTaken>>> = {
+            let (mut conn, keys, waiter) = (self.client.conn.clone(), self.keys(), waiter.clone());
             Box::pin(async move {
                 let ask = FairAsk {
-                    hold: &hold,
                     waiter: &waiter,
-                    ..ask
+                    permits,
+                    lease_ms,
+                    turn,
+                    window_ms: PLACE_WINDOW.as_millis() as u64,
                 };
                 Ok(Some(scripts::fsem_acquire(&mut conn, &keys, ask).await?))
             })
         };
-        let labels = self.labels();
-        let outcome =
-            settled_acquire(&self.client.conn, call, self.give_back(&hold), labels).await?;
-        match outcome {
-            Some(PermitsTaken::Taken) => Ok(Attempt::Done(
-                self.permits_taken(hold, permits, sent, lease),
-            )),
-            // Back within a third of the place's window, to keep it.
-            Some(PermitsTaken::Busy(hint)) => Ok(Attempt::NotYet(Some(
-                hint.map_or(PLACE_WINDOW / 3, |h| h.min(PLACE_WINDOW / 3)),
-            ))),
-            None => Ok(Attempt::NotYet(Some(PLACE_WINDOW / 3))),
-        }
+        let leave = self.leave(waiter);
+        let undo = move |took: Took<FairTaken>| -> BoxFuture<()> {
+            match (took, turn) {
+                (Took::Surely(FairTaken::Taken), _) | (Took::Maybe, Turn::Barge) => Box::pin(leave),
+                _ => Box::pin(async {}),
+            }
+        };
+        let outcome = settled_acquire(&self.client.conn, call, undo, self.labels()).await?;
+        outcome.ok_or_else(|| Error::unexpected("fair semaphore acquire", "no reply"))
     }
 
     /// The hold `hold` of `permits`, taken by an attempt sent at `sent`, its
     /// lease renewed from now on.
     fn permits_taken(
         &self,
-        hold: String,
+        hold: &Arc<str>,
         permits: u32,
         sent: Instant,
         lease: Duration,
@@ -346,14 +534,14 @@ impl RFairSemaphore {
             .measured(HoldMeter::start(&self.labels()));
         let validity = Arc::new(validity);
         let renewal = self.client.watchdog.activate(
-            &self.keys.semaphore,
-            &hold,
+            &self.name,
+            hold,
             RenewKind::FairPermits,
             validity.clone(),
         );
         FairPermits {
             semaphore: self.clone(),
-            hold,
+            hold: hold.to_string(),
             permits,
             renewal: Some(renewal),
             validity,
@@ -361,44 +549,44 @@ impl RFairSemaphore {
     }
 
     fn labels(&self) -> Labels {
-        Labels::new(FAIR_SEMAPHORE, &self.keys.semaphore, &self.client.config)
-    }
-
-    /// Gives back what an attempt under `hold` may have taken (from a task:
-    /// the caller is gone), retrying until the server answers.
-    fn give_back(
-        &self,
-        hold: &str,
-    ) -> impl FnOnce(Took<PermitsTaken>) -> BoxFuture<()> + Send + 'static {
-        let (conn, keys, hold) = (self.client.conn.clone(), self.keys.clone(), hold.to_owned());
-        let terms = SettleTerms::of(&self.client.config);
-        move |took| {
-            Box::pin(async move {
-                if let Took::Surely(PermitsTaken::Busy(_)) = took {
-                    return;
-                }
-                let what = format!("fair semaphore {:?} (hold {hold})", keys.semaphore);
-                super::settle::settle_retrying(terms, &what, || {
-                    let (mut conn, keys, hold) = (conn.clone(), &keys, &hold);
-                    async move { scripts::fsem_release(&mut conn, keys, hold).await.map(drop) }
-                })
-                .await;
-            })
-        }
+        Labels::new(FAIR_SEMAPHORE, &self.name, &self.client.config)
     }
 
     /// Gives back the permits held under `hold`; `false` when they were no
-    /// longer out.
+    /// longer out. What that frees goes at once to this client's waiters
+    /// while they are first in line (release-and-grant: their permits in the
+    /// same round trip, handed over in process). Sent again when it fails in transit; a send
+    /// that may have run unheard may have granted too, so every waiter here
+    /// then tries once, and one granted finds its grant.
     async fn release_hold(&self, hold: &str) -> Result<bool> {
+        let lease_ms =
+            duration_to_millis("watchdog timeout", self.client.config.lock_watchdog_timeout)?;
         let send = {
-            let (conn, keys, hold) = (self.client.conn.clone(), self.keys.clone(), hold.to_owned());
+            let (conn, keys, hold) = (self.client.conn.clone(), self.keys(), hold.to_owned());
+            let (lines, client) = (self.client.fair_lines.clone(), self.client.id.clone());
             move |first_may_have_run: bool| {
                 let (mut conn, keys, hold) = (conn.clone(), keys.clone(), hold.clone());
+                let (lines, client) = (lines.clone(), client.clone());
                 async move {
-                    let released = scripts::fsem_release(&mut conn, &keys, &hold).await?;
+                    let sent = Instant::now();
+                    let released =
+                        scripts::fsem_release(&mut conn, &keys, &hold, Some((&client, lease_ms)))
+                            .await?;
+                    // A waiter that left meanwhile gives the grant back with
+                    // its own leave, sent after it left this client's line: a
+                    // release that ran before that leave granted to it, and
+                    // one after it could not. (Not the releaser: the waiter
+                    // may have taken the grant by its own attempt, and left
+                    // holding it.)
+                    for waiter in &released.granted {
+                        lines.grant(&keys.semaphore, waiter, sent);
+                    }
+                    if first_may_have_run {
+                        lines.doubt_grants(&keys.semaphore);
+                    }
                     // Sent again after a first send that may have run: "not
                     // out" may be that send's doing.
-                    Ok(released || first_may_have_run)
+                    Ok(released.released || first_may_have_run)
                 }
             }
         };
@@ -412,6 +600,60 @@ impl RFairSemaphore {
         )
         .await
     }
+}
+
+/// Waiter `waiter` leaving the line of the semaphore at `keys` (and giving
+/// back any grant made to it), retried until the server answers.
+async fn leave(conn: Conn, keys: FairSemaphoreKeys, waiter: Arc<str>, terms: SettleTerms) {
+    let what = format!(
+        "fair semaphore {:?} (leaving the line, waiter {waiter})",
+        keys.semaphore
+    );
+    super::settle::settle_retrying(terms, &what, || {
+        let (mut conn, keys, waiter) = (conn.clone(), &keys, &waiter);
+        async move { scripts::fsem_leave(&mut conn, keys, waiter).await.map(drop) }
+    })
+    .await;
+}
+
+/// What ended a waiter's sleep.
+enum Woke {
+    /// A message named it (or the subscription was lost: every waiter tries).
+    Called,
+    /// Its client's line told it something: a grant, a reason to try, or
+    /// that it is the head now.
+    Told,
+    /// Its re-check, a lease's end or its deadline is due.
+    Due,
+}
+
+/// Sleeps until `woken` (a message naming the waiter, if it listens),
+/// `told` (its seat), or `until`. The timer is boxed and made only when
+/// there is something to time: a parked waiter without a deadline, one of
+/// thousands, carries none.
+async fn sleep_until_woken(
+    mut woken: std::pin::Pin<&mut Option<tokio::sync::futures::Notified<'_>>>,
+    mut told: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+    until: Option<Instant>,
+) -> Woke {
+    use std::future::Future;
+    use std::task::Poll;
+    let mut timer = until.map(|until| Box::pin(tokio::time::sleep_until(until)));
+    std::future::poll_fn(|cx| {
+        if told.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Woke::Told);
+        }
+        if let Some(woken) = woken.as_mut().as_pin_mut() {
+            if woken.poll(cx).is_ready() {
+                return Poll::Ready(Woke::Called);
+            }
+        }
+        match timer.as_mut().map(|timer| timer.as_mut().poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Woke::Due),
+            _ => Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// Permits of an [`RFairSemaphore`], held while this value lives; the
@@ -494,7 +736,9 @@ impl FairPermits {
         drop(self.renewal.take());
         let (semaphore, hold) = (self.semaphore.clone(), self.hold.clone());
         async move {
-            if semaphore.release_hold(&hold).await? {
+            // Boxed: a task that holds permits, and will release them, does
+            // not carry the release's state all along.
+            if Box::pin(semaphore.release_hold(&hold)).await? {
                 Ok(())
             } else {
                 Err(Error::NotHeld {
@@ -512,7 +756,7 @@ impl Drop for FairPermits {
             return; // released already
         }
         let releasing = self.end();
-        let name = self.semaphore.keys.semaphore.clone();
+        let name = self.semaphore.name.clone();
         self.semaphore.client.conn.spawn_cleanup(async move {
             if let Err(e) = releasing.await {
                 if !e.is_not_held() {

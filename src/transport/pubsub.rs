@@ -190,6 +190,15 @@ impl Channels {
                     return;
                 };
                 let payload = as_text(payload);
+                // A message naming one waiter (a fair semaphore's call)
+                // wakes it alone, found at once among thousands.
+                let addressed = payload
+                    .and_then(|payload| entry.locks.get(payload))
+                    .filter(|lock| lock.waiters[Class::Addressed as usize] > 0);
+                if let Some(lock) = addressed {
+                    lock.wakeups.addressed.notify_one();
+                    return;
+                }
                 for lock in entry.locks.values() {
                     lock.wakeups.deliver(payload, lock.waiters);
                 }
@@ -385,22 +394,17 @@ impl PushHandler {
 const UNSUBSCRIBE_LINGER: Duration = Duration::from_secs(1);
 
 /// Whether `channel` is a channel of one waiter of `lock` (a fair waiter's
-/// own, `redisson_lock__channel:{lock}:<owner>`, or a fair semaphore
-/// waiter's, `redisson_fair_semaphore__channel:{lock}:<waiter>`), whose UNSUBSCRIBE may
+/// own, `redisson_lock__channel:{lock}:<owner>`), whose UNSUBSCRIBE may
 /// linger: never reused, and nobody else's release is told it was heard. A
 /// kind's shared channel (a lock's, a read-write lock's, a semaphore's, a
 /// latch's) may not: while it lingers, every release's PUBLISH counts this
 /// client as a listener, and a release of its own that "woke a waiter" would
-/// hold its newcomers back for a waiter that is gone.
+/// hold its newcomers back for a waiter that is gone. (A fair semaphore's
+/// channel, one client's, lingers too: see [`Class::Addressed`].)
 fn is_one_waiters(channel: &str, lock: &str) -> bool {
-    use crate::transport::keys::{fair_semaphore_channel, lock_channel};
-    [lock_channel(lock), fair_semaphore_channel(lock)]
-        .iter()
-        .any(|prefix| {
-            channel
-                .strip_prefix(prefix.as_str())
-                .is_some_and(|rest| rest.starts_with(':'))
-        })
+    channel
+        .strip_prefix(crate::transport::keys::lock_channel(lock).as_str())
+        .is_some_and(|rest| rest.starts_with(':'))
 }
 
 /// How long after the server ended a subscription it is made once more
@@ -766,6 +770,7 @@ impl Subscription {
             Class::Shared => self.wakeups.shared.notified(),
             Class::Counted => self.wakeups.counted.notified(),
             Class::All => self.wakeups.all.notified(),
+            Class::Addressed => self.wakeups.addressed.notified(),
         }
     }
 
@@ -779,15 +784,20 @@ impl Subscription {
         }
     }
 
+    /// The turn to poll the lock (see `Wakeups::poller`).
+    fn poller(&self) -> Arc<tokio::sync::Mutex<()>> {
+        self.wakeups.poller.get_or_init(Arc::default).clone()
+    }
+
     /// Becomes this client's poller of the lock (see `Wakeups::poller`) if
     /// nobody is; `None` when another waiter polls.
     pub(crate) fn try_poll(&self) -> Option<PollTurn> {
-        self.wakeups.poller.clone().try_lock_owned().ok()
+        self.poller().try_lock_owned().ok()
     }
 
     /// Waits for this waiter's turn to poll the lock.
     pub(crate) async fn poll_turn(&self) -> PollTurn {
-        self.wakeups.poller.clone().lock_owned().await
+        self.poller().lock_owned().await
     }
 }
 
@@ -841,10 +851,14 @@ impl Drop for Subscription {
         }
         if entry.locks.is_empty() {
             table.remove(&self.channel.name);
-            let _ = self.pubsub.commands.send(Command::Unsubscribe(
-                self.channel.name.clone(),
-                is_one_waiters(&self.channel.name, &self.lock),
-            ));
+            // A fair semaphore's channel is one client's: nobody's release
+            // counts it as a listener, so it may linger.
+            let linger =
+                self.class == Class::Addressed || is_one_waiters(&self.channel.name, &self.lock);
+            let _ = self
+                .pubsub
+                .commands
+                .send(Command::Unsubscribe(self.channel.name.clone(), linger));
         }
     }
 }

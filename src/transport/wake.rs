@@ -23,11 +23,17 @@ pub(crate) struct Wakeups {
     pub(crate) counted: Notify,
     /// Waiters that every message concerns (see [`Class::All`]).
     pub(crate) all: Notify,
+    /// The one waiter a message names (see [`Class::Addressed`]): its
+    /// subscription's lock is its own id.
+    pub(crate) addressed: Notify,
     /// Held by the one waiter that polls a lock whose holder set no expiry (no
     /// TTL bounds the sleep, and no unlock message may ever come): the others
     /// wait for a message or for their turn to poll, so the lock is polled once
     /// per client, not once per waiter.
-    pub(crate) poller: Arc<tokio::sync::Mutex<()>>,
+    ///
+    /// Made when first asked for: most locks' holders set an expiry, and a
+    /// fair semaphore's waiter (a `Wakeups` each) never polls.
+    pub(crate) poller: std::sync::OnceLock<Arc<tokio::sync::Mutex<()>>>,
     /// How many unlock messages (`"0"`) the channel carried so far: a waiter
     /// in its lock's order of clients counts releases by it, one `"0"` each
     /// whatever else a release publishes (a write release's `"1"` before
@@ -42,7 +48,9 @@ impl Wakeups {
             self.unlocks
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
-        let [exclusive, shared, counted, all] = waiters;
+        // An addressed waiter is woken only by a message naming it (see
+        // `pubsub.rs`), or by `wake_all`.
+        let [exclusive, shared, counted, all, _addressed] = waiters;
         if counted > 0 {
             // A semaphore's message is the number of permits now available:
             // that many waiters can use them (Redisson wakes as many).
@@ -59,7 +67,7 @@ impl Wakeups {
         if all > 0 {
             self.all.notify_waiters();
         }
-        if exclusive + shared == 0 && counted + all > 0 {
+        if exclusive + shared == 0 {
             // Only synchronizer waiters: no lock waiter to keep a wake-up for.
             return;
         }
@@ -88,8 +96,9 @@ impl Wakeups {
             Class::Exclusive => self.exclusive.notify_one(),
             Class::Shared => self.shared.notify_one(),
             Class::Counted => self.counted.notify_one(),
-            // Every message wakes them all: nothing is kept for one.
-            Class::All => {}
+            // Every message wakes them all: nothing is kept for one. A
+            // message to one waiter concerns nobody else.
+            Class::All | Class::Addressed => {}
         }
     }
 
@@ -98,6 +107,8 @@ impl Wakeups {
         self.shared.notify_waiters();
         self.counted.notify_waiters();
         self.all.notify_waiters();
+        // One waiter: a wake-up is kept for it until it listens.
+        self.addressed.notify_one();
     }
 }
 
@@ -114,7 +125,12 @@ pub(crate) enum Class {
     Counted = 2,
     /// A waiter every message concerns (a count-down latch's): each wakes all.
     All = 3,
+    /// A waiter that only a message naming it concerns (a fair semaphore's:
+    /// its client's waiters share one channel, and a message names the one
+    /// it calls). Its subscription's lock is its own id, and a message whose
+    /// payload is that id wakes it alone.
+    Addressed = 4,
 }
 
 /// How many [`Class`]es there are.
-pub(crate) const CLASSES: usize = 4;
+pub(crate) const CLASSES: usize = 5;

@@ -561,7 +561,7 @@ impl<'a> InRedis<'a> {
         let kept_for_it = match self.waits.class {
             Class::Exclusive => true,
             Class::Counted => self.head.is_some(),
-            Class::Shared | Class::All => false,
+            Class::Shared | Class::All | Class::Addressed => false,
         };
         let missed_nothing = kept_for_it
             && subscription.confirmed_before(sent.at)

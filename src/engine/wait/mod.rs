@@ -44,6 +44,7 @@ pub(crate) use in_line::{through_the_line, Object};
 pub(crate) use in_redis::{InRedis, Place};
 use lock::wait_in_redis;
 pub(crate) use pause::Pause;
+pub(crate) use step::within;
 pub(crate) use step::{Tried, Tries};
 
 /// Acquires with `acquirer`, waiting as `wait` says, then (with replica sync on)

@@ -35,7 +35,7 @@ pub(crate) enum Tried<T> {
 }
 
 /// Runs `step`, giving up at `deadline` (if any): `None` when the deadline came first.
-pub(super) async fn within<T>(
+pub(crate) async fn within<T>(
     deadline: Option<Instant>,
     step: impl Future<Output = T>,
 ) -> Option<T> {

@@ -303,7 +303,7 @@ pub(crate) struct FairSemaphoreKeys {
     pub(crate) leases: String,
     pub(crate) queue: String,
     pub(crate) timeouts: String,
-    /// Waiter `w` listens on `<channel_prefix>:w`.
+    /// The waiters of client `c` listen on `<channel_prefix>:c`.
     pub(crate) channel_prefix: String,
 }
 
@@ -319,9 +319,10 @@ impl FairSemaphoreKeys {
         }
     }
 
-    /// The channel waiter `waiter` listens on.
-    pub(crate) fn waiter_channel(&self, waiter: &str) -> String {
-        format!("{}:{waiter}", self.channel_prefix)
+    /// The channel the waiters of client `client` listen on (a message
+    /// names the waiter it calls).
+    pub(crate) fn client_channel(&self, client: &str) -> String {
+        format!("{}:{client}", self.channel_prefix)
     }
 
     /// A call of `script` with the semaphore, leases, line and deadlines as KEYS.
@@ -350,12 +351,12 @@ pub(crate) enum Turn {
     Barge,
 }
 
-/// One attempt of a fair semaphore's acquire: `permits` under hold `hold`,
-/// leased for `lease_ms` from the server's now, for waiter `waiter`, whose
-/// place in line is kept for `window_ms` of silence.
+/// One attempt of a fair semaphore's acquire: `permits` for waiter `waiter`
+/// (`<client>:<uuid>`, also the id of the hold it takes), leased for
+/// `lease_ms` from the server's now; its client's places in line are kept
+/// for `window_ms` of silence.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FairAsk<'a> {
-    pub(crate) hold: &'a str,
     pub(crate) waiter: &'a str,
     pub(crate) permits: u32,
     pub(crate) lease_ms: u64,
@@ -363,16 +364,29 @@ pub(crate) struct FairAsk<'a> {
     pub(crate) window_ms: u64,
 }
 
+/// What a fair semaphore's attempt came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FairTaken {
+    /// Taken (or granted to the waiter already by its client's release).
+    Taken,
+    /// Nothing taken: permits come back without a release in `hint` (a
+    /// lease ends), if any lease is out; `epoch`: the epoch of the client's
+    /// places in line (none for a barge).
+    Busy {
+        hint: Option<std::time::Duration>,
+        epoch: Option<String>,
+    },
+}
+
 /// Takes permits of a fair semaphore in turn (see [`FairAsk`]).
 pub(crate) async fn fsem_acquire(
     conn: &mut Conn,
     keys: &FairSemaphoreKeys,
     ask: FairAsk<'_>,
-) -> Result<PermitsTaken> {
+) -> Result<FairTaken> {
     let mut invocation = keys.invocation(&FSEM_ACQUIRE);
     invocation
         .arg(ask.lease_ms)
-        .arg(ask.hold)
         .arg(ask.waiter)
         .arg(ask.permits)
         .arg(match ask.turn {
@@ -382,33 +396,78 @@ pub(crate) async fn fsem_acquire(
         .arg(ask.window_ms)
         .arg(conn.publish_command())
         .arg(&keys.channel_prefix);
-    match decode_int(
-        "fair semaphore acquire",
-        keys.call(conn, &invocation).await?,
-    )? {
-        0 => Ok(PermitsTaken::Taken),
-        ms if ms > 0 => Ok(PermitsTaken::Busy(Some(std::time::Duration::from_millis(
-            ms.unsigned_abs(),
-        )))),
-        _ => Ok(PermitsTaken::Busy(None)),
+    let reply = keys.call(conn, &invocation).await?;
+    let odd = || Error::unexpected("fair semaphore acquire", format!("{reply:?}"));
+    let Value::Array(items) = &reply else {
+        return Err(odd());
+    };
+    let int = |i: usize| match items.get(i) {
+        Some(Value::Int(n)) => Some(*n),
+        _ => None,
+    };
+    match int(0) {
+        Some(1) => Ok(FairTaken::Taken),
+        Some(0) => {
+            let hint = int(1)
+                .ok_or_else(odd)?
+                .try_into()
+                .ok()
+                .filter(|ms: &u64| *ms > 0)
+                .map(std::time::Duration::from_millis);
+            let epoch = match items.get(2) {
+                Some(Value::BulkString(bytes)) => {
+                    Some(String::from_utf8(bytes.clone()).map_err(|_| odd())?)
+                }
+                _ => None,
+            };
+            Ok(FairTaken::Busy { hint, epoch })
+        }
+        _ => Err(odd()),
     }
 }
 
-/// Gives back the permits held under `hold`; `true` when they were out.
+/// What a fair semaphore's release did: whether the hold was out, and the
+/// waiters of the releasing client it granted permits to, in line order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct FairReleased {
+    pub(crate) released: bool,
+    pub(crate) granted: Vec<String>,
+}
+
+/// Gives back the permits held under `hold`; with `grant_to` (a client id
+/// and a lease), grants what that frees to that client's waiters while they
+/// are first in line.
 pub(crate) async fn fsem_release(
     conn: &mut Conn,
     keys: &FairSemaphoreKeys,
     hold: &str,
-) -> Result<bool> {
+    grant_to: Option<(&str, u64)>,
+) -> Result<FairReleased> {
+    let (client, lease_ms) = grant_to.unwrap_or(("", 0));
     let mut invocation = keys.invocation(&FSEM_RELEASE);
     invocation
         .arg(hold)
         .arg(conn.publish_command())
-        .arg(&keys.channel_prefix);
-    decode_flag(
-        "fair semaphore release",
-        keys.call(conn, &invocation).await?,
-    )
+        .arg(&keys.channel_prefix)
+        .arg(client)
+        .arg(lease_ms);
+    let reply = keys.call(conn, &invocation).await?;
+    let odd = || Error::unexpected("fair semaphore release", format!("{reply:?}"));
+    let Value::Array(items) = &reply else {
+        return Err(odd());
+    };
+    let mut items = items.iter();
+    let released = match items.next() {
+        Some(Value::Int(flag)) => *flag == 1,
+        _ => return Err(odd()),
+    };
+    let granted = items
+        .map(|item| match item {
+            Value::BulkString(bytes) => String::from_utf8(bytes.clone()).map_err(|_| odd()),
+            _ => Err(odd()),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(FairReleased { released, granted })
 }
 
 /// Waiter `waiter` leaves the line; `true` when it had a place.
