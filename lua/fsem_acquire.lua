@@ -10,15 +10,18 @@
 --          line, and the id of the hold it takes)
 -- ARGV[3]  how many permits
 -- ARGV[4]  "line": take in turn, else join (or stay in) the line;
---          "barge": take if available, whoever waits, never join
+--          "barge": take if available, whoever waits, never join;
+--          "keep": take nothing, call nobody, only keep the client's places
+--          (its deadline moved ahead); the epoch is false when the waiter has
+--          no place (lost: it joins again)
 -- ARGV[5]  how long a silent client keeps its waiters' places, ms
 -- ARGV[6]  the publish command: "publish" or "spublish"
 -- ARGV[7]  the waiters' channel prefix
 --
 -- Reply: {1} when taken (or granted to it already by its client's release);
--- otherwise (nothing taken) {0, ms until the first lease ends (when permits
--- come back without a release) or -1 when none will, the client's epoch
--- (false for a barge)}.
+-- otherwise (nothing taken) {0, ms until something changes by itself (a
+-- lease ends, or the first in line is taken for gone) or -1 when nothing
+-- will, the client's epoch (false for a barge)}.
 
 local semaphore, leases, queue, timeouts = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local lease, waiter = tonumber(ARGV[1]), ARGV[2]
@@ -41,6 +44,14 @@ if mine[3] ~= false then
         leave(semaphore, queue, waiter)
     end
     return {1}
+end
+
+if mode == 'keep' then
+    local epoch = false
+    if mine[2] ~= false then
+        epoch = keep(semaphore, timeouts, waiter, now, window)
+    end
+    return {0, -1, epoch}
 end
 
 local head = live_head(semaphore, queue, timeouts, now, waiter)
@@ -67,9 +78,19 @@ if head ~= waiter then
     call(semaphore, head, publish, channel_prefix)
 end
 
+-- What changes by itself, and when: the first lease's end (its permits come
+-- back), and the end of the first in line's client's places (it is taken for
+-- gone, and the next is first), whichever comes first.
 local first = redis.call('zrange', leases, 0, 0, 'WITHSCORES')
+local ends = tonumber(first[2])
+if head ~= false and head ~= waiter then
+    local gone_at = tonumber(redis.call('zscore', timeouts, client_of(head)))
+    if gone_at ~= nil and (ends == nil or gone_at < ends) then
+        ends = gone_at
+    end
+end
 local hint = -1
-if first[2] ~= nil then
-    hint = math.max(tonumber(first[2]) - now, 1)
+if ends ~= nil then
+    hint = math.max(ends - now, 1)
 end
 return {0, hint, epoch}

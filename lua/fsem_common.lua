@@ -136,15 +136,9 @@ local function reap(semaphore, timeouts, now)
     end
 end
 
--- Joins the line (or keeps the place there: `in_line`), asking for
--- `wanted`, and moves the waiter's client's deadline `window` ms ahead.
--- Returns the client's epoch.
-local function join(semaphore, queue, timeouts, waiter, wanted, now, window, in_line)
-    if not in_line then
-        reap(semaphore, timeouts, now)
-        redis.call('rpush', queue, waiter)
-    end
-    redis.call('hset', semaphore, 'want:' .. waiter, wanted)
+-- Moves the deadline of the client of `waiter` `window` ms ahead. Returns
+-- the client's epoch (made, with the waiter's id, when it has none).
+local function keep(semaphore, timeouts, waiter, now, window)
     local client = client_of(waiter)
     redis.call('zadd', timeouts, now + window, client)
     local epoch = redis.call('hget', semaphore, 'line:' .. client)
@@ -153,6 +147,17 @@ local function join(semaphore, queue, timeouts, waiter, wanted, now, window, in_
         redis.call('hset', semaphore, 'line:' .. client, epoch)
     end
     return epoch
+end
+
+-- Joins the line (or keeps the place there: `in_line`), asking for
+-- `wanted`, and keeps the client's places. Returns the client's epoch.
+local function join(semaphore, queue, timeouts, waiter, wanted, now, window, in_line)
+    if not in_line then
+        reap(semaphore, timeouts, now)
+        redis.call('rpush', queue, waiter)
+    end
+    redis.call('hset', semaphore, 'want:' .. waiter, wanted)
+    return keep(semaphore, timeouts, waiter, now, window)
 end
 
 -- Removes the waiters at the head of the line whose client is gone, stopping

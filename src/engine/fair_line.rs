@@ -11,7 +11,7 @@
 //! (the server's call when they are first and their permits are free), a
 //! release of this client grants them permits ([`FairLines::grant`]), or
 //! their places may be lost ([`FairLines::busy`] sees a new epoch, or a
-//! release's grants are unknown): then they try.
+//! release's grants are unknown, or a keep found them gone): then they try.
 //!
 //! ```text
 //! seat ─▶ attempt (joins Redis's line) ─▶ sleeps ─┬─ message naming it ─▶ attempt
@@ -40,8 +40,11 @@ struct Line {
     seats: VecDeque<Arc<Seat>>,
     /// The epoch of this client's places in Redis's line, as last answered.
     epoch: Option<Arc<str>>,
-    /// When the last attempt by any of its waiters was sent: each moves the
-    /// client's deadline ahead and calls the first in line.
+    /// When the last attempt by any of its waiters was sent: each calls the
+    /// first in line.
+    last_attempt: Option<Instant>,
+    /// When the last attempt or keep was sent: each moves the client's
+    /// deadline ahead.
     last_sent: Option<Instant>,
 }
 
@@ -113,11 +116,15 @@ impl FairLines {
         }
     }
 
-    /// An attempt for `name` was sent at `at` (it moved the client's deadline
-    /// ahead, and called the first in line).
-    pub(crate) fn sent(&self, name: &str, at: Instant) {
+    /// An attempt (`attempt`: it calls the first in line) or a keep for
+    /// `name` was sent at `at`: either moves the client's deadline ahead.
+    pub(crate) fn sent(&self, name: &str, at: Instant, attempt: bool) {
+        let later = |last: Option<Instant>| Some(last.map_or(at, |last| last.max(at)));
         if let Some(line) = self.map().get_mut(name) {
-            line.last_sent = Some(line.last_sent.map_or(at, |last| last.max(at)));
+            line.last_sent = later(line.last_sent);
+            if attempt {
+                line.last_attempt = later(line.last_attempt);
+            }
         }
     }
 
@@ -170,10 +177,11 @@ impl FairLines {
         }
     }
 
-    /// A release of this client for `name` may have granted permits that
-    /// nobody heard of (its reply was lost): every waiter tries, and one
-    /// granted finds its grant.
-    pub(crate) fn doubt_grants(&self, name: &str) {
+    /// Every waiter of this client for `name` tries: a release of its may
+    /// have granted permits that nobody heard of (its reply was lost), and
+    /// one granted finds its grant; or a keep found the client's places
+    /// lost, and each joins again.
+    pub(crate) fn tell_all_to_try(&self, name: &str) {
         if let Some(line) = self.map().get(name) {
             line.seats.iter().for_each(|seat| seat.tell_to_try());
         }
@@ -199,7 +207,7 @@ impl SeatGuard {
     }
 
     /// Whether it was told to try (see [`FairLines::busy`],
-    /// [`FairLines::doubt_grants`]); the word is used up.
+    /// [`FairLines::tell_all_to_try`]); the word is used up.
     pub(crate) fn take_try_again(&self) -> bool {
         std::mem::take(&mut self.seat.state().try_again)
     }
@@ -208,13 +216,28 @@ impl SeatGuard {
     /// the last attempt by any waiter of its client is `every` old; `None`
     /// for the others, which only a word wakes.
     pub(crate) fn recheck_at(&self, every: std::time::Duration) -> Option<Instant> {
+        self.as_head(|line| line.last_attempt.unwrap_or_else(Instant::now) + every)
+    }
+
+    /// When it must keep its client's places if nothing else went out: as
+    /// the head, when the last attempt or keep of its client is `every` old.
+    pub(crate) fn keep_at(&self, every: std::time::Duration) -> Option<Instant> {
+        self.as_head(|line| line.last_sent.unwrap_or_else(Instant::now) + every)
+    }
+
+    /// Whether it is the first of its client's waiters.
+    pub(crate) fn is_head(&self) -> bool {
+        self.as_head(|_| ()).is_some()
+    }
+
+    fn as_head<T>(&self, read: impl FnOnce(&Line) -> T) -> Option<T> {
         let map = self.lines.map();
         let line = map.get(&self.name)?;
         let head = line
             .seats
             .front()
             .is_some_and(|head| Arc::ptr_eq(head, &self.seat));
-        head.then(|| line.last_sent.unwrap_or_else(Instant::now) + every)
+        head.then(|| read(line))
     }
 }
 
@@ -292,7 +315,7 @@ mod tests {
         lines.busy("pool", &new, Some("c:2"));
         assert!(old.take_try_again());
         assert!(!new.take_try_again());
-        lines.doubt_grants("pool");
+        lines.tell_all_to_try("pool");
         assert!(old.take_try_again() && new.take_try_again());
     }
 }

@@ -25,11 +25,15 @@ use crate::transport::scripts::{self, FairAsk, FairSemaphoreKeys, FairTaken, Per
 /// The fair semaphore's kind, as its measurements name it.
 const FAIR_SEMAPHORE: Kind = kind!("fair_semaphore");
 
-/// The longest a waiter's place in line outlives its last attempt: a waiter
-/// that vanished (a killed process, a lost connection) holds back the line
-/// for this long at most. A live waiter tries again (and so keeps its place)
-/// every third of it, whatever else wakes it.
+/// The longest a client's places in line outlive its last attempt: waiters
+/// that vanished with their client (a killed process, a lost connection) hold
+/// back the line for this long at most.
 const PLACE_WINDOW: Duration = Duration::from_secs(10);
+
+/// How often the head of a client's line keeps the client's places when no
+/// attempt of its did (a keep: its deadline moved ahead, nothing taken, nobody
+/// called): three times a window.
+const KEEP_EVERY: Duration = Duration::from_millis(PLACE_WINDOW.as_millis() as u64 / 3);
 
 /// A distributed semaphore that serves its waiters strictly first come, first
 /// served: `java.util.concurrent.Semaphore(permits, true)` across processes.
@@ -352,29 +356,31 @@ impl RFairSemaphore {
             let client = &self.client;
             let name = &self.name;
             let seat = client.fair_lines.seat(name, waiter.clone());
-            // The client's subscription as it stood before the first attempt:
-            // when this waiter's own is still that one, nothing published after
-            // the attempt can have been missed.
-            let before = client.pubsub.mark(&self.keys().client_channel(&client.id));
-            let mut subscription: Option<Subscription> = None;
-            let recheck = client.config.recheck_interval.min(PLACE_WINDOW / 3);
-            let mut must_try = true;
+            let channel = || self.keys().client_channel(&client.id);
+            // Listening before the first attempt when another waiter of this
+            // client listens already (no SUBSCRIBE: the channel is shared), so
+            // that a call right after its join finds it. Alone, it tries
+            // first: an acquire that is served at once sends one command.
+            let mut subscription = client.pubsub.mark(&channel()).map(|_| {
+                client
+                    .pubsub
+                    .subscribe(&channel(), waiter, Class::Addressed)
+            });
+            let recheck = client.config.recheck_interval;
+            let mut next = Some(Turn::InLine);
             let mut failures = 0;
-            // When permits come back by themselves (a lease ends), if known.
-            let mut lease_ends: Option<Instant> = None;
+            // When something changes by itself (a lease ends, the first in
+            // line is taken for gone), if known: the head tries then.
+            let mut changes_at: Option<Instant> = None;
             // When to try again after a transient failure.
             let mut retry_at: Option<Instant> = None;
-            // The first busy attempt (sent, on which connection): the waiter
-            // subscribes after it, and tries again once confirmed unless it
-            // listened already when that attempt went out.
-            let mut joined: Option<u64> = None;
+            // It must listen (and then try once confirmed).
+            let mut listen = false;
             loop {
-                if let (None, Some(epoch)) = (&subscription, joined) {
-                    let channel = self.keys().client_channel(&client.id);
-                    let own = client.pubsub.subscribe(&channel, waiter, Class::Addressed);
-                    let listened = before.as_ref().is_some_and(|mark| own.still(mark))
-                        && client.pubsub.connection_epoch() == epoch;
-                    must_try = !listened;
+                if std::mem::take(&mut listen) && subscription.is_none() {
+                    let own = client
+                        .pubsub
+                        .subscribe(&channel(), waiter, Class::Addressed);
                     subscription = Some(own);
                 }
                 let mut woken = std::pin::pin!(subscription.as_ref().map(Subscription::notified));
@@ -386,19 +392,19 @@ impl RFairSemaphore {
                 if let Some(sent) = seat.take_grant() {
                     return Ok(Some(self.permits_taken(waiter, permits, sent, lease)));
                 }
-                must_try |= seat.take_try_again();
-                if must_try {
+                if seat.take_try_again() {
+                    next = Some(Turn::InLine);
+                }
+                if let Some(turn) = next.take() {
                     // Boxed: a parked waiter carries no attempt's state.
                     let tried = Box::pin(within(deadline, async {
                         if let Some(subscription) = &subscription {
                             subscription.ready().await?;
                         }
                         let sent = Instant::now();
-                        client.fair_lines.sent(name, sent);
+                        client.fair_lines.sent(name, sent, turn == Turn::InLine);
                         let epoch = client.pubsub.connection_epoch();
-                        let taken = self
-                            .attempt(waiter, permits, Turn::InLine, lease_ms)
-                            .await?;
+                        let taken = self.attempt(waiter, permits, turn, lease_ms).await?;
                         Ok::<_, Error>((sent, epoch, taken))
                     }))
                     .await;
@@ -408,6 +414,13 @@ impl RFairSemaphore {
                     match tried {
                         Ok((sent, _, FairTaken::Taken)) => {
                             return Ok(Some(self.permits_taken(waiter, permits, sent, lease)));
+                        }
+                        // A keep that found no place: the client's places
+                        // were lost (the keys went, a failover, its deadline
+                        // passed), so every waiter of it tries, and joins again.
+                        Ok((_, _, FairTaken::Busy { epoch: None, .. })) if turn == Turn::Keep => {
+                            client.fair_lines.tell_all_to_try(name);
+                            continue;
                         }
                         Ok((
                             sent,
@@ -419,21 +432,20 @@ impl RFairSemaphore {
                         )) => {
                             failures = 0;
                             client.fair_lines.busy(name, &seat, places.as_deref());
-                            lease_ends = hint.map(|hint| sent + hint);
-                            // Listening since before this attempt went out, on the
-                            // same connection: a call after it reaches this waiter.
-                            match &subscription {
-                                Some(subscription) => {
-                                    must_try = !(subscription.confirmed_before(sent)
-                                        && client.pubsub.connection_epoch() == epoch);
-                                }
-                                None => {
-                                    joined = Some(epoch);
-                                    continue; // to subscribe
-                                }
+                            if turn == Turn::InLine {
+                                changes_at = hint.map(|hint| sent + hint);
                             }
-                            if must_try {
-                                continue; // once the subscription is confirmed
+                            // Listening since before this attempt went out, on
+                            // the same connection: a call after it reaches this
+                            // waiter. Else it listens, and tries once confirmed.
+                            let listened = subscription.as_ref().is_some_and(|subscription| {
+                                subscription.confirmed_before(sent)
+                                    && client.pubsub.connection_epoch() == epoch
+                            });
+                            if !listened {
+                                listen = true;
+                                next = Some(Turn::InLine);
+                                continue;
                             }
                         }
                         Err(e) if e.is_transient() && failures < client.config.retry_attempts => {
@@ -442,32 +454,35 @@ impl RFairSemaphore {
                             failures += 1;
                             let pause = crate::engine::retry::jitter(client.config.retry_interval);
                             retry_at = Some(Instant::now() + pause);
-                            must_try = false;
                         }
                         Err(e) => return Err(e),
                     }
                 }
                 // Asleep until a message names it, it is told something, or (the
-                // head) a re-check or a lease's end is due.
-                let head_due = seat
-                    .recheck_at(recheck)
-                    .map(|at| lease_ends.map_or(at, |ends| at.min(ends)));
-                let until = [head_due, retry_at, deadline].into_iter().flatten().min();
+                // head) a re-check, a keep or a change by itself is due.
+                let head = [
+                    seat.recheck_at(recheck),
+                    seat.keep_at(KEEP_EVERY),
+                    changes_at.filter(|_| seat.is_head()),
+                ];
+                let until = head.into_iter().chain([retry_at, deadline]).flatten().min();
                 match sleep_until_woken(woken.as_mut(), told.as_mut(), until).await {
-                    Woke::Called => (must_try, retry_at) = (true, None),
+                    Woke::Called => (next, retry_at) = (Some(Turn::InLine), None),
                     Woke::Told => {}
                     Woke::Due => {
-                        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                        let now = Instant::now();
+                        if deadline.is_some_and(|deadline| now >= deadline) {
                             break;
                         }
-                        // A re-check, unless another waiter of this client sent an
-                        // attempt meanwhile (the head's due moved on).
-                        let now = Instant::now();
-                        must_try = seat.recheck_at(recheck).is_some_and(|at| at <= now)
-                            || lease_ends.is_some_and(|ends| ends <= now)
-                            || retry_at.is_some_and(|at| at <= now);
-                        if must_try {
-                            (lease_ends, retry_at) = (None, None);
+                        // A re-check, unless another waiter of this client sent
+                        // an attempt meanwhile (the head's due moved on); else a
+                        // keep of the client's places, unless one went out.
+                        let due = |at: Option<Instant>| at.is_some_and(|at| at <= now);
+                        if due(seat.recheck_at(recheck)) || due(changes_at) || due(retry_at) {
+                            next = Some(Turn::InLine);
+                            (changes_at, retry_at) = (None, None);
+                        } else if due(seat.keep_at(KEEP_EVERY)) {
+                            next = Some(Turn::Keep);
                         }
                     }
                 }
@@ -582,7 +597,7 @@ impl RFairSemaphore {
                         lines.grant(&keys.semaphore, waiter, sent);
                     }
                     if first_may_have_run {
-                        lines.doubt_grants(&keys.semaphore);
+                        lines.tell_all_to_try(&keys.semaphore);
                     }
                     // Sent again after a first send that may have run: "not
                     // out" may be that send's doing.

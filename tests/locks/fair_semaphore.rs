@@ -391,29 +391,38 @@ async fn a_waiter_behind_a_vanished_head_is_called_by_the_next_script_that_remov
     let clients = [server.client().await, server.client().await];
     let semaphore = clients[0].get_fair_semaphore("called").unwrap();
     assert!(semaphore.try_set_permits(1).await.unwrap());
-    // First in line: a waiter for two permits that died, its place ending
-    // in 300 ms.
+    // First in line: a waiter for two permits that died. Its place looks good
+    // for a minute when the waiter behind joins (so that the waiter's reply
+    // names no change by itself soon), and then ends in 300 ms, which nobody
+    // is told of.
     let mut admin = server.admin().await;
-    let time: (u64, u64) = redis::cmd("TIME").query_async(&mut admin).await.unwrap();
-    let server_now_ms = time.0 * 1000 + time.1 / 1000;
+    let ghost_admin = admin.clone();
+    let ghost_gone_in = |ms: u64| {
+        let mut admin = ghost_admin.clone();
+        async move {
+            let time: (u64, u64) = redis::cmd("TIME").query_async(&mut admin).await.unwrap();
+            let _: () = admin
+                .zadd(
+                    "redisson_fair_semaphore_timeout:{called}",
+                    "ghost",
+                    time.0 * 1000 + time.1 / 1000 + ms,
+                )
+                .await
+                .unwrap();
+        }
+    };
     let _: () = admin
         .rpush("redisson_fair_semaphore_queue:{called}", "ghost")
         .await
         .unwrap();
-    let _: () = admin
-        .zadd(
-            "redisson_fair_semaphore_timeout:{called}",
-            "ghost",
-            server_now_ms + 300,
-        )
-        .await
-        .unwrap();
+    ghost_gone_in(60_000).await;
     let _: () = admin.hset("called", "want:ghost", 2).await.unwrap();
     let behind = {
         let semaphore = semaphore.clone();
         tokio::spawn(async move { semaphore.acquire(1).await })
     };
     assert!(eventually(T, || async { line_len(&server, "called").await == 2 }).await);
+    ghost_gone_in(300).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!behind.is_finished(), "nothing ran to remove the ghost yet");
     // The newcomer's first try removes the ghost and joins the line behind
@@ -441,4 +450,129 @@ async fn a_waiter_behind_a_vanished_head_is_called_by_the_next_script_that_remov
         .await
         .unwrap();
     assert_eq!(line_len(&server, "called").await, 0);
+}
+
+/// How many scripts the server ran so far (`EVALSHA`, `EVAL`).
+async fn scripts_run(server: &RedisServer) -> u64 {
+    let mut admin = server.admin().await;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// A client's waiters for one fair semaphore share one subscription and
+/// stand parked: only the first of them keeps the client's places (a keep
+/// every third of the 10 s place window; the suite re-checks only every
+/// 40 s), so twenty waiters send about one script in four seconds, not
+/// twenty. Then they are served in arrival order, each by its client's own
+/// release (a grant, handed over in process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_waiters_send_nothing_and_are_served_in_arrival_order() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let client = server.client().await;
+    let held = {
+        let semaphore = holder.get_fair_semaphore("parked").unwrap();
+        assert!(semaphore.try_set_permits(1).await.unwrap());
+        semaphore.acquire(1).await.unwrap()
+    };
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let mut waiting = Vec::new();
+    for i in 0..20_usize {
+        let semaphore = client.get_fair_semaphore("parked").unwrap();
+        let served = served.clone();
+        waiting.push(tokio::spawn(async move {
+            let permits = semaphore.acquire(1).await.unwrap();
+            served.lock().unwrap().push(i);
+            permits.release().await.unwrap();
+        }));
+        assert!(eventually(T, || async { line_len(&server, "parked").await == i + 1 }).await);
+    }
+    let before = scripts_run(&server).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let sent = scripts_run(&server).await - before;
+    // One keep (maybe two, at the window's edges) and the holder's renewal.
+    assert!(sent <= 4, "{sent} scripts in 4 s from 20 parked waiters");
+    assert_eq!(
+        server.channels().await.len(),
+        1,
+        "{:?}",
+        server.channels().await
+    );
+    held.release().await.unwrap();
+    for task in waiting {
+        within(T, "a parked waiter", task).await.unwrap();
+    }
+    assert_eq!(*served.lock().unwrap(), (0..20).collect::<Vec<_>>());
+    assert_eq!(line_len(&server, "parked").await, 0);
+}
+
+/// A client's places lost while its waiters are parked (the line's keys
+/// deleted, as a failover to a replica that missed them would): the first
+/// waiter's keep finds no place, and every waiter of the client joins again
+/// and is served, all within a keep's period. Without the word to all, each
+/// parked waiter found out only when it came first, a keep (3.3 s) after the
+/// one before, until a new epoch told the rest (10 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_lost_under_parked_waiters_is_joined_again_by_all_of_them() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let client = server.client().await;
+    let semaphore = holder.get_fair_semaphore("lost").unwrap();
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    let held = semaphore.acquire(1).await.unwrap();
+    let mut waiting = Vec::new();
+    for i in 0..10_usize {
+        let semaphore = client.get_fair_semaphore("lost").unwrap();
+        waiting.push(tokio::spawn(async move {
+            semaphore.acquire(1).await.unwrap().release().await.unwrap();
+        }));
+        assert!(eventually(T, || async { line_len(&server, "lost").await == i + 1 }).await);
+    }
+    // The line, the deadlines, and what each waiter asked for, gone; the
+    // permits and the hold stay.
+    let mut admin = server.admin().await;
+    let _: () = admin
+        .del(&[
+            "redisson_fair_semaphore_queue:{lost}",
+            "redisson_fair_semaphore_timeout:{lost}",
+        ])
+        .await
+        .unwrap();
+    let fields: Vec<String> = admin.hkeys("lost").await.unwrap();
+    for field in fields
+        .iter()
+        .filter(|f| f.starts_with("want:") || f.starts_with("line:"))
+    {
+        let _: () = admin.hdel("lost", field).await.unwrap();
+    }
+    held.release().await.unwrap();
+    // All within a keep's period (3.3 s) and room for a loaded machine; each
+    // one finding out alone, in turn, took 10 s here.
+    let all = async {
+        for task in waiting {
+            task.await.unwrap();
+        }
+    };
+    within(
+        Duration::from_secs(8),
+        "every waiter whose place was lost",
+        all,
+    )
+    .await;
+    assert_eq!(line_len(&server, "lost").await, 0);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
 }

@@ -349,6 +349,9 @@ pub(crate) enum Turn {
     /// Take if available now, whoever waits (a try with no wait, as Java's
     /// `tryAcquire()` does on a fair semaphore); never join.
     Barge,
+    /// Take nothing, call nobody: keep the client's places (move its
+    /// deadline ahead), and say whether the waiter still has its place.
+    Keep,
 }
 
 /// One attempt of a fair semaphore's acquire: `permits` for waiter `waiter`
@@ -392,6 +395,7 @@ pub(crate) async fn fsem_acquire(
         .arg(match ask.turn {
             Turn::InLine => "line",
             Turn::Barge => "barge",
+            Turn::Keep => "keep",
         })
         .arg(ask.window_ms)
         .arg(conn.publish_command())
