@@ -1305,6 +1305,89 @@ async fn run_permit_lets_at_most_n_commands_run_at_once() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `run-permit --fair`: commands take a fair semaphore's permit in the order
+/// they asked, one at a time here, and `--wait 0` gives up with 124 when all
+/// are out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_permit_fair_runs_commands_in_arrival_order() {
+    use redis::AsyncCommands;
+    let server = RedisServer::start();
+    let dir = scratch("fair-permits");
+    let log = dir.join("log");
+    let client = server.client().await;
+    let semaphore = client.get_fair_semaphore("fjobs").unwrap();
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    let held = semaphore.acquire(1).await.unwrap();
+    let url = server.url();
+    let mut admin = server.admin().await;
+    let mut runs = Vec::new();
+    for i in 0..4 {
+        let script = format!(
+            "echo \"in {i} $REDISSON_PERMIT_ID\" >> {log}; sleep 0.1; echo out >> {log}",
+            log = log.display()
+        );
+        let url = url.clone();
+        runs.push(tokio::spawn(async move {
+            run(
+                &[
+                    "--url",
+                    &url,
+                    "run-permit",
+                    "fjobs",
+                    "--fair",
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ],
+                None,
+            )
+            .await
+            .exited(0);
+        }));
+        // The next asks only once this one stands in line.
+        let mut joined = false;
+        for _ in 0..200 {
+            let len: usize = admin
+                .llen("redisson_fair_semaphore_queue:{fjobs}")
+                .await
+                .unwrap();
+            if len == i + 1 {
+                joined = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(joined, "run {i} did not join the line");
+    }
+    held.release().await.unwrap();
+    for r in runs {
+        r.await.unwrap();
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let order: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("in ")?.split(' ').next())
+        .collect();
+    assert_eq!(order, ["0", "1", "2", "3"], "{text}");
+    let (mut running, mut most) = (0i32, 0i32);
+    for line in text.lines() {
+        running += if line.starts_with("in ") { 1 } else { -1 };
+        most = most.max(running);
+    }
+    assert_eq!(most, 1, "{text}");
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1, "all back");
+    let held = semaphore.acquire(1).await.unwrap();
+    tool(
+        &server,
+        &["run-permit", "fjobs", "--fair", "--wait", "0", "--", "true"],
+    )
+    .await
+    .exited(124);
+    held.release().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `elect NAME -- COMMAND` runs the command as leader with its epoch; `elect
 /// NAME --listen` prints each change in order while leaders are killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -709,6 +709,12 @@ impl FairPermits {
         self.permits
     }
 
+    /// The id they are held under on the server (the semaphore's hash field
+    /// `hold:<id>`, and its lease's member), as the inspector shows it.
+    pub fn hold_id(&self) -> &str {
+        &self.hold
+    }
+
     /// How much longer the permits are surely held; `None` once lost.
     pub fn valid_for(&self) -> Option<Duration> {
         self.validity.valid_for()

@@ -7,9 +7,10 @@
 //! clients, one shared by four tasks and one used by a fifth (so holders
 //! alternate between the same client and others, where the local line, the
 //! grant and the early subscription meet); every round a task
-//! takes two of six locks of every kind (reentrant, fair, read-write, a
+//! takes two of seven locks of every kind (reentrant, fair, read-write, a
 //! writer or a reader, a second fair one, fenced, a semaphore of two
-//! permits) in one global order, holds each a few milliseconds, and gives both back.
+//! permits, a fair semaphore of two permits) in one global order, holds each
+//! a few milliseconds, and gives both back.
 //!
 //! - Without faults, the processes run with their sets of heuristics (all
 //!   on in two, all off, one off chosen by the seed), every wait is recorded, and
@@ -38,19 +39,26 @@ use crate::support::progress::Admits;
 use crate::support::{within, RedisServer};
 
 /// The locks, in their global order, and what each is.
-const MIX: [(&str, Kind); 6] = [
+const MIX: [(&str, Kind); 7] = [
     ("nest-reentrant", Kind::Reentrant),
     ("nest-fair", Kind::Fair),
     ("nest-rw", Kind::ReadWrite),
     ("nest-fair-2", Kind::Fair),
     ("nest-fenced", Kind::Fenced),
     ("nest-slots", Kind::Semaphore),
+    ("nest-fair-slots", Kind::FairSemaphore),
 ];
 
 /// The semaphore of the mix.
 const SEMAPHORE: &str = "nest-slots";
 
-/// The semaphore's permits.
+/// The fair semaphore of the mix.
+const FAIR_SEMAPHORE: &str = "nest-fair-slots";
+
+/// How many of the mix, at its end, are semaphores (no holder to force out).
+const SEMAPHORES: usize = 2;
+
+/// Each semaphore's permits.
 const PERMITS: u32 = 2;
 
 /// The longest a timed wait of the workload lasts before it gives up (a
@@ -64,6 +72,7 @@ enum Kind {
     ReadWrite,
     Fenced,
     Semaphore,
+    FairSemaphore,
 }
 
 /// How the progress checker reads the campaign's locks.
@@ -75,6 +84,7 @@ fn kind_of(lock: &str) -> Option<(Admits, &'static str)> {
         Kind::ReadWrite => (Admits::ReadersOrWriter, "read-write"),
         Kind::Fenced => (Admits::One, "fenced"),
         Kind::Semaphore => (Admits::Permits(PERMITS), "semaphore"),
+        Kind::FairSemaphore => (Admits::Permits(PERMITS), "fair-semaphore"),
     })
 }
 
@@ -82,6 +92,7 @@ fn kind_of(lock: &str) -> Option<(Admits, &'static str)> {
 enum Held {
     Guard(LockGuard),
     Permit(redisson_locks::RSemaphore),
+    FairPermit(redisson_locks::FairPermits),
 }
 
 /// Takes lock `index` of the mix as `owner`, recorded: the hold (and what
@@ -100,7 +111,7 @@ async fn take(
     // and some of the engine's orders arise only without a deadline.
     let wait = (draw(2) == 0).then_some(WAIT);
     let (asked, given_back) = match (kind, read) {
-        (Kind::Semaphore, _) => (Op::PermitAcquire, Op::PermitRelease),
+        (Kind::Semaphore | Kind::FairSemaphore, _) => (Op::PermitAcquire, Op::PermitRelease),
         (_, true) => (Op::ReadAcquire, Op::ReadRelease),
         _ => (Op::Acquire, Op::Release),
     };
@@ -138,6 +149,14 @@ async fn take(
                 };
                 taken.then_some((Held::Permit(semaphore), None))
             }
+            Kind::FairSemaphore => {
+                let semaphore = client.get_fair_semaphore(name)?;
+                match wait {
+                    Some(wait) => semaphore.try_acquire(1, wait).await?,
+                    None => Some(semaphore.acquire(1).await?),
+                }
+                .map(|permits| (Held::FairPermit(permits), None))
+            }
         })
     }
     .await;
@@ -171,6 +190,7 @@ async fn give_back(recorder: &Recorder, owner: &str, index: usize, (held, op): (
     let released = match held {
         Held::Guard(guard) => guard.unlock().await,
         Held::Permit(semaphore) => semaphore.release().await,
+        Held::FairPermit(permits) => permits.release().await,
     };
     match released {
         Ok(()) => call.end(Outcome::Ok, None),
@@ -302,11 +322,17 @@ async fn finish(children: Vec<ChildHolder>) {
         .unwrap();
 }
 
-/// Gives the semaphore its permits (once).
+/// Gives the semaphores their permits (once).
 async fn set_permits(server: &RedisServer) {
     let client = server.client().await;
     assert!(client
         .get_semaphore(SEMAPHORE)
+        .unwrap()
+        .try_set_permits(PERMITS)
+        .await
+        .unwrap());
+    assert!(client
+        .get_fair_semaphore(FAIR_SEMAPHORE)
         .unwrap()
         .try_set_permits(PERMITS)
         .await
@@ -322,7 +348,7 @@ fn check_safety(history: &[Operation]) -> Result<(), String> {
             Kind::Reentrant | Kind::Fair => check(&Mutex, &ops),
             Kind::ReadWrite => check(&ReadWrite, &ops),
             Kind::Fenced => check(&FencedMutex { reentrant: false }, &ops),
-            Kind::Semaphore => check(&Permits { n: PERMITS.into() }, &ops),
+            Kind::Semaphore | Kind::FairSemaphore => check(&Permits { n: PERMITS.into() }, &ops),
         };
         verdict.map_err(|v| {
             format!(
@@ -514,9 +540,10 @@ async fn nested_locks_freed_behind_their_waiters_backs_are_taken_promptly() {
     let started = std::time::Instant::now();
     while started.elapsed() < RUN_FOR {
         tokio::time::sleep(Duration::from_millis(200 + next(400))).await;
-        // Never the semaphore: it has no holder to force out, and its
-        // permits deleted would be gone for good.
-        let lock = MIX[next(MIX.len() as u64 - 1) as usize].0;
+        // Never a semaphore: it has no holder to force out, and its
+        // permits deleted would be gone for good (the pub/sub kills reach
+        // their waiters).
+        let lock = MIX[next((MIX.len() - SEMAPHORES) as u64) as usize].0;
         match next(5) {
             0 => {
                 freeing(&recorder, lock, async {

@@ -289,6 +289,12 @@ Examples:
         /// it takes.
         #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
         wait: Option<std::time::Duration>,
+        /// Take the permit of a fair semaphore (this crate's `RFairSemaphore`,
+        /// which Java cannot share): waiters are served in arrival order,
+        /// across machines, where the default semaphore lets whoever asks
+        /// first after a release win.
+        #[arg(long)]
+        fair: bool,
         /// How long the command has between SIGTERM and SIGKILL when what it
         /// runs under is ending: SIGKILL lands before that stops being surely
         /// valid. At most a third of the watchdog's lease [default: 10s, or a
@@ -463,7 +469,7 @@ Examples:
 const RUN_PERMIT_HELP: &str = concat!(
     "\
 The command's environment gets REDISSON_LOCK_NAME and REDISSON_PERMIT_ID (the
-permit's id, as Redisson prints it). The permit is renewed by the watchdog
+permit's id, as Redisson prints it; with --fair, the hold's id). The permit is renewed by the watchdog
 while the command runs; a holder that dies gives it back a lease later.
 
 ",
@@ -472,7 +478,8 @@ while the command runs; a holder that dies gives it back a lease later.
 
 Examples:
   redisson-locks run-permit renders --permits 4 -- ./render-one.sh
-  redisson-locks run-permit renders --wait 0 -- ./render-one.sh   # 124 if all 4 are out"
+  redisson-locks run-permit renders --wait 0 -- ./render-one.sh   # 124 if all 4 are out
+  redisson-locks run-permit renders --fair -- ./render-one.sh     # in arrival order"
 );
 
 const ELECT_HELP: &str = concat!(

@@ -39,6 +39,18 @@ impl Held for redisson_locks::Permit {
     }
 }
 
+impl Held for redisson_locks::FairPermits {
+    fn valid_for(&self) -> Option<Duration> {
+        redisson_locks::FairPermits::valid_for(self)
+    }
+    fn lost(&self) -> impl Future<Output = ()> + '_ {
+        self.lease_lost()
+    }
+    fn release(self) -> impl Future<Output = redisson_locks::Result<()>> {
+        redisson_locks::FairPermits::release(self)
+    }
+}
+
 impl Held for redisson_locks::Leadership {
     fn valid_for(&self) -> Option<Duration> {
         redisson_locks::Leadership::valid_for(self)

@@ -148,6 +148,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             name,
             permits,
             wait,
+            fair,
             grace,
             command,
         } => {
@@ -155,6 +156,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 name,
                 permits: *permits,
                 wait: *wait,
+                fair: *fair,
                 grace: *grace,
                 command,
             };
