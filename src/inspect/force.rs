@@ -57,7 +57,7 @@ pub(crate) async fn force_unlock(inner: &Arc<Engine>, name: &str) -> Result<(Sna
                     .force_unlock()
                     .await?
         }
-        Kind::Counter | Kind::PermitExpirableSemaphore => {
+        Kind::Counter | Kind::PermitExpirableSemaphore | Kind::FairSemaphore => {
             return Err(Error::invalid(format!(
                 "'{name}' is a {}: it has no holder to force out (release its permits or \
                  count it down instead)",

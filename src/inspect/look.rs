@@ -4,7 +4,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{read_snapshot, scan_names, Identity, Kind, Listeners, Skipped, Snapshot, MAX_ENTRIES};
+use super::{
+    read_fair_snapshot, read_snapshot, scan_names, Identity, Kind, Listeners, Skipped, Snapshot,
+    MAX_ENTRIES,
+};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::transport::conn::Conn;
@@ -54,8 +57,28 @@ pub(crate) async fn holders_on(conn: &Conn, my_id: &str, name: &str) -> Result<S
     if conn.is_cluster() {
         keys::validate_cluster_name(name)?;
     }
+    snapshot_of(conn, name, my_id).await
+}
+
+/// The snapshot of a valid `name`, read on `conn` by client `my_id`: one
+/// script for every kind, and a second for a fair semaphore (its keys are
+/// this crate's own: an inspector whose ACL grants Redisson's keys alone
+/// reads the other kinds all the same, and a fair semaphore's hash alone).
+async fn snapshot_of(conn: &Conn, name: &str, my_id: &str) -> Result<Snapshot> {
     let reply = crate::transport::scripts::inspect(&mut conn.clone(), name, MAX_ENTRIES).await?;
-    read_snapshot(name, reply, my_id)
+    let snapshot = read_snapshot(name, reply, my_id)?;
+    if snapshot.kind != Kind::FairSemaphore {
+        return Ok(snapshot);
+    }
+    match crate::transport::scripts::inspect_fair(&mut conn.clone(), name, MAX_ENTRIES).await {
+        Ok(reply) => read_fair_snapshot(name, reply, my_id),
+        Err(e) => {
+            crate::trace::debug_event!(
+                "inspecting the fair semaphore {name:?}: its line and leases could not be read ({e}): its hash alone is shown"
+            );
+            Ok(snapshot)
+        }
+    }
 }
 
 /// [`inspect`], counting the listeners or not.
@@ -78,11 +101,9 @@ async fn read_named(
 /// The snapshot of a valid `name`, and the listeners of its channels when
 /// `channels` says so; its owners not yet named.
 async fn read_object(client: &Engine, name: &str, channels: Channels) -> Result<Snapshot> {
-    let reply =
-        crate::transport::scripts::inspect(&mut client.conn.clone(), name, MAX_ENTRIES).await?;
-    let mut snapshot = read_snapshot(name, reply, &client.id)?;
+    let mut snapshot = snapshot_of(&client.conn, name, &client.id).await?;
     if channels == Channels::Counted {
-        snapshot.listeners = listeners(client, &channels_of(name, &snapshot.kind)).await;
+        snapshot.listeners = listeners(client, &channels_of(name, &snapshot)).await;
     }
     Ok(snapshot)
 }
@@ -116,10 +137,24 @@ async fn name_owners(client: &Engine, snapshots: &mut [Snapshot], known: &mut Kn
     }
 }
 
-/// The channels on which an object of `kind` announces changes. A fair lock's
-/// waiters each listen on their own channel; its own is the lock's.
-fn channels_of(name: &str, kind: &Kind) -> Vec<String> {
-    match kind {
+/// The channels on which the object `snapshot` shows announces changes. A
+/// fair lock's waiters each listen on their own channel; its own is the
+/// lock's. A fair semaphore's waiters listen on their client's: one channel
+/// per client in its line.
+fn channels_of(name: &str, snapshot: &Snapshot) -> Vec<String> {
+    match &snapshot.kind {
+        Kind::FairSemaphore => {
+            let clients: std::collections::BTreeSet<&str> = snapshot
+                .queue
+                .iter()
+                .map(|queued| queued.owner.client_id.as_str())
+                .collect();
+            let prefix = keys::fair_semaphore_channel(name);
+            clients
+                .into_iter()
+                .map(|client| format!("{prefix}:{client}"))
+                .collect()
+        }
         Kind::ReadWriteLock { .. } => vec![keys::rwlock_channel(name)],
         Kind::Counter => vec![keys::semaphore_channel(name), keys::latch_channel(name)],
         Kind::PermitExpirableSemaphore => vec![keys::semaphore_channel(name)],
@@ -295,7 +330,7 @@ impl Watch {
             // Listens where an object of this kind speaks. A name gone free
             // (absent) keeps the channels it had: its next holder is likely
             // of the same kind.
-            let wanted = channels_of(&self.name, &snapshot.kind);
+            let wanted = channels_of(&self.name, &snapshot);
             if !wanted.is_empty() {
                 self.rereads.listen(&self.client, &self.name, wanted);
             }

@@ -36,7 +36,7 @@ pub use doctor::{Checkup, Finding, Verdict};
 pub(crate) use force::force_unlock;
 pub(crate) use look::{inspect, inspect_holders, scan};
 pub use look::{Scanned, Watch, MAX_SCAN};
-pub(crate) use read::read_snapshot;
+pub(crate) use read::{read_fair_snapshot, read_snapshot};
 pub(crate) use rereads::Rereads;
 pub(crate) use scan::scan_names;
 pub use scan::{SkipReason, Skipped, SKIPPED_SHOWN};
@@ -66,17 +66,19 @@ pub struct Snapshot {
     /// The holds, one entry per owner (per owner and mode for a read-write
     /// lock, per member for a single-hash multi-lock).
     pub holders: Vec<Holder>,
-    /// A fair lock's waiters, first in line first.
+    /// A fair lock's or a fair semaphore's waiters, first in line first (a
+    /// fair semaphore's deadline is its waiter's client's).
     pub queue: Vec<Queued>,
-    /// How many waiters a fair lock's queue holds (more than `queue` when it
-    /// was cut at [`MAX_ENTRIES`]).
+    /// How many waiters the queue holds (more than `queue` when it was cut
+    /// at [`MAX_ENTRIES`]).
     pub queue_len: usize,
     /// The value of a synchronizer's count: the permits available of a
-    /// semaphore or permit-expirable semaphore, or a latch's count.
+    /// semaphore, a permit-expirable or a fair semaphore, or a latch's count.
     pub count: Option<i64>,
     /// A permit-expirable semaphore's permits taken, each with its lease.
     pub permits: Vec<PermitLease>,
-    /// How many permits are out (more than `permits` when cut).
+    /// How many permits are out (more than `permits` when cut; a fair
+    /// semaphore's: the permits its holds hold).
     pub permits_out: usize,
     /// A fenced lock's token counter: the last token handed out.
     pub fencing_token: Option<u64>,
@@ -120,6 +122,10 @@ pub enum Kind {
     Counter,
     /// A permit-expirable semaphore: its permits' leases exist.
     PermitExpirableSemaphore,
+    /// A fair semaphore (`getFairSemaphore`, this crate's own): a hash of
+    /// `permits` and its holds, waiters and clients' epochs. Its holders
+    /// are its holds (each [`HoldMode::Permits`]), its queue its line.
+    FairSemaphore,
     /// Not a lock-family object: a key of this Redis type in another layout.
     Foreign {
         /// The key's Redis type (`hash`, `string`, `list`, ...).
@@ -149,6 +155,7 @@ impl Kind {
             Kind::MultiLockGroup => "multi-lock group",
             Kind::Counter => "semaphore or latch",
             Kind::PermitExpirableSemaphore => "permit-expirable semaphore",
+            Kind::FairSemaphore => "fair semaphore",
             Kind::Foreign { .. } => "not a lock",
         }
     }
@@ -198,6 +205,9 @@ pub struct Holder {
 pub enum HoldMode {
     /// A lock's hold (reentrant, fair, fenced, spin, a multi-lock member).
     Exclusive,
+    /// A fair semaphore's hold of [`holds`](Holder::holds) permits, under
+    /// the id of the waiter that took it (its owner's field).
+    Permits,
     /// A read-write lock's read hold.
     Read,
     /// A read-write lock's write hold.

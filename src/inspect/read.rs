@@ -27,6 +27,19 @@ struct Reply {
     leases: Vec<(Vec<u8>, i64)>,
     leases_count: usize,
     read_ttls: HashMap<String, Vec<i64>>,
+    fair: FairParts,
+}
+
+/// A fair semaphore's keys besides its hash.
+#[derive(Default)]
+struct FairParts {
+    line: Vec<String>,
+    line_len: usize,
+    /// Client id -> epoch-ms deadline of its places.
+    deadlines: HashMap<String, Option<i64>>,
+    /// Hold id -> epoch-ms lease end.
+    leases: HashMap<String, i64>,
+    leases_count: usize,
 }
 
 fn unexpected(what: impl std::fmt::Debug) -> Error {
@@ -120,6 +133,41 @@ impl Reply {
                 .collect(),
             leases_count: usize::try_from(int(&leases_count)?).unwrap_or(0),
             read_ttls,
+            fair: FairParts::default(),
+        })
+    }
+
+    /// The fair semaphore script's reply (`lua/inspect_fair.lua`), as the
+    /// parts of a reply it shares with the main one.
+    fn decode_fair(reply: Value) -> Result<Reply> {
+        let parts = array(reply)?;
+        let [now, redis_type, body, line, line_len, deadlines, leases, leases_count] =
+            <[Value; 8]>::try_from(parts).map_err(unexpected)?;
+        Ok(Reply {
+            now: int(&now)?,
+            redis_type: text(&redis_type)?,
+            pttl: -1,
+            body: array(body)?,
+            queue: Vec::new(),
+            queue_len: 0,
+            deadlines: HashMap::new(),
+            token: None,
+            leases: Vec::new(),
+            leases_count: 0,
+            read_ttls: HashMap::new(),
+            fair: FairParts {
+                line: array(line)?.iter().map(text).collect::<Result<_>>()?,
+                line_len: usize::try_from(int(&line_len)?).unwrap_or(0),
+                deadlines: pairs(deadlines)?
+                    .into_iter()
+                    .map(|(member, score)| Ok((text(&member)?, score)))
+                    .collect::<Result<_>>()?,
+                leases: pairs(leases)?
+                    .into_iter()
+                    .filter_map(|(member, score)| Some((text(&member).ok()?, score?)))
+                    .collect(),
+                leases_count: usize::try_from(int(&leases_count)?).unwrap_or(0),
+            },
         })
     }
 
@@ -199,6 +247,34 @@ pub(crate) fn read_snapshot(name: &str, reply: Value, my_id: &str) -> Result<Sna
     Ok(snapshot)
 }
 
+/// The snapshot of the fair semaphore `name` from its own script's `reply`
+/// (`lua/inspect_fair.lua`), which the main one found: the hash read again
+/// with the line, deadlines and leases, all at one instant.
+pub(crate) fn read_fair_snapshot(name: &str, reply: Value, my_id: &str) -> Result<Snapshot> {
+    let reply = Reply::decode_fair(reply)?;
+    let mut snapshot = Snapshot {
+        name: name.to_owned(),
+        kind: Kind::Absent,
+        server_time_ms: u64::try_from(reply.now).unwrap_or(0),
+        ttl: None,
+        holders: Vec::new(),
+        queue: Vec::new(),
+        queue_len: 0,
+        count: None,
+        permits: Vec::new(),
+        permits_out: 0,
+        fencing_token: None,
+        listeners: Vec::new(),
+        truncated: false,
+    };
+    match reply.redis_type.as_str() {
+        "hash" => read_hash(&reply, my_id, &mut snapshot)?,
+        "none" => {}
+        other => snapshot.kind = foreign(other),
+    }
+    Ok(snapshot)
+}
+
 fn foreign(redis_type: &str) -> Kind {
     Kind::Foreign {
         redis_type: redis_type.to_owned(),
@@ -216,6 +292,19 @@ fn read_hash(reply: &Reply, my_id: &str, snapshot: &mut Snapshot) -> Result<()> 
         .iter()
         .map(|(f, v)| (f.as_str(), v.as_str()))
         .collect();
+    if let Some(holders) = fair_semaphore_holders(reply, &fields, my_id) {
+        snapshot.kind = Kind::FairSemaphore;
+        snapshot.count = values
+            .get("permits")
+            .and_then(|p| crate::numeral::signed_decimal(p));
+        snapshot.holders = holders;
+        snapshot.queue = fair_queue(reply, my_id);
+        snapshot.queue_len = reply.fair.line_len;
+        snapshot.permits_out = holders_count(&snapshot.holders);
+        snapshot.truncated |=
+            reply.fair.line_len > MAX_ENTRIES || reply.fair.leases_count > MAX_ENTRIES;
+        return Ok(());
+    }
     let read = if let Some(mode) = values.get("mode") {
         read_write_holders(reply, &fields, my_id)
             .filter(|_| matches!(*mode, "read" | "write"))
@@ -252,6 +341,69 @@ fn read_hash(reply: &Reply, my_id: &str, snapshot: &mut Snapshot) -> Result<()> 
         None => snapshot.kind = foreign("hash"),
     }
     Ok(())
+}
+
+/// A fair semaphore's holds, when the hash is one: a `permits` count, and
+/// every other field a hold (`hold:<id>` -> permits), a waiter's ask
+/// (`want:<id>`) or a client's epoch (`line:<client>`).
+fn fair_semaphore_holders(
+    reply: &Reply,
+    fields: &[(String, String)],
+    my_id: &str,
+) -> Option<Vec<Holder>> {
+    fields.iter().find(|(field, _)| field == "permits")?;
+    let mut holders = Vec::new();
+    for (field, value) in fields {
+        if let Some(hold) = field.strip_prefix("hold:") {
+            let ends = reply.fair.leases.get(hold).copied();
+            holders.push(Holder {
+                owner: Owner::parse(hold, my_id),
+                mode: HoldMode::Permits,
+                holds: crate::numeral::decimal(value)?,
+                lease_left: ends.map(|ends| {
+                    Duration::from_millis(u64::try_from(ends - reply.now).unwrap_or(0))
+                }),
+                read_leases: Vec::new(),
+                member: None,
+            });
+        } else if !(field == "permits" || field.starts_with("want:") || field.starts_with("line:"))
+        {
+            return None;
+        }
+    }
+    Some(holders)
+}
+
+/// How many permits the holds hold.
+fn holders_count(holders: &[Holder]) -> usize {
+    holders
+        .iter()
+        .map(|h| usize::try_from(h.holds).unwrap_or(usize::MAX))
+        .fold(0, usize::saturating_add)
+}
+
+/// A fair semaphore's line, first first, each waiter with its client's
+/// deadline.
+fn fair_queue(reply: &Reply, my_id: &str) -> Vec<Queued> {
+    reply
+        .fair
+        .line
+        .iter()
+        .map(|waiter| {
+            let owner = Owner::parse(waiter, my_id);
+            let deadline = reply
+                .fair
+                .deadlines
+                .get(&owner.client_id)
+                .copied()
+                .flatten();
+            Queued {
+                owner,
+                deadline_ms: deadline,
+                deadline_in_ms: deadline.map(|d| d - reply.now),
+            }
+        })
+        .collect()
 }
 
 /// The owner a field names, when it is in Redisson's shape.

@@ -193,7 +193,8 @@ pub(crate) fn fair_semaphore_queue(name: &str) -> String {
     prefixed("redisson_fair_semaphore_queue", name)
 }
 
-/// The fair semaphore's waiter deadlines: a ZSET of waiter id -> epoch ms.
+/// The fair semaphore's client deadlines: a ZSET of client id -> epoch ms,
+/// after which that client's waiters are taken for gone.
 pub(crate) fn fair_semaphore_timeouts(name: &str) -> String {
     prefixed("redisson_fair_semaphore_timeout", name)
 }

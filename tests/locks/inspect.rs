@@ -108,6 +108,83 @@ async fn a_fair_queue_is_read_in_arrival_order_with_deadlines() {
     }
 }
 
+/// A fair semaphore reads as one: the permits available, each hold with its
+/// permits and lease, the line in arrival order with each waiter's client's
+/// deadline, one listening channel per waiting client; the tool lists it,
+/// and `force-unlock` refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_semaphore_shows_its_holds_with_leases_and_its_line_in_order() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let others = [server.client().await, server.client().await];
+    let pool = client.get_fair_semaphore("pool").unwrap();
+    pool.try_set_permits(3).await.unwrap();
+    let two = pool.acquire(2).await.unwrap();
+    let one = pool.acquire(1).await.unwrap();
+    let mut waiting = Vec::new();
+    for (i, other) in others.iter().enumerate() {
+        let pool = other.get_fair_semaphore("pool").unwrap();
+        waiting.push(tokio::spawn(async move { pool.acquire(1).await }));
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                client.inspect("pool").await.unwrap().queue_len == i + 1
+            })
+            .await
+        );
+    }
+    let seen = client.inspect("pool").await.unwrap();
+    assert_eq!(seen.kind, Kind::FairSemaphore);
+    assert_eq!(seen.count, Some(0));
+    let mut holds: Vec<(String, u64)> = seen
+        .holders
+        .iter()
+        .map(|h| (h.owner.field.clone(), h.holds))
+        .collect();
+    holds.sort();
+    let mut expected = vec![(two.hold_id().to_owned(), 2), (one.hold_id().to_owned(), 1)];
+    expected.sort();
+    assert_eq!(holds, expected);
+    for holder in &seen.holders {
+        assert_eq!(holder.mode, redisson_locks::inspect::HoldMode::Permits);
+        assert!(holder.owner.mine, "{holder:?}");
+        let left = holder.lease_left.unwrap();
+        assert!(
+            left > Duration::from_secs(20) && left <= Duration::from_secs(30),
+            "{left:?}"
+        );
+    }
+    assert_eq!(seen.queue_len, 2);
+    let clients: Vec<&str> = seen
+        .queue
+        .iter()
+        .map(|q| q.owner.client_id.as_str())
+        .collect();
+    assert_eq!(clients, [others[0].id(), others[1].id()]);
+    for queued in &seen.queue {
+        let left = queued.deadline_in_ms.unwrap();
+        assert!(left > 0 && left <= 10_000, "{queued:?}");
+    }
+    assert_eq!(seen.listeners.len(), 2, "{:?}", seen.listeners);
+    assert!(
+        seen.listeners.iter().all(|l| l.clients == 1),
+        "{:?}",
+        seen.listeners
+    );
+    let scanned = client.scan("po*").await.unwrap();
+    let names: Vec<&str> = scanned.objects.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["pool"]);
+    assert!(client
+        .force_unlock("pool")
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    two.release().await.unwrap();
+    for task in waiting {
+        task.await.unwrap().unwrap().release().await.unwrap();
+    }
+    one.release().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_write_lock_shows_each_reader_with_its_own_leases_and_a_writer() {
     let server = RedisServer::start();

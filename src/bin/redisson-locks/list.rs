@@ -119,6 +119,13 @@ fn queue_or_count(s: &Snapshot) -> String {
         (Kind::PermitExpirableSemaphore, Some(count)) => {
             format!("{count} free, {} out", s.permits_out)
         }
+        (Kind::FairSemaphore, Some(count)) => {
+            format!(
+                "{count} free, {} held, {} queued",
+                s.holders.len(),
+                s.queue_len
+            )
+        }
         (_, Some(count)) => format!("count {count}"),
         _ if s.queue_len > 0 => format!("{} queued", s.queue_len),
         _ => "-".to_owned(),

@@ -2,7 +2,7 @@
 //! parts the kind has are printed (a semaphore has no holders, a plain lock no
 //! queue), so that what is printed is what there is.
 
-use redisson_locks::inspect::{Holder, Kind, Queued, Snapshot, MAX_ENTRIES};
+use redisson_locks::inspect::{HoldMode, Holder, Kind, Queued, Snapshot, MAX_ENTRIES};
 use redisson_locks::Client;
 
 use crate::exit::{Code, Failure};
@@ -53,12 +53,12 @@ pub(crate) fn render(s: &Snapshot) -> String {
     if has_holders(&s.kind) {
         holders(&mut page, s);
     }
-    if matches!(s.kind, Kind::FairLock) || s.queue_len > 0 {
+    if matches!(s.kind, Kind::FairLock | Kind::FairSemaphore) || s.queue_len > 0 {
         queue(&mut page, s);
     }
     if let Some(count) = s.count {
         let what = match s.kind {
-            Kind::PermitExpirableSemaphore => "permits available",
+            Kind::PermitExpirableSemaphore | Kind::FairSemaphore => "permits available",
             _ => "a semaphore's permits available, or a latch's count",
         };
         page.field(0, "Count:", format!("{count} ({what})"));
@@ -104,6 +104,7 @@ fn has_holders(kind: &Kind) -> bool {
             | Kind::FencedLock
             | Kind::ReadWriteLock { .. }
             | Kind::MultiLockGroup
+            | Kind::FairSemaphore
     )
 }
 
@@ -130,7 +131,11 @@ fn holder_block(page: &mut Page, h: &Holder) {
         who.push_str(&format!(", {}", units::connected(identity)));
     }
     page.field(2, "Identity:", who);
-    page.field(2, "Holds:", h.holds);
+    match h.mode {
+        // A fair semaphore's hold: its count is of permits.
+        HoldMode::Permits => page.field(2, "Permits:", h.holds),
+        _ => page.field(2, "Holds:", h.holds),
+    }
     page.field(2, "Mode:", units::mode(h.mode));
     page.field(2, "Lease left:", units::lease(h.lease_left));
     if !h.read_leases.is_empty() {
@@ -196,6 +201,8 @@ fn listeners(page: &mut Page, s: &Snapshot) {
     let what = match s.kind {
         // Each fair waiter sleeps on a channel of its own, `<channel>:<owner>`.
         Kind::FairLock => "clients subscribed (watches; fair waiters listen on their own channels)",
+        // One channel per waiting client, `<channel>:<client id>`.
+        Kind::FairSemaphore => "subscribed, on each waiting client's channel",
         _ => "clients subscribed (waiters asleep, watches)",
     };
     page.field(0, "Listeners:", what);

@@ -135,6 +135,7 @@ pub(crate) fn mode(mode: HoldMode) -> &'static str {
     match mode {
         HoldMode::Read => "read",
         HoldMode::Write => "write",
+        HoldMode::Permits => "permits",
         // `HoldMode` is non-exhaustive: a mode added later is some exclusive hold.
         _ => "exclusive",
     }

@@ -35,6 +35,7 @@ fn scripts() -> Vec<&'static LuaScript> {
         &*GROUP_FORCE_RELEASE,
         &*GROUP_IS_LOCKED,
         &*INSPECT,
+        &*INSPECT_FAIR,
         &*SEMAPHORE_ACQUIRE,
         &*SEMAPHORE_RELEASE,
         &*SEMAPHORE_SETTLE,

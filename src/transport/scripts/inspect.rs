@@ -17,3 +17,19 @@ pub(crate) async fn inspect(conn: &mut Conn, name: &str, bound: usize) -> Result
         .arg(bound);
     call(conn, name, &invocation).await
 }
+
+// A fair semaphore's parts, read by a script of its own (see the script).
+lua_script!(INSPECT_FAIR, "inspect_fair.lua");
+
+/// Everything of the fair semaphore `name`, read in one script (see
+/// `lua/inspect_fair.lua`).
+pub(crate) async fn inspect_fair(conn: &mut Conn, name: &str, bound: usize) -> Result<Value> {
+    use crate::transport::keys;
+    let mut invocation = INSPECT_FAIR.key(name);
+    invocation
+        .key(keys::fair_semaphore_queue(name))
+        .key(keys::fair_semaphore_timeouts(name))
+        .key(keys::fair_semaphore_leases(name))
+        .arg(bound);
+    call(conn, name, &invocation).await
+}
