@@ -43,6 +43,8 @@ if mine[3] ~= false then
     if mine[2] ~= false then
         leave(semaphore, queue, waiter)
     end
+    -- Ended leases given back above may serve the next in line.
+    call_head(semaphore, queue, timeouts, now, publish, channel_prefix)
     return {1}
 end
 
@@ -51,6 +53,8 @@ if mode == 'keep' then
     if mine[2] ~= false then
         epoch = keep(semaphore, timeouts, waiter, now, window)
     end
+    -- Ended leases given back above may serve the first in line.
+    call_head(semaphore, queue, timeouts, now, publish, channel_prefix)
     return {0, -1, epoch}
 end
 

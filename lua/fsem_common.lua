@@ -32,7 +32,7 @@
 -- client moves the client's deadline ahead, so that its parked waiters send
 -- nothing. A client whose deadline passed is gone: its deadline and epoch go
 -- at once, its waiters as they come first. The epoch ('line:<client>', the id
--- of the waiter whose join made it) changes only when the client's places
+-- of the waiter whose join made it, and when) changes only when the client's places
 -- were lost (its deadline passed, the keys were deleted, a failover lost
 -- them): a client that sees a new epoch tells its waiters to join again.
 
@@ -143,7 +143,9 @@ local function keep(semaphore, timeouts, waiter, now, window)
     redis.call('zadd', timeouts, now + window, client)
     local epoch = redis.call('hget', semaphore, 'line:' .. client)
     if epoch == false then
-        epoch = waiter
+        -- New each time it is made (one waiter may make it twice: after a
+        -- loss its client must see a change).
+        epoch = waiter .. '@' .. now
         redis.call('hset', semaphore, 'line:' .. client, epoch)
     end
     return epoch

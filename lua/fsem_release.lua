@@ -36,16 +36,22 @@ end
 local head = live_head(semaphore, queue, timeouts, now, nil)
 while head ~= false and client_of(head) == client do
     local asks = redis.call('hmget', semaphore, 'want:' .. head, 'permits')
-    local want = tonumber(asks[1]) or 1
-    if (tonumber(asks[2]) or 0) < want then
+    local want = tonumber(asks[1])
+    if want == nil then
+        -- An entry that asks nothing (its ask deleted from under it) is no
+        -- waiter: removed, never granted.
+        redis.call('lpop', queue)
+        head = live_head(semaphore, queue, timeouts, now, nil)
+    elseif (tonumber(asks[2]) or 0) < want then
         break
+    else
+        take(semaphore, leases, head, want, now + grant_lease)
+        -- The head: LPOP, where LREM would do the same.
+        redis.call('lpop', queue)
+        redis.call('hdel', semaphore, 'want:' .. head)
+        reply[#reply + 1] = head
+        head = live_head(semaphore, queue, timeouts, now, nil)
     end
-    take(semaphore, leases, head, want, now + grant_lease)
-    -- The head: LPOP, where LREM would do the same.
-    redis.call('lpop', queue)
-    redis.call('hdel', semaphore, 'want:' .. head)
-    reply[#reply + 1] = head
-    head = live_head(semaphore, queue, timeouts, now, nil)
 end
 -- Another client's waiter, or one of the releaser's that asks for more.
 call(semaphore, head, publish, channel_prefix)

@@ -43,8 +43,8 @@ struct Line {
     /// When the last attempt by any of its waiters was sent: each calls the
     /// first in line.
     last_attempt: Option<Instant>,
-    /// When the last attempt or keep was sent: each moves the client's
-    /// deadline ahead.
+    /// When the last send that moved the client's deadline ahead went out
+    /// (a busy attempt, a keep; not one that took: its waiter left).
     last_sent: Option<Instant>,
 }
 
@@ -116,15 +116,20 @@ impl FairLines {
         }
     }
 
-    /// An attempt (`attempt`: it calls the first in line) or a keep for
-    /// `name` was sent at `at`: either moves the client's deadline ahead.
-    pub(crate) fn sent(&self, name: &str, at: Instant, attempt: bool) {
-        let later = |last: Option<Instant>| Some(last.map_or(at, |last| last.max(at)));
+    /// An attempt for `name` is sent at `at`: it calls the first in line
+    /// (the head's re-check is due a re-check interval after the last).
+    pub(crate) fn attempted(&self, name: &str, at: Instant) {
         if let Some(line) = self.map().get_mut(name) {
-            line.last_sent = later(line.last_sent);
-            if attempt {
-                line.last_attempt = later(line.last_attempt);
-            }
+            line.last_attempt = Some(line.last_attempt.map_or(at, |last| last.max(at)));
+        }
+    }
+
+    /// A reply to a send of `at` (a busy attempt, a keep) moved the client's
+    /// deadline for `name` ahead (the head's keep is due a third of the
+    /// window after the last).
+    pub(crate) fn kept(&self, name: &str, at: Instant) {
+        if let Some(line) = self.map().get_mut(name) {
+            line.last_sent = Some(line.last_sent.map_or(at, |last| last.max(at)));
         }
     }
 
@@ -219,8 +224,9 @@ impl SeatGuard {
         self.as_head(|line| line.last_attempt.unwrap_or_else(Instant::now) + every)
     }
 
-    /// When it must keep its client's places if nothing else went out: as
-    /// the head, when the last attempt or keep of its client is `every` old.
+    /// When it must keep its client's places if nothing else did: as the
+    /// head, when the last send of its client that moved its deadline is
+    /// `every` old.
     pub(crate) fn keep_at(&self, every: std::time::Duration) -> Option<Instant> {
         self.as_head(|line| line.last_sent.unwrap_or_else(Instant::now) + every)
     }

@@ -402,14 +402,20 @@ impl RFairSemaphore {
                             subscription.ready().await?;
                         }
                         let sent = Instant::now();
-                        client.fair_lines.sent(name, sent, turn == Turn::InLine);
+                        if turn == Turn::InLine {
+                            client.fair_lines.attempted(name, sent);
+                        }
                         let epoch = client.pubsub.connection_epoch();
                         let taken = self.attempt(waiter, permits, turn, lease_ms).await?;
                         Ok::<_, Error>((sent, epoch, taken))
                     }))
                     .await;
                     let Some(tried) = tried else {
-                        break; // out of time
+                        // Out of time with the attempt in flight: whatever it
+                        // or a grant took is given back by the leave (a grant
+                        // taken here could be given back under the holder by
+                        // the dropped attempt's own settle).
+                        return Ok(None);
                     };
                     match tried {
                         Ok((sent, _, FairTaken::Taken)) => {
@@ -431,6 +437,9 @@ impl RFairSemaphore {
                             },
                         )) => {
                             failures = 0;
+                            // It moved the client's deadline ahead (a taking
+                            // attempt does not: its waiter leaves the line).
+                            client.fair_lines.kept(name, sent);
                             client.fair_lines.busy(name, &seat, places.as_deref());
                             if turn == Turn::InLine {
                                 changes_at = hint.map(|hint| sent + hint);
@@ -519,15 +528,27 @@ impl RFairSemaphore {
                 Ok(Some(scripts::fsem_acquire(&mut conn, &keys, ask).await?))
             })
         };
+        // Whether the caller is gone when the undo is made: it is made at
+        // once for an error the caller hears (then the caller settles the
+        // attempt itself: its next attempt finds what it took, its leave gives
+        // it back), and later, from the client's thread, for an attempt whose
+        // caller was dropped (then the undo leaves the line whatever the
+        // attempt did: one that ran after the caller's own leave would stand
+        // there for good, its place kept alive by its client's others).
+        let caller = CallerGone::default();
+        let gone = caller.0.clone();
         let leave = self.leave(waiter);
         let undo = move |took: Took<FairTaken>| -> BoxFuture<()> {
+            let caller_gone = gone.load(std::sync::atomic::Ordering::SeqCst);
             match (took, turn) {
                 (Took::Surely(FairTaken::Taken), _) | (Took::Maybe, Turn::Barge) => Box::pin(leave),
+                _ if caller_gone => Box::pin(leave),
                 _ => Box::pin(async {}),
             }
         };
-        let outcome = settled_acquire(&self.client.conn, call, undo, self.labels()).await?;
-        outcome.ok_or_else(|| Error::unexpected("fair semaphore acquire", "no reply"))
+        let outcome = settled_acquire(&self.client.conn, call, undo, self.labels()).await;
+        drop(caller);
+        outcome?.ok_or_else(|| Error::unexpected("fair semaphore acquire", "no reply"))
     }
 
     /// The hold `hold` of `permits`, taken by an attempt sent at `sent`, its
@@ -579,14 +600,32 @@ impl RFairSemaphore {
         let send = {
             let (conn, keys, hold) = (self.client.conn.clone(), self.keys(), hold.to_owned());
             let (lines, client) = (self.client.fair_lines.clone(), self.client.id.clone());
+            // A send before this one may have run unheard (and granted).
+            let unheard = Arc::new(std::sync::atomic::AtomicBool::new(false));
             move |first_may_have_run: bool| {
                 let (mut conn, keys, hold) = (conn.clone(), keys.clone(), hold.clone());
-                let (lines, client) = (lines.clone(), client.clone());
+                let (lines, client, unheard) = (lines.clone(), client.clone(), unheard.clone());
                 async move {
+                    use std::sync::atomic::Ordering::SeqCst;
+                    if first_may_have_run {
+                        unheard.store(true, SeqCst);
+                    }
                     let sent = Instant::now();
+                    let grant_to = Some((&*client, lease_ms));
                     let released =
-                        scripts::fsem_release(&mut conn, &keys, &hold, Some((&client, lease_ms)))
-                            .await?;
+                        match scripts::fsem_release(&mut conn, &keys, &hold, grant_to).await {
+                            Ok(released) => released,
+                            Err(e) => {
+                                // It may have granted, and nobody will hear
+                                // of it: every waiter here tries, and one
+                                // granted finds its grant.
+                                if super::settle::may_have_run(&e) {
+                                    unheard.store(true, SeqCst);
+                                    lines.tell_all_to_try(&keys.semaphore);
+                                }
+                                return Err(e);
+                            }
+                        };
                     // A waiter that left meanwhile gives the grant back with
                     // its own leave, sent after it left this client's line: a
                     // release that ran before that leave granted to it, and
@@ -596,12 +635,13 @@ impl RFairSemaphore {
                     for waiter in &released.granted {
                         lines.grant(&keys.semaphore, waiter, sent);
                     }
-                    if first_may_have_run {
+                    let unheard = unheard.load(SeqCst);
+                    if unheard {
                         lines.tell_all_to_try(&keys.semaphore);
                     }
-                    // Sent again after a first send that may have run: "not
-                    // out" may be that send's doing.
-                    Ok(released.released || first_may_have_run)
+                    // After a send that may have run, "not out" may be that
+                    // send's doing.
+                    Ok(released.released || unheard)
                 }
             }
         };
@@ -614,6 +654,17 @@ impl RFairSemaphore {
             self.labels(),
         )
         .await
+    }
+}
+
+/// Set when the attempt's caller is gone (its future dropped), read by the
+/// attempt's settle (see [`RFairSemaphore::attempt`]).
+#[derive(Default)]
+struct CallerGone(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for CallerGone {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
