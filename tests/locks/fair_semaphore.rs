@@ -576,3 +576,150 @@ async fn a_line_lost_under_parked_waiters_is_joined_again_by_all_of_them() {
     assert_eq!(line_len(&server, "lost").await, 0);
     assert_eq!(semaphore.available_permits().await.unwrap(), 1);
 }
+
+/// What a fair semaphore keeps besides `permits` once every hold and waiter
+/// is gone: nothing but its clients' epochs (they end with their place
+/// window). Its hold fields, asks, line and leases are all gone.
+async fn assert_left_clean(server: &RedisServer, name: &str, permits: i64) {
+    // What the settles and leaves from the clients' threads finish with.
+    let leftovers = || async {
+        let mut admin = server.admin().await;
+        let available: Option<i64> = admin.hget(name, "permits").await.unwrap();
+        let fields: Vec<String> = admin.hkeys(name).await.unwrap();
+        let left: Vec<String> = fields
+            .into_iter()
+            .filter(|f| f != "permits" && !f.starts_with("line:"))
+            .collect();
+        let leases: usize = admin
+            .zcard(format!("redisson_fair_semaphore_leases:{{{name}}}"))
+            .await
+            .unwrap();
+        (available, left, line_len(server, name).await, leases)
+    };
+    let clean = eventually(Duration::from_secs(40), || async {
+        let (available, left, line, leases) = leftovers().await;
+        available == Some(permits) && left.is_empty() && line == 0 && leases == 0
+    })
+    .await;
+    let (available, left, line, leases) = leftovers().await;
+    assert!(
+        clean,
+        "{available:?} of {permits} permits available, {line} in line, {leases} leases, {} \
+         fields left behind (first {:?})",
+        left.len(),
+        left.iter().take(3).collect::<Vec<_>>()
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.channels().await.is_empty()
+        })
+        .await,
+        "subscriptions left behind: {:?}",
+        server.channels().await
+    );
+}
+
+/// Three thousand acquires, three at a time, cut short at every point (before
+/// the script, while it runs, while listening, while parked, while a grant
+/// is on its way), under
+/// churn by two other clients: the permits come back exact, and nothing is
+/// left in line, held or subscribed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_cancelled_acquires_leave_nothing_behind() {
+    let server = RedisServer::start();
+    let churners = [server.client().await, server.client().await];
+    let client = server.client().await;
+    let semaphore = client.get_fair_semaphore("cancelled").unwrap();
+    assert!(semaphore.try_set_permits(2).await.unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut churn = Vec::new();
+    for churner in &churners {
+        for _ in 0..2 {
+            let semaphore = churner.get_fair_semaphore("cancelled").unwrap();
+            let stop = stop.clone();
+            churn.push(tokio::spawn(async move {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let permits = semaphore.acquire(1).await.unwrap();
+                    tokio::time::sleep(Duration::from_micros(300)).await;
+                    permits.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    let (mut acquired, mut abandoned) = (0, 0);
+    within(Duration::from_secs(120), "1000 cancelled acquires", async {
+        for i in 0..1000_u64 {
+            let limit = Duration::from_micros((i * 7919) % 15_000);
+            // Several at once, so that some are parked behind others.
+            let tries = (0..3).map(|_| tokio::time::timeout(limit, semaphore.acquire(1)));
+            for taken in futures_util::future::join_all(tries).await {
+                match taken {
+                    Ok(permits) => {
+                        acquired += 1;
+                        permits.unwrap().release().await.unwrap();
+                    }
+                    Err(_) => abandoned += 1,
+                }
+            }
+        }
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for task in churn {
+        within(T, "a churning task", task).await.unwrap();
+    }
+    eprintln!("{acquired} acquired, {abandoned} cancelled");
+    assert!(abandoned > 300, "only {abandoned} acquires were cut short");
+    assert!(acquired > 30, "only {acquired} acquires got through");
+    assert_left_clean(&server, "cancelled", 2).await;
+    assert_eq!(client.subscribed_channels(), 0);
+}
+
+/// Connections cut every 50 to 150 ms while sixteen tasks take and give back
+/// permits, each acquire dropped at 0 to 30 ms (before the script, while it
+/// runs, while its reply is on the way) and each release sent again until
+/// the server answers: no permit lost or doubled, nothing left in line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_connections_and_dropped_acquires_lose_no_permit() {
+    let server = RedisServer::start();
+    let client = server
+        .client_with(|c| c.timeout = Duration::from_millis(300))
+        .await;
+    let semaphore = client.get_fair_semaphore("cut").unwrap();
+    assert!(semaphore.try_set_permits(4).await.unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let taken = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for t in 0..16_u64 {
+        let (semaphore, stop, taken) = (semaphore.clone(), stop.clone(), taken.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut i = t;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                i += 16;
+                let limit = Duration::from_micros((i * 7919) % 30_000);
+                let attempt = semaphore.try_acquire(1, Duration::from_millis(200));
+                if let Ok(Ok(Some(permits))) = tokio::time::timeout(limit, attempt).await {
+                    taken.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    // Dropped: given back from the client's thread, sent
+                    // again until the server answers.
+                    drop(permits);
+                }
+            }
+        }));
+    }
+    let cutting = server.keep_cutting(&stop);
+    let stopping = async {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    };
+    let cuts = tokio::join!(cutting, stopping).0;
+    for task in tasks {
+        within(T, "a cut task", task).await.unwrap();
+    }
+    eprintln!(
+        "{} acquired over {cuts} cuts",
+        taken.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    assert!(cuts > 10);
+    assert_left_clean(&server, "cut", 4).await;
+}
