@@ -12,6 +12,7 @@ use super::settle::{check_permits, settled_acquire, SettleTerms, Took};
 use crate::config::duration_to_millis;
 use crate::engine::cleanup::OnDrop;
 use crate::engine::contract::{BoxFuture, RenewKind, Wait};
+use crate::engine::fair_line::SeatGuard;
 use crate::engine::validity::{Drift, Validity};
 use crate::engine::wait::within;
 use crate::engine::watchdog::Renewal;
@@ -354,8 +355,7 @@ impl RFairSemaphore {
     ) -> impl std::future::Future<Output = Result<Option<FairPermits>>> + Send + 'a {
         async move {
             let client = &self.client;
-            let name = &self.name;
-            let seat = client.fair_lines.seat(name, waiter.clone());
+            let seat = client.fair_lines.seat(&self.name, waiter.clone());
             let channel = || self.keys().client_channel(&client.id);
             // Listening before the first attempt when another waiter of this
             // client listens already (no SUBSCRIBE: the channel is shared), so
@@ -367,17 +367,12 @@ impl RFairSemaphore {
                     .subscribe(&channel(), waiter, Class::Addressed)
             });
             let recheck = client.config.recheck_interval;
-            let mut next = Some(Turn::InLine);
-            let mut failures = 0;
-            // When something changes by itself (a lease ends, the first in
-            // line is taken for gone), if known: the head tries then.
-            let mut changes_at: Option<Instant> = None;
-            // When to try again after a transient failure.
-            let mut retry_at: Option<Instant> = None;
-            // It must listen (and then try once confirmed).
-            let mut listen = false;
+            let mut schedule = Schedule {
+                next: Some(Turn::InLine),
+                ..Schedule::default()
+            };
             loop {
-                if std::mem::take(&mut listen) && subscription.is_none() {
+                if std::mem::take(&mut schedule.listen) && subscription.is_none() {
                     let own = client
                         .pubsub
                         .subscribe(&channel(), waiter, Class::Addressed);
@@ -393,113 +388,119 @@ impl RFairSemaphore {
                     return Ok(Some(self.permits_taken(waiter, permits, sent, lease)));
                 }
                 if seat.take_try_again() {
-                    next = Some(Turn::InLine);
+                    schedule.next = Some(Turn::InLine);
                 }
-                if let Some(turn) = next.take() {
+                if let Some(turn) = schedule.next.take() {
                     // Boxed: a parked waiter carries no attempt's state.
-                    let tried = Box::pin(within(deadline, async {
-                        if let Some(subscription) = &subscription {
-                            subscription.ready().await?;
-                        }
-                        let sent = Instant::now();
-                        if turn == Turn::InLine {
-                            client.fair_lines.attempted(name, sent);
-                        }
-                        let epoch = client.pubsub.connection_epoch();
-                        let taken = self.attempt(waiter, permits, turn, lease_ms).await?;
-                        Ok::<_, Error>((sent, epoch, taken))
-                    }))
-                    .await;
-                    let Some(tried) = tried else {
+                    let sending =
+                        self.send_in_line(waiter, permits, (turn, lease_ms), &subscription);
+                    let Some(tried) = Box::pin(within(deadline, sending)).await else {
                         // Out of time with the attempt in flight: whatever it
                         // or a grant took is given back by the leave (a grant
                         // taken here could be given back under the holder by
                         // the dropped attempt's own settle).
                         return Ok(None);
                     };
-                    match tried {
-                        Ok((sent, _, FairTaken::Taken)) => {
+                    let listening = subscription.as_ref();
+                    match self.after_attempt(tried, (turn, &seat, listening), &mut schedule)? {
+                        AfterAttempt::Taken(sent) => {
                             return Ok(Some(self.permits_taken(waiter, permits, sent, lease)));
                         }
-                        // A keep that found no place: the client's places
-                        // were lost (the keys went, a failover, its deadline
-                        // passed), so every waiter of it tries, and joins again.
-                        Ok((_, _, FairTaken::Busy { epoch: None, .. })) if turn == Turn::Keep => {
-                            client.fair_lines.tell_all_to_try(name);
-                            continue;
-                        }
-                        Ok((
-                            sent,
-                            epoch,
-                            FairTaken::Busy {
-                                hint,
-                                epoch: places,
-                            },
-                        )) => {
-                            failures = 0;
-                            // It moved the client's deadline ahead (a taking
-                            // attempt does not: its waiter leaves the line).
-                            client.fair_lines.kept(name, sent);
-                            client.fair_lines.busy(name, &seat, places.as_deref());
-                            if turn == Turn::InLine {
-                                changes_at = hint.map(|hint| sent + hint);
-                            }
-                            // Listening since before this attempt went out, on
-                            // the same connection: a call after it reaches this
-                            // waiter. Else it listens, and tries once confirmed.
-                            let listened = subscription.as_ref().is_some_and(|subscription| {
-                                subscription.confirmed_before(sent)
-                                    && client.pubsub.connection_epoch() == epoch
-                            });
-                            if !listened {
-                                listen = true;
-                                next = Some(Turn::InLine);
-                                continue;
-                            }
-                        }
-                        Err(e) if e.is_transient() && failures < client.config.retry_attempts => {
-                            // Tried again after a pause drawn with full jitter,
-                            // so that waiters that failed together retry apart.
-                            failures += 1;
-                            let pause = crate::engine::retry::jitter(client.config.retry_interval);
-                            retry_at = Some(Instant::now() + pause);
-                        }
-                        Err(e) => return Err(e),
+                        AfterAttempt::Again => continue,
+                        AfterAttempt::Sleep => {}
                     }
                 }
-                // Asleep until a message names it, it is told something, or (the
-                // head) a re-check, a keep or a change by itself is due.
-                let head = [
-                    seat.recheck_at(recheck),
-                    seat.keep_at(KEEP_EVERY),
-                    changes_at.filter(|_| seat.is_head()),
-                ];
-                let until = head.into_iter().chain([retry_at, deadline]).flatten().min();
-                match sleep_until_woken(woken.as_mut(), told.as_mut(), until).await {
-                    Woke::Called => (next, retry_at) = (Some(Turn::InLine), None),
-                    Woke::Told => {}
-                    Woke::Due => {
-                        let now = Instant::now();
-                        if deadline.is_some_and(|deadline| now >= deadline) {
-                            break;
-                        }
-                        // A re-check, unless another waiter of this client sent
-                        // an attempt meanwhile (the head's due moved on); else a
-                        // keep of the client's places, unless one went out.
-                        let due = |at: Option<Instant>| at.is_some_and(|at| at <= now);
-                        if due(seat.recheck_at(recheck)) || due(changes_at) || due(retry_at) {
-                            next = Some(Turn::InLine);
-                            (changes_at, retry_at) = (None, None);
-                        } else if due(seat.keep_at(KEEP_EVERY)) {
-                            next = Some(Turn::Keep);
-                        }
-                    }
+                let until = schedule.until(&seat, recheck, deadline);
+                let woke = sleep_until_woken(woken.as_mut(), told.as_mut(), until).await;
+                if !schedule.woke(woke, &seat, recheck, deadline) {
+                    break;
                 }
             }
             // Out of time: a grant that came meanwhile is taken all the same.
             Ok(seat
                 .take_grant()
                 .map(|sent| self.permits_taken(waiter, permits, sent, lease)))
+        }
+    }
+
+    /// One attempt (or keep) in line as waiter `waiter`, once its
+    /// subscription (if any) is confirmed: when it was sent, on which
+    /// connection, and what it came to.
+    async fn send_in_line(
+        &self,
+        waiter: &Arc<str>,
+        permits: u32,
+        (turn, lease_ms): (Turn, u64),
+        subscription: &Option<Subscription>,
+    ) -> Result<(Instant, u64, FairTaken)> {
+        if let Some(subscription) = subscription {
+            subscription.ready().await?;
+        }
+        let sent = Instant::now();
+        if turn == Turn::InLine {
+            self.client.fair_lines.attempted(&self.name, sent);
+        }
+        let epoch = self.client.pubsub.connection_epoch();
+        let taken = self.attempt(waiter, permits, turn, lease_ms).await?;
+        Ok((sent, epoch, taken))
+    }
+
+    /// What a waiter in line does after an attempt of `turn` that `tried`
+    /// (sent when, on which connection, to what end), as `seat`, listening
+    /// on `subscription`; its `schedule` is set for the next step.
+    fn after_attempt(
+        &self,
+        tried: Result<(Instant, u64, FairTaken)>,
+        (turn, seat, subscription): (Turn, &SeatGuard, Option<&Subscription>),
+        schedule: &mut Schedule,
+    ) -> Result<AfterAttempt> {
+        let (client, name) = (&self.client, &self.name);
+        match tried {
+            Ok((sent, _, FairTaken::Taken)) => Ok(AfterAttempt::Taken(sent)),
+            // A keep that found no place: the client's places were lost (the
+            // keys went, a failover, its deadline passed), so every waiter of
+            // it tries, and joins again.
+            Ok((_, _, FairTaken::Busy { epoch: None, .. })) if turn == Turn::Keep => {
+                client.fair_lines.tell_all_to_try(name);
+                Ok(AfterAttempt::Again)
+            }
+            Ok((
+                sent,
+                epoch,
+                FairTaken::Busy {
+                    hint,
+                    epoch: places,
+                },
+            )) => {
+                schedule.failures = 0;
+                // It moved the client's deadline ahead (a taking attempt does
+                // not: its waiter leaves the line).
+                client.fair_lines.kept(name, sent);
+                client.fair_lines.busy(name, seat, places.as_deref());
+                if turn == Turn::InLine {
+                    schedule.changes_at = hint.map(|hint| sent + hint);
+                }
+                // Listening since before this attempt went out, on the same
+                // connection: a call after it reaches this waiter. Else it
+                // listens, and tries once confirmed.
+                let listened = subscription.is_some_and(|subscription| {
+                    subscription.confirmed_before(sent) && client.pubsub.connection_epoch() == epoch
+                });
+                if listened {
+                    return Ok(AfterAttempt::Sleep);
+                }
+                (schedule.listen, schedule.next) = (true, Some(Turn::InLine));
+                Ok(AfterAttempt::Again)
+            }
+            Err(e) if e.is_transient() && schedule.failures < client.config.retry_attempts => {
+                // Tried again after a pause drawn with full jitter, so that
+                // waiters that failed together retry apart.
+                schedule.failures += 1;
+                let pause = crate::engine::retry::jitter(client.config.retry_interval);
+                schedule.retry_at = Some(Instant::now() + pause);
+                Ok(AfterAttempt::Sleep)
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -680,6 +681,87 @@ async fn leave(conn: Conn, keys: FairSemaphoreKeys, waiter: Arc<str>, terms: Set
         async move { scripts::fsem_leave(&mut conn, keys, waiter).await.map(drop) }
     })
     .await;
+}
+
+/// When a waiter in line acts next, as its last attempt and sleep left it.
+#[derive(Debug, Default)]
+struct Schedule {
+    /// What to send next, if anything.
+    next: Option<Turn>,
+    /// It must listen first (and try once confirmed).
+    listen: bool,
+    /// Transient failures in a row.
+    failures: u32,
+    /// When something changes by itself (a lease ends, the first in line is
+    /// taken for gone), if known: the head tries then.
+    changes_at: Option<Instant>,
+    /// When to try again after a transient failure.
+    retry_at: Option<Instant>,
+}
+
+impl Schedule {
+    /// Until when to sleep if nothing wakes the waiter of `seat`: as its
+    /// client's head, a re-check, a keep or a change by itself; a retry; its
+    /// deadline.
+    fn until(
+        &self,
+        seat: &SeatGuard,
+        recheck: Duration,
+        deadline: Option<Instant>,
+    ) -> Option<Instant> {
+        let head = [
+            seat.recheck_at(recheck),
+            seat.keep_at(KEEP_EVERY),
+            self.changes_at.filter(|_| seat.is_head()),
+        ];
+        head.into_iter()
+            .chain([self.retry_at, deadline])
+            .flatten()
+            .min()
+    }
+
+    /// What the waiter of `seat` does after its sleep ended as `woke`;
+    /// `false` when it is out of time.
+    fn woke(
+        &mut self,
+        woke: Woke,
+        seat: &SeatGuard,
+        recheck: Duration,
+        deadline: Option<Instant>,
+    ) -> bool {
+        match woke {
+            Woke::Called => (self.next, self.retry_at) = (Some(Turn::InLine), None),
+            Woke::Told => {}
+            Woke::Due => {
+                let now = Instant::now();
+                if deadline.is_some_and(|deadline| now >= deadline) {
+                    return false;
+                }
+                // A re-check, unless another waiter of this client sent an
+                // attempt meanwhile (the head's due moved on); else a keep of
+                // the client's places, unless one went out.
+                let due = |at: Option<Instant>| at.is_some_and(|at| at <= now);
+                if due(seat.recheck_at(recheck)) || due(self.changes_at) || due(self.retry_at) {
+                    self.next = Some(Turn::InLine);
+                    (self.changes_at, self.retry_at) = (None, None);
+                } else if due(seat.keep_at(KEEP_EVERY)) {
+                    self.next = Some(Turn::Keep);
+                }
+            }
+        }
+        true
+    }
+}
+
+/// What a waiter in line does after an attempt.
+enum AfterAttempt {
+    /// It has the permits, taken by the attempt sent then.
+    Taken(Instant),
+    /// It goes round at once (to listen, to try once confirmed, or because
+    /// its places were lost).
+    Again,
+    /// It sleeps until woken or due.
+    Sleep,
 }
 
 /// What ended a waiter's sleep.
