@@ -45,7 +45,7 @@ const KEY_PACE: Duration = Duration::from_millis(20);
 /// The load: [`HELD`] locks held and renewed; [`QUEUED`] fair waiters
 /// queued on [`QUEUE`] behind a holder; the campaign's tasks (three per
 /// client, three clients) taking every kind in turn (reentrant, fenced,
-/// fair, read-write, both semaphores, the latch), so there are read-write
+/// fair, read-write, the three semaphores, the latch), so there are read-write
 /// and semaphore waiters at every move.
 ///
 /// The faults, in order: the slots of every campaign lock, of the queue
@@ -119,6 +119,7 @@ async fn a_reshard_and_a_graceful_failover_under_load_keep_every_lock_safe_and_l
         "camp-rw",
         "camp-slots",
         "camp-pes",
+        "camp-fair-slots",
         "camp-latch",
     ] {
         moved.push(move_to_next_primary(&cluster, name).await);

@@ -450,6 +450,30 @@ async fn recorded_expiring_permit(
     }
 }
 
+/// One permit of the fair semaphore (a lease the watchdog renews), taken in
+/// turn and given back, recorded.
+async fn recorded_fair_permit(
+    recorder: &Recorder,
+    owner: &str,
+    semaphore: &redisson_locks::RFairSemaphore,
+    wait: Duration,
+) {
+    let call = recorder.invoke(owner, "camp-fair-slots", PermitAcquire);
+    match semaphore.try_acquire(1, wait).await {
+        Ok(Some(permits)) => {
+            call.end(Done, None);
+            let call = recorder.invoke(owner, "camp-fair-slots", PermitRelease);
+            match permits.release().await {
+                Ok(()) => call.end(Done, None),
+                Err(e) if e.is_not_held() => call.end(Refused, None),
+                Err(_) => drop(call),
+            }
+        }
+        Ok(None) => call.end(Fail, None),
+        Err(_) => drop(call),
+    }
+}
+
 /// A campaign's latch task: a recorded round on the latch every
 /// [`LATCH_PACE`], until told to stop.
 async fn latch_task(
@@ -569,7 +593,7 @@ const LATCH_PACE: Duration = Duration::from_millis(100);
 /// flight then are woken: each a case to check.
 const CAMPAIGN_LATCH_COUNT: u64 = 80;
 
-/// Gives the campaign's two semaphores their two permits each, and its latch
+/// Gives the campaign's three semaphores their two permits each, and its latch
 /// its count (once: nobody re-arms it during the run).
 pub(super) async fn set_campaign_counts(client: &redisson_locks::Client) {
     assert!(client
@@ -580,6 +604,12 @@ pub(super) async fn set_campaign_counts(client: &redisson_locks::Client) {
         .unwrap());
     assert!(client
         .get_permit_expirable_semaphore("camp-pes")
+        .unwrap()
+        .try_set_permits(2)
+        .await
+        .unwrap());
+    assert!(client
+        .get_fair_semaphore("camp-fair-slots")
         .unwrap()
         .try_set_permits(2)
         .await
@@ -649,6 +679,7 @@ pub(super) fn campaign_kind(lock: &str) -> Option<(Admits, &'static str)> {
         "camp-rw" => Some((Admits::ReadersOrWriter, "read-write")),
         "camp-slots" => Some((Admits::Permits(2), "semaphore")),
         "camp-pes" => Some((Admits::Permits(2), "expiring permits")),
+        "camp-fair-slots" => Some((Admits::Permits(2), "fair-semaphore")),
         _ => None,
     }
 }
@@ -767,6 +798,10 @@ fn check_campaign(history: &[Operation]) -> Result<(), String> {
             check(&Permits { n: 2 }, &on("camp-pes")),
         ),
         (
+            "fair permits",
+            check(&Permits { n: 2 }, &on("camp-fair-slots")),
+        ),
+        (
             "latch",
             check(
                 &Latch {
@@ -785,6 +820,7 @@ fn check_campaign(history: &[Operation]) -> Result<(), String> {
         ("camp-rw", Acquire),
         ("camp-rw", ReadAcquire),
         ("camp-pes", PermitAcquire),
+        ("camp-fair-slots", PermitAcquire),
         ("camp-latch", CountDown),
         ("camp-latch", LatchWait),
     ];
@@ -810,7 +846,7 @@ fn check_campaign(history: &[Operation]) -> Result<(), String> {
 }
 
 /// One campaign task: rounds of a hold of each lock kind and a permit of
-/// each semaphore, each call recorded; a failed call is unknown, and the
+/// each semaphore (the fair one's too), each call recorded; a failed call is unknown, and the
 /// task goes on. (The latch has tasks of its own: [`latch_task`].)
 pub(super) async fn campaign_task(
     client: &redisson_locks::Client,
@@ -829,6 +865,7 @@ pub(super) async fn campaign_task(
     let rw = client.get_read_write_lock("camp-rw").unwrap();
     let (write, read) = (rw.write_lock(), rw.read_lock());
     let expiring = client.get_permit_expirable_semaphore("camp-pes").unwrap();
+    let fair_slots = client.get_fair_semaphore("camp-fair-slots").unwrap();
     let wait = Duration::from_millis(400);
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let taking = async { Ok(lock.try_lock_wait(wait).await?.map(|guard| (guard, None))) };
@@ -846,6 +883,7 @@ pub(super) async fn campaign_task(
         let reading = (ReadAcquire, ReadRelease);
         recorded_hold_as(recorder, owner, "camp-rw", reading, taking).await;
         recorded_expiring_permit(recorder, owner, &expiring, wait).await;
+        recorded_fair_permit(recorder, owner, &fair_slots, wait).await;
         let call = recorder.invoke(owner, "camp-slots", PermitAcquire);
         match slots.try_acquire_wait(wait).await {
             Ok(true) => {
