@@ -35,17 +35,24 @@ local now = now_ms()
 
 reclaim(semaphore, leases, now)
 local mine = redis.call('hmget', semaphore, 'permits', 'want:' .. waiter, 'hold:' .. waiter)
+
+-- The waiter has its permits: out of the line if it was in it, and the next
+-- in line called (what is left, or ended leases given back above, may serve
+-- it).
+local function served()
+    if mine[2] ~= false then
+        leave(semaphore, queue, waiter)
+    end
+    call_head(semaphore, queue, timeouts, now, publish, channel_prefix)
+    return {1}
+end
+
 -- Granted already (its client's release, whose word has not reached it yet,
 -- or this attempt's own earlier send whose reply was lost): taken, the lease
 -- counted from now.
 if mine[3] ~= false then
     redis.call('zadd', leases, now + lease, waiter)
-    if mine[2] ~= false then
-        leave(semaphore, queue, waiter)
-    end
-    -- Ended leases given back above may serve the next in line.
-    call_head(semaphore, queue, timeouts, now, publish, channel_prefix)
-    return {1}
+    return served()
 end
 
 if mode == 'keep' then
@@ -63,12 +70,7 @@ local in_turn = head == false or head == waiter or mode == 'barge'
 
 if in_turn and (tonumber(mine[1]) or 0) >= wanted then
     take(semaphore, leases, waiter, wanted, now + lease)
-    if mine[2] ~= false then
-        leave(semaphore, queue, waiter)
-    end
-    -- The next in line may be served by what is left.
-    call_head(semaphore, queue, timeouts, now, publish, channel_prefix)
-    return {1}
+    return served()
 end
 
 local epoch = false

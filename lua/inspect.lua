@@ -1,7 +1,7 @@
 -- The inspector: reads, and never writes, everything that lives under one
 -- lock-family name, in one script so that the snapshot is consistent (nothing
--- can change between its parts). rw_common.lua is prepended (read_hold_key,
--- is_writer_field).
+-- can change between its parts). rw_common.lua (read_hold_key,
+-- is_writer_field) and inspect_common.lua are prepended.
 --
 -- KEYS[1]  the name: a lock's HASH, or a synchronizer's STRING
 -- KEYS[2]  the fair lock's queue (LIST of owner fields)
@@ -26,43 +26,13 @@ local name, queue_key, deadlines_key, token_key, leases_key =
     KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local bound = tonumber(ARGV[1])
 
-local function type_of(key)
-    return redis.call('type', key).ok
-end
-
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
--- The longest value read of a string or a hash field: a count, a token or
--- an owner field is far shorter; a longer value (a cached blob) marks a key
--- that is no lock, and is not sent back.
-local LONGEST_VALUE = 128
+local now = server_now_ms()
 
 local kind = type_of(name)
 local body = {}
 local read_ttls = {}
 if kind == 'hash' then
-    local length = redis.call('hlen', name)
-    local fields
-    if length <= bound then
-        fields = redis.call('hkeys', name)
-    else
-        -- A foreign hash this large is no lock: a sample says what it is.
-        local sample = redis.call('hscan', name, 0, 'count', bound)[2]
-        fields = {}
-        for i = 1, #sample, 2 do
-            table.insert(fields, sample[i])
-        end
-    end
-    for _, field in ipairs(fields) do
-        table.insert(body, field)
-        if redis.call('hstrlen', name, field) <= LONGEST_VALUE then
-            table.insert(body, redis.call('hget', name, field))
-        else
-            table.insert(body, '')
-        end
-    end
-    table.insert(body, length)
+    body = hash_body(name, bound)
     if redis.call('hexists', name, 'mode') == 1 then
         -- One budget for every read hold's PTTL, however the holds spread.
         local budget = bound

@@ -22,6 +22,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
@@ -217,34 +218,32 @@ impl SeatGuard {
         std::mem::take(&mut self.seat.state().try_again)
     }
 
-    /// When it must try again if nothing wakes it first: as the head, when
-    /// the last attempt by any waiter of its client is `every` old; `None`
-    /// for the others, which only a word wakes.
-    pub(crate) fn recheck_at(&self, every: std::time::Duration) -> Option<Instant> {
-        self.as_head(|line| line.last_attempt.unwrap_or_else(Instant::now) + every)
-    }
-
-    /// When it must keep its client's places if nothing else did: as the
-    /// head, when the last send of its client that moved its deadline is
-    /// `every` old.
-    pub(crate) fn keep_at(&self, every: std::time::Duration) -> Option<Instant> {
-        self.as_head(|line| line.last_sent.unwrap_or_else(Instant::now) + every)
-    }
-
-    /// Whether it is the first of its client's waiters.
-    pub(crate) fn is_head(&self) -> bool {
-        self.as_head(|_| ()).is_some()
-    }
-
-    fn as_head<T>(&self, read: impl FnOnce(&Line) -> T) -> Option<T> {
+    /// As the first of its client's waiters, when it must act if nothing
+    /// wakes it first (read at once, under one lock); `None` for the others,
+    /// which only a word wakes.
+    pub(crate) fn head_dues(&self, recheck: Duration, keep: Duration) -> Option<HeadDues> {
         let map = self.lines.map();
         let line = map.get(&self.name)?;
         let head = line
             .seats
             .front()
             .is_some_and(|head| Arc::ptr_eq(head, &self.seat));
-        head.then(|| read(line))
+        head.then(|| HeadDues {
+            recheck: line.last_attempt.unwrap_or_else(Instant::now) + recheck,
+            keep: line.last_sent.unwrap_or_else(Instant::now) + keep,
+        })
     }
+}
+
+/// When the head of a client's line acts if nothing wakes it first.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeadDues {
+    /// A re-check: the last attempt by any waiter of its client is a
+    /// re-check interval old.
+    pub(crate) recheck: Instant,
+    /// A keep: the last send of its client that moved its deadline is a
+    /// third of the place window old.
+    pub(crate) keep: Instant,
 }
 
 impl Drop for SeatGuard {
@@ -280,17 +279,17 @@ mod tests {
     #[tokio::test]
     async fn only_the_head_rechecks_and_the_next_is_told_when_it_leaves() {
         let lines = Arc::new(FairLines::default());
-        let every = std::time::Duration::from_secs(1);
+        let every = Duration::from_secs(1);
         let first = lines.seat(&name(), Arc::from("c:1"));
         let second = lines.seat(&name(), Arc::from("c:2"));
-        assert!(first.recheck_at(every).is_some());
-        assert!(second.recheck_at(every).is_none());
+        assert!(first.head_dues(every, every).is_some());
+        assert!(second.head_dues(every, every).is_none());
         let told = second.told();
         drop(first);
         tokio::time::timeout(every, told)
             .await
             .expect("the new head is told");
-        assert!(second.recheck_at(every).is_some());
+        assert!(second.head_dues(every, every).is_some());
         drop(second);
         assert_eq!(lines.waiting("pool"), 0);
     }

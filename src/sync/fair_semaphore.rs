@@ -709,11 +709,10 @@ impl Schedule {
         recheck: Duration,
         deadline: Option<Instant>,
     ) -> Option<Instant> {
-        let head = [
-            seat.recheck_at(recheck),
-            seat.keep_at(KEEP_EVERY),
-            self.changes_at.filter(|_| seat.is_head()),
-        ];
+        let head = seat.head_dues(recheck, KEEP_EVERY);
+        let head = head.map_or([None; 3], |dues| {
+            [Some(dues.recheck), Some(dues.keep), self.changes_at]
+        });
         head.into_iter()
             .chain([self.retry_at, deadline])
             .flatten()
@@ -741,10 +740,12 @@ impl Schedule {
                 // attempt meanwhile (the head's due moved on); else a keep of
                 // the client's places, unless one went out.
                 let due = |at: Option<Instant>| at.is_some_and(|at| at <= now);
-                if due(seat.recheck_at(recheck)) || due(self.changes_at) || due(self.retry_at) {
+                let head = seat.head_dues(recheck, KEEP_EVERY);
+                if due(head.map(|dues| dues.recheck)) || due(self.changes_at) || due(self.retry_at)
+                {
                     self.next = Some(Turn::InLine);
                     (self.changes_at, self.retry_at) = (None, None);
-                } else if due(seat.keep_at(KEEP_EVERY)) {
+                } else if due(head.map(|dues| dues.keep)) {
                     self.next = Some(Turn::Keep);
                 }
             }

@@ -609,14 +609,7 @@ async fn assert_left_clean(server: &RedisServer, name: &str, permits: i64) {
         left.len(),
         left.iter().take(3).collect::<Vec<_>>()
     );
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            server.channels().await.is_empty()
-        })
-        .await,
-        "subscriptions left behind: {:?}",
-        server.channels().await
-    );
+    super::semaphore::assert_unsubscribed(server, &[]).await;
 }
 
 /// Three thousand acquires, three at a time, cut short at every point (before
@@ -672,7 +665,7 @@ async fn a_thousand_cancelled_acquires_leave_nothing_behind() {
     assert!(abandoned > 300, "only {abandoned} acquires were cut short");
     assert!(acquired > 30, "only {acquired} acquires got through");
     assert_left_clean(&server, "cancelled", 2).await;
-    assert_eq!(client.subscribed_channels(), 0);
+    super::semaphore::assert_unsubscribed(&server, &[&client]).await;
 }
 
 /// Connections cut every 50 to 150 ms while sixteen tasks take and give back

@@ -11,7 +11,7 @@ use crate::support::{eventually, gives_up_on_time, within, RedisServer, SYNC_REC
 
 /// Waits (bounded) until no channel is subscribed on the server and none of
 /// `clients` holds a subscription.
-async fn assert_unsubscribed(server: &RedisServer, clients: &[&redisson_locks::Client]) {
+pub(super) async fn assert_unsubscribed(server: &RedisServer, clients: &[&redisson_locks::Client]) {
     assert!(
         eventually(Duration::from_secs(5), || async {
             server.channels().await.is_empty()

@@ -11,6 +11,7 @@ use redisson_locks::Client;
 
 use crate::child::{run_while_held, take};
 use crate::exit::{words, Code, Failure};
+use crate::held::Held;
 use crate::out::note;
 
 /// What the command line asked of `run-permit`.
@@ -40,29 +41,14 @@ pub(crate) async fn run(client: &Client, options: Options<'_>) -> Result<(), Fai
         set_permits(name, permits, semaphore.try_set_permits(permits)).await?;
     }
     let what = format!("a permit of '{name}'");
-    let (permit, stops) = take(
-        &format!("cannot take {what}"),
-        format!("{what} was not acquired within the wait: all are out"),
-        async {
-            match options.wait {
-                None => semaphore.acquire_renewed().await.map(Some),
-                Some(wait) => semaphore.try_acquire_renewed(wait).await,
-            }
-        },
-    )
-    .await?;
-    let env = [
-        ("REDISSON_LOCK_NAME", name.to_owned()),
-        ("REDISSON_PERMIT_ID", permit.id().to_string()),
-    ];
-    run_while_held(
-        &format!("{what} ({})", permit.id()),
-        (permit, stops),
-        options.command,
-        &env,
-        grace,
-    )
-    .await
+    let taking = async {
+        match options.wait {
+            None => semaphore.acquire_renewed().await.map(Some),
+            Some(wait) => semaphore.try_acquire_renewed(wait).await,
+        }
+    };
+    let id = |permit: &redisson_locks::Permit| (permit.id().to_string(), permit.id().to_string());
+    run_under(&options, (what, grace), taking, id).await
 }
 
 /// `run-permit --fair`: the same under a fair semaphore's permit, taken in
@@ -78,24 +64,42 @@ async fn run_fair(client: &Client, options: Options<'_>) -> Result<(), Failure> 
         set_permits(name, permits, semaphore.try_set_permits(permits)).await?;
     }
     let what = format!("a permit of the fair semaphore '{name}'");
-    let (permit, stops) = take(
+    let taking = async {
+        match options.wait {
+            None => semaphore.acquire(1).await.map(Some),
+            Some(wait) => semaphore.try_acquire(1, wait).await,
+        }
+    };
+    let id = |permits: &redisson_locks::FairPermits| {
+        let hold = permits.hold_id().to_owned();
+        (hold.clone(), format!("hold {hold}"))
+    };
+    run_under(&options, (what, grace), taking, id).await
+}
+
+/// Takes `what` through `taking`, runs the command while it is held (its id
+/// in the environment, as `id` gives it with the id as shown), and gives it
+/// back.
+async fn run_under<H: Held>(
+    options: &Options<'_>,
+    (what, grace): (String, Duration),
+    taking: impl std::future::Future<Output = redisson_locks::Result<Option<H>>>,
+    id: impl Fn(&H) -> (String, String),
+) -> Result<(), Failure> {
+    let (held, stops) = take(
         &format!("cannot take {what}"),
         format!("{what} was not acquired within the wait: all are out"),
-        async {
-            match options.wait {
-                None => semaphore.acquire(1).await.map(Some),
-                Some(wait) => semaphore.try_acquire(1, wait).await,
-            }
-        },
+        taking,
     )
     .await?;
+    let (id, shown) = id(&held);
     let env = [
-        ("REDISSON_LOCK_NAME", name.to_owned()),
-        ("REDISSON_PERMIT_ID", permit.hold_id().to_owned()),
+        ("REDISSON_LOCK_NAME", options.name.to_owned()),
+        ("REDISSON_PERMIT_ID", id),
     ];
     run_while_held(
-        &format!("{what} (hold {})", permit.hold_id()),
-        (permit, stops),
+        &format!("{what} ({shown})"),
+        (held, stops),
         options.command,
         &env,
         grace,

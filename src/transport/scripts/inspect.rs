@@ -3,7 +3,10 @@
 use super::*;
 
 // The inspector reads a read-write lock's hold keys as its scripts build them.
-lua_script!(INSPECT, "rw_common.lua" + "inspect.lua");
+lua_script!(
+    INSPECT,
+    "rw_common.lua" + "inspect_common.lua" + "inspect.lua"
+);
 
 /// Everything under lock-family name `name`, read in one script (see
 /// `lua/inspect.lua` for the reply's shape; `inspect/read.rs` decodes it).
@@ -19,7 +22,7 @@ pub(crate) async fn inspect(conn: &mut Conn, name: &str, bound: usize) -> Result
 }
 
 // A fair semaphore's parts, read by a script of its own (see the script).
-lua_script!(INSPECT_FAIR, "inspect_fair.lua");
+lua_script!(INSPECT_FAIR, "inspect_common.lua" + "inspect_fair.lua");
 
 /// Everything of the fair semaphore `name`, read in one script (see
 /// `lua/inspect_fair.lua`).
