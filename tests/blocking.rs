@@ -392,7 +392,8 @@ fn connect_needs_no_runtime() {
 
     // Nobody listening: an error, within the connect timeout and a little.
     let mut config = server.config();
-    config.address = format!("redis://127.0.0.1:{}", support::free_port());
+    let (_held, port) = support::closed_port();
+    config.address = format!("redis://127.0.0.1:{port}");
     config.connect_timeout = Duration::from_millis(500);
     let refused = within(Duration::from_secs(10), "a refused connect", move || {
         blocking::Client::connect(config).map(|_| ())

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
 use support::java::{java_field, JavaDriver};
-use support::{eventually, free_port, within, RedisServer};
+use support::{closed_port, eventually, within, RedisServer};
 
 /// The tool under test, built by cargo for this test target.
 const BIN: &str = env!("CARGO_BIN_EXE_redisson-locks");
@@ -749,7 +749,8 @@ async fn a_bad_url_or_an_absent_server_is_said_in_words_with_exit_1() {
         "says what is expected: {ran:#?}"
     );
 
-    let nobody = format!("redis://127.0.0.1:{}", free_port());
+    let (_held, port) = closed_port();
+    let nobody = format!("redis://127.0.0.1:{port}");
     let ran = run(&["--url", &nobody, "list"], None).await;
     ran.exited(1);
     assert!(
@@ -766,7 +767,7 @@ async fn a_bad_url_or_an_absent_server_is_said_in_words_with_exit_1() {
 /// repeat it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_credential_in_an_address_is_ever_printed() {
-    let closed = free_port();
+    let (_held, closed) = closed_port();
     let addresses = [
         format!("app:hunter2@127.0.0.1:{closed}"),
         ":hunter2@127.0.0.1".to_owned(),
@@ -1494,7 +1495,8 @@ async fn bad_command_lines_for_run_say_why_with_their_codes_and_leave_nothing() 
         .exited(127);
     tool(&server, &["run", "x", "--", "/"]).await.exited(126);
     // An unreachable server: 125 (not 1, which commands exit with so often).
-    let nobody = format!("redis://127.0.0.1:{}", free_port());
+    let (_held, port) = closed_port();
+    let nobody = format!("redis://127.0.0.1:{port}");
     let ran = run(&["--url", &nobody, "run", "x", "--", "true"], None).await;
     assert!(
         ran.exited(125).stderr.contains("cannot connect"),

@@ -417,11 +417,22 @@ async fn a_waiter_behind_a_vanished_head_is_called_by_the_next_script_that_remov
         .unwrap();
     ghost_gone_in(60_000).await;
     let _: () = admin.hset("called", "want:ghost", 2).await.unwrap();
+    let scripts_before = scripts_run(&server).await;
     let behind = {
         let semaphore = semaphore.clone();
         tokio::spawn(async move { semaphore.acquire(1).await })
     };
-    assert!(eventually(T, || async { line_len(&server, "called").await == 2 }).await);
+    // Alone in its client, the waiter tries, listens, and tries again once
+    // its channel is confirmed: the ghost's end moves only after that second
+    // try, whose reply would otherwise name the new end (and the waiter would
+    // rightly try then, with nobody's script to call it).
+    let settled = eventually(T, || async {
+        line_len(&server, "called").await == 2
+            && server.channels().await.len() == 1
+            && scripts_run(&server).await >= scripts_before + 2
+    })
+    .await;
+    assert!(settled, "the waiter behind the ghost never tried twice");
     ghost_gone_in(300).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!behind.is_finished(), "nothing ran to remove the ghost yet");

@@ -179,6 +179,21 @@ pub fn free_port() -> u16 {
         .expect("no free loopback port")
 }
 
+/// A loopback port where no server is: bound, never listened on, and held
+/// so while the returned socket lives (a port `free_port` picks and frees
+/// could be taken meanwhile by another test's server). A connection to it
+/// is refused.
+pub fn closed_port() -> (rustix::fd::OwnedFd, u16) {
+    use rustix::net::{bind, getsockname, socket, AddressFamily, SocketType};
+    let socket = socket(AddressFamily::INET, SocketType::STREAM, None).expect("a socket");
+    bind(&socket, &std::net::SocketAddr::from(([127, 0, 0, 1], 0))).expect("a loopback port");
+    let address = getsockname(&socket).expect("its address");
+    let port = std::net::SocketAddr::try_from(address)
+        .expect("an IPv4 address")
+        .port();
+    (socket, port)
+}
+
 impl RedisServer {
     /// Starts a server with default settings.
     pub fn start() -> Self {
