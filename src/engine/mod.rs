@@ -283,7 +283,14 @@ async fn open_connection(
     let reconnect_pushes = pushes.clone();
     let reconnect: crate::transport::conn::Reconnect =
         Box::new(move || Box::pin(connect_link(same_kind.clone(), reconnect_pushes.clone())));
-    let conn = Conn::new(link, home, spawner, reconnect, pushes.reconnect_signal());
+    let probe_after = crate::transport::silence::probe_after(config.timeout);
+    let conn = Conn::new(
+        link,
+        home,
+        spawner,
+        (reconnect, probe_after),
+        pushes.reconnect_signal(),
+    );
     if !scripts {
         return Ok(conn);
     }

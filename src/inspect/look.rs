@@ -72,6 +72,9 @@ async fn snapshot_of(conn: &Conn, name: &str, my_id: &str) -> Result<Snapshot> {
     }
     match crate::transport::scripts::inspect_fair(&mut conn.clone(), name, MAX_ENTRIES).await {
         Ok(reply) => read_fair_snapshot(name, reply, my_id),
+        // Refused (an ACL): the hash alone. A failure that may pass (a cut
+        // connection) is the caller's to retry, not a partial answer.
+        Err(e) if e.is_transient() => Err(e),
         Err(e) => {
             crate::trace::debug_event!(
                 "inspecting the fair semaphore {name:?}: its line and leases could not be read ({e}): its hash alone is shown"

@@ -70,7 +70,8 @@ pub struct Snapshot {
     /// fair semaphore's deadline is its waiter's client's).
     pub queue: Vec<Queued>,
     /// How many waiters the queue holds (more than `queue` when it was cut
-    /// at [`MAX_ENTRIES`]).
+    /// at [`MAX_ENTRIES`], or when a fair semaphore's line could not be read:
+    /// an ACL that grants its hash alone, which counts its waiters' asks).
     pub queue_len: usize,
     /// The value of a synchronizer's count: the permits available of a
     /// semaphore, a permit-expirable or a fair semaphore, or a latch's count.

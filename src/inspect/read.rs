@@ -299,7 +299,14 @@ fn read_hash(reply: &Reply, my_id: &str, snapshot: &mut Snapshot) -> Result<()> 
             .and_then(|p| crate::numeral::signed_decimal(p));
         snapshot.holders = holders;
         snapshot.queue = fair_queue(reply, my_id);
-        snapshot.queue_len = reply.fair.line_len;
+        // Each waiter in line has its ask in the hash: counted so, the line's
+        // length is known even where its list could not be read (an ACL
+        // granting the hash alone, see `look.rs`).
+        let asks = fields
+            .iter()
+            .filter(|(f, _)| f.starts_with("want:"))
+            .count();
+        snapshot.queue_len = reply.fair.line_len.max(asks);
         snapshot.permits_out = holders_count(&snapshot.holders);
         snapshot.truncated |=
             reply.fair.line_len > MAX_ENTRIES || reply.fair.leases_count > MAX_ENTRIES;

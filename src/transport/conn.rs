@@ -45,8 +45,18 @@ struct Shared {
     /// The server's script cache as this client knows it.
     scripts: Arc<ScriptCache>,
     /// When the link last answered (see `silence.rs`): a cluster link silent
-    /// through a command's whole timeout is replaced.
+    /// through a command's whole timeout, or found not dispatching by a
+    /// probe, is replaced.
     silence: crate::transport::silence::Silence,
+    /// How long a cluster command waits in silence before the link is probed
+    /// (see `silence.rs`), and how long the probe may take.
+    probe_after: std::time::Duration,
+    /// A probe of the link is out (one at a time).
+    probing: std::sync::atomic::AtomicBool,
+    /// The generation of the link in use, for commands still out on an older
+    /// one: a link replaced under them fails them at once (their outcome
+    /// unknown, as after a timeout) rather than at their timeout.
+    replaced: tokio::sync::watch::Sender<u64>,
 }
 
 /// Connects a new link like the first one.
@@ -114,15 +124,27 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
+
+    /// Puts `link`, driven on the client's own thread, in use as number
+    /// `generation`; commands still out on the one before fail at once.
+    fn place(&self, link: Link, generation: u64) {
+        *self.placed.write().unwrap_or_else(|p| p.into_inner()) = Placed {
+            link,
+            home: Home::Client(self.spawner.handle().clone()),
+            generation,
+        };
+        self.replaced.send_replace(generation);
+    }
 }
 
 impl Conn {
     /// `link`, whose driver runs on `home`; `reconnect` makes another like it.
+    /// A cluster command silent for `probe_after` has its link probed.
     pub(crate) fn new(
         link: Link,
         home: Home,
         spawner: Spawner,
-        reconnect: Reconnect,
+        (reconnect, probe_after): (Reconnect, std::time::Duration),
         on_move: Box<dyn Fn() + Send + Sync>,
     ) -> Self {
         let (cluster, sharded) = match &link {
@@ -148,6 +170,9 @@ impl Conn {
                 on_move,
                 scripts: Arc::new(ScriptCache::default()),
                 silence: Default::default(),
+                probe_after,
+                probing: std::sync::atomic::AtomicBool::new(false),
+                replaced: tokio::sync::watch::Sender::new(0),
             }),
         }
     }
@@ -219,17 +244,20 @@ impl Conn {
 
     /// The link to send the next command on, moved to the client's own thread
     /// first if its home is no longer healthy.
-    async fn link(&self) -> redis::RedisResult<(Link, Handle)> {
+    /// Also the link's home, to be told if it ended under a command.
+    async fn link(&self) -> redis::RedisResult<(Link, Handle, Home)> {
         let placed = self.shared.placed();
         let leaving = self
             .shared
             .leaving
             .load(std::sync::atomic::Ordering::Relaxed);
         if placed.home.is_healthy() && !(leaving && placed.home.is_caller()) {
-            return Ok((placed.link, self.runtime_for_command(&placed.home)));
+            let runtime = self.runtime_for_command(&placed.home);
+            return Ok((placed.link, runtime, placed.home));
         }
         let link = self.move_home(placed).await?;
-        Ok((link, self.shared.spawner.handle().clone()))
+        let own = self.shared.spawner.handle().clone();
+        Ok((link, own.clone(), Home::Client(own)))
     }
 
     /// The runtime a command is polled in (see `home.rs`): the client's own for
@@ -267,11 +295,7 @@ impl Conn {
             }
             Err(e) => return Err(not_sent(&e.to_string())),
         };
-        *shared.placed.write().unwrap_or_else(|p| p.into_inner()) = Placed {
-            link: link.clone(),
-            home: Home::Client(shared.spawner.handle().clone()),
-            generation: current.generation + 1,
-        };
+        shared.place(link.clone(), current.generation + 1);
         crate::trace::info_event!(
             "the runtime driving the connection ended or stalled: moved the connection to the \
              client's own thread"
@@ -313,6 +337,70 @@ impl Conn {
         });
     }
 
+    /// `command`, sent at `watched` (see [`watch`](Conn::watch)): on a
+    /// cluster link, silent for `probe_after`, the link is probed (see
+    /// `silence.rs`); replaced meanwhile, the command fails at once, its
+    /// outcome unknown (as after a timeout: callers settle it so).
+    async fn watched<T>(
+        &self,
+        command: impl std::future::Future<Output = redis::RedisResult<T>>,
+        watched: Option<(u64, Sent)>,
+    ) -> redis::RedisResult<T> {
+        let Some((generation, sent)) = watched else {
+            return command.await;
+        };
+        let mut replaced = self.shared.replaced.subscribe();
+        let mut command = std::pin::pin!(command);
+        let probe_due = tokio::time::sleep(self.shared.probe_after);
+        tokio::select! {
+            result = &mut command => return result,
+            _ = probe_due => {}
+        }
+        if self.shared.silence.silent_since(sent) {
+            self.probe(generation, sent);
+        }
+        tokio::select! {
+            result = &mut command => result,
+            _ = replaced.wait_for(|now| *now != generation) => Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the cluster connection stopped answering and was replaced under the command \
+                 (its outcome is unknown)",
+            )
+            .into()),
+        }
+    }
+
+    /// Probes link number `generation`, silent since `sent`, from the
+    /// client's thread (one probe at a time): a PING to every primary that
+    /// ends at the first answer. One slow or paused node answers nothing,
+    /// the others do, and the link is kept; a link that answers nothing at
+    /// all within `probe_after` (redis-rs's slot refresh holds every command
+    /// while it waits on one node) is replaced.
+    fn probe(&self, generation: u64, sent: Sent) {
+        use std::sync::atomic::Ordering;
+        let shared = &self.shared;
+        if shared.probing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let conn = self.clone();
+        shared.spawner.spawn(async move {
+            let shared = &conn.shared;
+            let placed = shared.placed();
+            if placed.generation != generation {
+                shared.probing.store(false, Ordering::Release);
+                return;
+            }
+            let ping = ping_any_primary(placed.link);
+            let answered = tokio::time::timeout(shared.probe_after, ping).await;
+            shared.probing.store(false, Ordering::Release);
+            match answered {
+                Ok(Ok(())) => shared.silence.answered(),
+                _ if shared.silence.silent_since(sent) => conn.replace_silent(generation).await,
+                _ => {}
+            }
+        });
+    }
+
     /// Replaces link number `generation` if it is still the one in use and
     /// has said nothing since it was judged silent. If no new link can be
     /// made (the cluster is down), the old one stays.
@@ -327,19 +415,15 @@ impl Conn {
             Ok(link) => link,
             Err(e) => {
                 crate::trace::warn_event!(
-                    "the cluster connection answered nothing for a whole timeout, and a new one could not be made (tried again on the next silence): {e}"
+                    "the cluster connection stopped answering, and a new one could not be made (tried again on the next silence): {e}"
                 );
                 return;
             }
         };
-        *shared.placed.write().unwrap_or_else(|p| p.into_inner()) = Placed {
-            link,
-            home: Home::Client(shared.spawner.handle().clone()),
-            generation: generation + 1,
-        };
+        shared.place(link, generation + 1);
         shared.silence.answered();
         crate::trace::warn_event!(
-            "the cluster connection answered nothing for a whole timeout (redis-rs's slot refresh can hang for good): replaced it with a new one"
+            "the cluster connection stopped answering (redis-rs's slot refresh can hang, for a reply timeout or for good): replaced it with a new one"
         );
         (shared.on_move)();
     }
@@ -351,11 +435,11 @@ impl Conn {
     /// to be left out (no address, in handshake); elsewhere the one server,
     /// `None`.
     pub(crate) async fn primaries(&self) -> redis::RedisResult<(Vec<Option<u16>>, bool)> {
-        let (link, runtime) = self.link().await?;
+        let (link, runtime, home) = self.link().await?;
         match link {
             #[cfg(feature = "cluster")]
             Link::Cluster { mut conn, .. } => {
-                let nodes = entered(runtime, async move {
+                let command = entered(runtime, async move {
                     conn.route_command(
                         redis::cmd("CLUSTER").arg("NODES").clone(),
                         redis::cluster_routing::RoutingInfo::SingleNode(
@@ -363,14 +447,14 @@ impl Conn {
                         ),
                     )
                     .await
-                })
-                .await?;
+                });
+                let nodes = unless_its_runtime_ended(command, &home).await?;
                 let text: String = redis::FromRedisValue::from_redis_value(nodes)?;
                 let (slots, left_out) = cluster_primaries(&text);
                 Ok((slots.into_iter().map(Some).collect(), left_out))
             }
             _ => {
-                let _ = runtime;
+                let _ = (runtime, home);
                 Ok((vec![None], false))
             }
         }
@@ -382,7 +466,7 @@ impl Conn {
         let Some(slot) = slot else {
             return cmd.query_async(&mut self.clone()).await;
         };
-        let (link, runtime) = self.link().await?;
+        let (link, runtime, home) = self.link().await?;
         match link {
             #[cfg(feature = "cluster")]
             Link::Cluster { mut conn, .. } => {
@@ -391,14 +475,14 @@ impl Conn {
                     Route::new(slot, SlotAddr::Master),
                 ));
                 let cmd = cmd.clone();
-                entered(
+                let command = entered(
                     runtime,
                     async move { conn.route_command(cmd, routing).await },
-                )
-                .await
+                );
+                unless_its_runtime_ended(command, &home).await
             }
             _ => {
-                let _ = (runtime, slot);
+                let _ = (runtime, home, slot);
                 cmd.query_async(&mut self.clone()).await
             }
         }
@@ -406,16 +490,22 @@ impl Conn {
 
     pub(crate) async fn subscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
         let watched = self.watch();
-        let (mut link, runtime) = self.link().await?;
-        let result = entered(runtime, async move { link.subscribe(channels).await }).await;
+        let (mut link, runtime, home) = self.link().await?;
+        let command = entered(runtime, async move { link.subscribe(channels).await });
+        let result = self
+            .watched(unless_its_runtime_ended(command, &home), watched)
+            .await;
         self.judge(&result, watched);
         result
     }
 
     pub(crate) async fn unsubscribe(&mut self, channels: &[&str]) -> redis::RedisResult<()> {
         let watched = self.watch();
-        let (mut link, runtime) = self.link().await?;
-        let result = entered(runtime, async move { link.unsubscribe(channels).await }).await;
+        let (mut link, runtime, home) = self.link().await?;
+        let command = entered(runtime, async move { link.unsubscribe(channels).await });
+        let result = self
+            .watched(unless_its_runtime_ended(command, &home), watched)
+            .await;
         self.judge(&result, watched);
         result
     }
@@ -547,12 +637,62 @@ impl redis::aio::ConnectionLike for Link {
     }
 }
 
+/// A PING on `link` that any primary answers (Ok at the first answer).
+async fn ping_any_primary(link: Link) -> redis::RedisResult<()> {
+    #[cfg(feature = "cluster")]
+    if let Link::Cluster { mut conn, .. } = link {
+        use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
+        let every_primary = RoutingInfo::MultiNode((
+            MultipleNodeRoutingInfo::AllMasters,
+            Some(ResponsePolicy::OneSucceeded),
+        ));
+        return conn
+            .route_command(redis::cmd("PING"), every_primary)
+            .await
+            .map(drop);
+    }
+    #[cfg(not(feature = "cluster"))]
+    let _ = link;
+    Ok(())
+}
+
+/// `command`, with a panic in it turned into a dropped connection (an
+/// outcome unknown, settled as any other), its `home` marked gone so that the
+/// next command moves the connection to the client's own thread.
+///
+/// Why it can panic: the `redis` crate shares one re-dial among the commands
+/// that find the connection broken, and that re-dial's timers (its backoff)
+/// belong to the runtime that first polled it. When that was the home and the
+/// home shuts down, the next poll of those timers, from the client's own
+/// thread (a queued release), panics in tokio ("a Tokio 1.x context was
+/// found, but it is being shutdown"), and the release was lost with its task.
+async fn unless_its_runtime_ended<T>(
+    command: impl std::future::Future<Output = redis::RedisResult<T>>,
+    home: &Home,
+) -> redis::RedisResult<T> {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(command).catch_unwind().await {
+        Ok(result) => result,
+        Err(_) => {
+            home.mark_gone();
+            Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "the runtime the connection lived on ended under the command",
+            )
+            .into())
+        }
+    }
+}
+
 impl redis::aio::ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let watched = self.watch();
-            let (mut link, runtime) = self.link().await?;
-            let result = entered(runtime, link.req_packed_command(cmd)).await;
+            let (mut link, runtime, home) = self.link().await?;
+            let command = entered(runtime, link.req_packed_command(cmd));
+            let result = self
+                .watched(unless_its_runtime_ended(command, &home), watched)
+                .await;
             self.judge(&result, watched);
             result
         })
@@ -566,8 +706,11 @@ impl redis::aio::ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
             let watched = self.watch();
-            let (mut link, runtime) = self.link().await?;
-            let result = entered(runtime, link.req_packed_commands(pipeline, offset, count)).await;
+            let (mut link, runtime, home) = self.link().await?;
+            let command = entered(runtime, link.req_packed_commands(pipeline, offset, count));
+            let result = self
+                .watched(unless_its_runtime_ended(command, &home), watched)
+                .await;
             self.judge(&result, watched);
             result
         })

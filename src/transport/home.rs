@@ -69,6 +69,15 @@ impl Home {
         }
     }
 
+    /// A command found this home's runtime ending (see `conn.rs`): it is no
+    /// longer healthy, whatever its watch task says yet. The client's own
+    /// thread never ends under a command.
+    pub(crate) fn mark_gone(&self) {
+        if let Home::Caller { watch, .. } = self {
+            watch.gone.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// The runtime to enter while polling a command.
     pub(crate) fn handle(&self) -> &Handle {
         match self {

@@ -14,9 +14,32 @@
 //! own commands while the other nodes' keep answering, and that link is
 //! kept; a cluster that is down answers nothing, and a replacement then fails
 //! to connect and changes nothing.
+//!
+//! Nor does it take a whole timeout to tell. redis-rs refreshes its slot map
+//! holding every command of the client while it asks one node, and when that
+//! node is the primary that just handed over in a graceful failover (its
+//! connection still behind a write the failover paused), every command of
+//! the client waits a reply timeout: a fair lock's first waiter then sits on
+//! a free lock, and everyone behind it, for seconds (the cluster campaign saw
+//! 2 to 4 s). So a command silent for [`probe_after`] has the link probed
+//! (`conn.rs`): a PING to every primary that ends at the first answer. Any
+//! answer keeps the link (a slow node is not a stuck link); none within
+//! another `probe_after` replaces it, and the commands still out on it fail
+//! at once, their outcome unknown, as after a timeout.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// The longest a cluster command waits in silence before its link is probed.
+const PROBE_AFTER_MOST: Duration = Duration::from_millis(500);
+
+/// How long a cluster command waits in silence before its link is probed,
+/// and the probe may take, under a reply timeout of `timeout`: a quarter of
+/// it, at most half a second (a stuck link is then replaced within about a
+/// second, against a reply timeout of 3 s by default).
+pub(crate) fn probe_after(timeout: Duration) -> Duration {
+    (timeout / 4).min(PROBE_AFTER_MOST)
+}
 
 /// When a link last answered, on the client's monotonic clock.
 #[derive(Debug)]

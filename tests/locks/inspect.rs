@@ -755,29 +755,8 @@ async fn an_inspector_the_acl_keeps_from_identities_still_reads_the_lock() {
     let server = RedisServer::start();
     let holder = server.client().await;
     let _held = holder.get_lock("q").unwrap().lock().await.unwrap();
-    let mut admin = server.admin().await;
     // Redisson's keys and channels only: no `redisson_locks_client:*`.
-    let _: () = redis::cmd("ACL")
-        .arg(&[
-            "SETUSER",
-            "ops",
-            "on",
-            ">pw",
-            "~q",
-            "~redisson_lock_*",
-            "~{q}*",
-            "&*",
-            "+@all",
-        ])
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    let limited = server
-        .client_with(|c| {
-            c.username = Some("ops".into());
-            c.password = Some("pw".into());
-        })
-        .await;
+    let limited = client_granted(&server, &["~q", "~redisson_lock_*", "~{q}*"]).await;
     assert!(
         limited.warnings().iter().any(|w| w.contains("announce")),
         "its own refused announcement is a warning: {:?}",
@@ -790,6 +769,69 @@ async fn an_inspector_the_acl_keeps_from_identities_still_reads_the_lock() {
         seen.holders[0].owner.identity.is_none(),
         "unnamed, not unread"
     );
+}
+
+/// A client of an ACL user granted every command and channel, and of the
+/// keys only those `key_patterns` (`~pattern`) match.
+async fn client_granted(server: &RedisServer, key_patterns: &[&str]) -> redisson_locks::Client {
+    let mut admin = server.admin().await;
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "ops", "on", ">pw", "&*", "+@all"])
+        .arg(key_patterns)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    server
+        .client_with(|c| {
+            c.username = Some("ops".into());
+            c.password = Some("pw".into());
+        })
+        .await
+}
+
+/// A fair semaphore's line and leases are this crate's own keys: an inspector
+/// whose ACL grants its hash (and Redisson's keys) alone reads it all the
+/// same, its kind and holds from the hash, its line and leases unread, never
+/// an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inspector_the_acl_keeps_from_a_fair_semaphores_line_reads_its_hash() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let pool = holder.get_fair_semaphore("fs").unwrap();
+    assert!(pool.try_set_permits(1).await.unwrap());
+    let held = pool.acquire(1).await.unwrap();
+    let waiter = {
+        let pool = server.client().await.get_fair_semaphore("fs").unwrap();
+        tokio::spawn(async move { pool.acquire(1).await })
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            holder.inspect("fs").await.unwrap().queue_len == 1
+        })
+        .await
+    );
+    let limited = client_granted(&server, &["~fs", "~redisson_lock_*", "~{fs}*"]).await;
+    let seen = limited.inspect("fs").await.unwrap();
+    assert_eq!(seen.kind, Kind::FairSemaphore);
+    assert_eq!(seen.count, Some(0));
+    let holds: Vec<(&str, u64)> = seen
+        .holders
+        .iter()
+        .map(|h| (h.owner.field.as_str(), h.holds))
+        .collect();
+    assert_eq!(holds, [(held.hold_id(), 1)]);
+    assert!(seen.holders[0].lease_left.is_none(), "{:?}", seen.holders);
+    // Its waiter counted from its ask in the hash, the line itself unread.
+    assert_eq!(seen.queue_len, 1, "{seen:?}");
+    assert!(seen.queue.is_empty(), "{seen:?}");
+    held.release().await.unwrap();
+    within(Duration::from_secs(10), "the waiter", waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -310,6 +310,49 @@ fn a_guard_in_scope_when_block_on_returns_is_released() {
     }
 }
 
+/// The connection breaks and the `redis` crate's re-dial, which it runs on
+/// the connection's home with its backoff's timers there, is still trying
+/// when the home shuts down with a guard dropped in it: the queued release,
+/// which the client's own thread was awaiting on that same re-dial, reaches
+/// the server once it answers again. (It used to die with the home's timers:
+/// tokio panicked in the release's task, and the hold stayed for its lease.)
+#[test]
+fn a_release_queued_as_the_home_ends_mid_redial_still_goes_out() {
+    // The lock must outlive the restart: written through to an append-only file.
+    let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let observer = runtime(false);
+    let mut config = server.config();
+    config.retry_attempts = 10;
+    let home = runtime(true);
+    let (client, guard) = home.block_on(async {
+        let client = Client::connect(config).await.unwrap();
+        let lease = Duration::from_secs(60);
+        let guard = client
+            .get_lock("redial")
+            .unwrap()
+            .lock_with_lease(lease)
+            .await;
+        (client, guard.unwrap())
+    });
+    server.kill();
+    home.block_on(async {
+        // A command on the home finds the break; the re-dial starts there and
+        // keeps failing (refused, backoff, again) while the server is down.
+        let refused = client.get_lock("redial").unwrap().is_locked().await;
+        assert!(refused.is_err(), "{refused:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(guard);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    });
+    drop(home);
+    server.restart();
+    assert!(
+        observer.block_on(gone_soon(&server, "redial")),
+        "held after its release was queued"
+    );
+    drop(client);
+}
+
 /// A runtime shut down with tasks holding guards and tasks queued on a fair lock:
 /// every hold and every queue place goes, and the next live fair waiter gets the
 /// lock soon, not after a fair wait.
