@@ -55,25 +55,15 @@ elseif kind == 'string' then
     end
 end
 
-local queue, queue_length, deadlines = {}, 0, {}
-if type_of(queue_key) == 'list' then
-    queue = redis.call('lrange', queue_key, 0, bound - 1)
-    queue_length = redis.call('llen', queue_key)
-end
-if type_of(deadlines_key) == 'zset' then
-    deadlines = redis.call('zrange', deadlines_key, 0, bound - 1, 'withscores')
-end
+local queue, queue_length = list_head(queue_key, bound)
+local deadlines = zset_head(deadlines_key, bound)
 
 local token = false
 if type_of(token_key) == 'string' and redis.call('strlen', token_key) <= LONGEST_VALUE then
     token = redis.call('get', token_key)
 end
 
-local leases, leases_count = {}, 0
-if type_of(leases_key) == 'zset' then
-    leases = redis.call('zrange', leases_key, 0, bound - 1, 'withscores')
-    leases_count = redis.call('zcard', leases_key)
-end
+local leases, leases_count = zset_head(leases_key, bound)
 
 return { now, kind, redis.call('pttl', name), body, queue, queue_length, deadlines,
     token, leases, leases_count, read_ttls }

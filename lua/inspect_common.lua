@@ -1,6 +1,6 @@
 -- The inspectors' shared reading (prepended to inspect.lua and
--- inspect_fair.lua): a key's type, the server's clock, and a hash's fields
--- and values within a bound. Nothing here writes.
+-- inspect_fair.lua): a key's type, the server's clock, and a hash's, a
+-- list's or a zset's entries within a bound. Nothing here writes.
 
 local function type_of(key)
     return redis.call('type', key).ok
@@ -42,4 +42,22 @@ local function hash_body(name, bound)
     end
     table.insert(body, length)
     return body
+end
+
+-- The first `bound` entries of the list `key` and its length ({} and 0 when
+-- it is no list).
+local function list_head(key, bound)
+    if type_of(key) ~= 'list' then
+        return {}, 0
+    end
+    return redis.call('lrange', key, 0, bound - 1), redis.call('llen', key)
+end
+
+-- The first `bound` members of the zset `key` with their scores (member,
+-- score, ...) and its size ({} and 0 when it is no zset).
+local function zset_head(key, bound)
+    if type_of(key) ~= 'zset' then
+        return {}, 0
+    end
+    return redis.call('zrange', key, 0, bound - 1, 'withscores'), redis.call('zcard', key)
 end

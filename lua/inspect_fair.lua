@@ -27,17 +27,8 @@ if kind == 'hash' then
     body = hash_body(name, bound)
 end
 
-local line, line_length, deadlines, leases, leases_count = {}, 0, {}, {}, 0
-if type_of(line_key) == 'list' then
-    line = redis.call('lrange', line_key, 0, bound - 1)
-    line_length = redis.call('llen', line_key)
-end
-if type_of(deadlines_key) == 'zset' then
-    deadlines = redis.call('zrange', deadlines_key, 0, bound - 1, 'withscores')
-end
-if type_of(leases_key) == 'zset' then
-    leases = redis.call('zrange', leases_key, 0, bound - 1, 'withscores')
-    leases_count = redis.call('zcard', leases_key)
-end
+local line, line_length = list_head(line_key, bound)
+local deadlines = zset_head(deadlines_key, bound)
+local leases, leases_count = zset_head(leases_key, bound)
 
 return { now, kind, body, line, line_length, deadlines, leases, leases_count }

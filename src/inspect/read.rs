@@ -98,6 +98,24 @@ fn pairs(value: Value) -> Result<Vec<(Value, Option<i64>)>> {
         .collect()
 }
 
+/// A list of texts (a queue, a line).
+fn texts(value: Value) -> Result<Vec<String>> {
+    array(value)?.iter().map(text).collect()
+}
+
+/// A length or a count (one that is no positive integer reads as 0).
+fn count(value: &Value) -> Result<usize> {
+    Ok(usize::try_from(int(value)?).unwrap_or(0))
+}
+
+/// A flat `member, score, ...` list by member (see [`pairs`]).
+fn scores_by_text(value: Value) -> Result<HashMap<String, Option<i64>>> {
+    pairs(value)?
+        .into_iter()
+        .map(|(member, score)| Ok((text(&member)?, score)))
+        .collect()
+}
+
 impl Reply {
     fn decode(reply: Value) -> Result<Reply> {
         let parts = array(reply)?;
@@ -116,12 +134,9 @@ impl Reply {
             redis_type: text(&redis_type)?,
             pttl: int(&pttl)?,
             body: array(body)?,
-            queue: array(queue)?.iter().map(text).collect::<Result<_>>()?,
-            queue_len: usize::try_from(int(&queue_len)?).unwrap_or(0),
-            deadlines: pairs(deadlines)?
-                .into_iter()
-                .map(|(member, score)| Ok((text(&member)?, score)))
-                .collect::<Result<_>>()?,
+            queue: texts(queue)?,
+            queue_len: count(&queue_len)?,
+            deadlines: scores_by_text(deadlines)?,
             // A counter that is no positive integer is no token of ours.
             token: int(&token).ok().and_then(|t| u64::try_from(t).ok()),
             leases: pairs(leases)?
@@ -131,7 +146,7 @@ impl Reply {
                     _ => None,
                 })
                 .collect(),
-            leases_count: usize::try_from(int(&leases_count)?).unwrap_or(0),
+            leases_count: count(&leases_count)?,
             read_ttls,
             fair: FairParts::default(),
         })
@@ -156,17 +171,14 @@ impl Reply {
             leases_count: 0,
             read_ttls: HashMap::new(),
             fair: FairParts {
-                line: array(line)?.iter().map(text).collect::<Result<_>>()?,
-                line_len: usize::try_from(int(&line_len)?).unwrap_or(0),
-                deadlines: pairs(deadlines)?
-                    .into_iter()
-                    .map(|(member, score)| Ok((text(&member)?, score)))
-                    .collect::<Result<_>>()?,
+                line: texts(line)?,
+                line_len: count(&line_len)?,
+                deadlines: scores_by_text(deadlines)?,
                 leases: pairs(leases)?
                     .into_iter()
                     .filter_map(|(member, score)| Some((text(&member).ok()?, score?)))
                     .collect(),
-                leases_count: usize::try_from(int(&leases_count)?).unwrap_or(0),
+                leases_count: count(&leases_count)?,
             },
         })
     }
@@ -184,7 +196,7 @@ impl Reply {
                 other => Err(unexpected(other)),
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok((fields, usize::try_from(int(length)?).unwrap_or(0)))
+        Ok((fields, count(length)?))
     }
 
     fn has_queue(&self) -> bool {

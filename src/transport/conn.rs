@@ -349,13 +349,15 @@ impl Conn {
         let Some((generation, sent)) = watched else {
             return command.await;
         };
-        let mut replaced = self.shared.replaced.subscribe();
         let mut command = std::pin::pin!(command);
         let probe_due = tokio::time::sleep(self.shared.probe_after);
         tokio::select! {
             result = &mut command => return result,
             _ = probe_due => {}
         }
+        // Only now: most commands are answered before. A replacement made
+        // meanwhile is seen all the same (`wait_for` looks at the value first).
+        let mut replaced = self.shared.replaced.subscribe();
         if self.shared.silence.silent_since(sent) {
             self.probe(generation, sent);
         }
